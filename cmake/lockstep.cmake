@@ -1,0 +1,42 @@
+include(GoogleTest)
+
+# lockstep_layer(NAME DEPS ...): one static library per folder under src/lockstep/NAME,
+# built from every .cc file there (sources are globbed so a new file needs no CMake edit).
+function(lockstep_layer name)
+  cmake_parse_arguments(L "" "" "DEPS" ${ARGN})
+  file(GLOB_RECURSE srcs CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/lockstep/${name}/*.cc)
+  if(srcs)
+    add_library(lockstep_${name} STATIC ${srcs})
+    target_include_directories(lockstep_${name} PUBLIC ${CMAKE_SOURCE_DIR}/src)
+    target_link_libraries(lockstep_${name} PUBLIC ${L_DEPS})
+  else()
+    add_library(lockstep_${name} INTERFACE)
+    target_include_directories(lockstep_${name} INTERFACE ${CMAKE_SOURCE_DIR}/src)
+    target_link_libraries(lockstep_${name} INTERFACE ${L_DEPS})
+  endif()
+endfunction()
+
+# lockstep_tests(LAYER): every tests/LAYER/*_test.cc becomes one GoogleTest executable
+# linked against that layer, and each of its test cases becomes one CTest test.
+function(lockstep_tests layer)
+  file(GLOB srcs CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/${layer}/*_test.cc)
+  file(GLOB helpers CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/${layer}/*_util.cc)
+  if(layer STREQUAL "cli")
+    set(lib lockstep_runtime)
+  else()
+    set(lib lockstep_${layer})
+  endif()
+  foreach(src ${srcs})
+    get_filename_component(name ${src} NAME_WE)
+    add_executable(${name} ${src} ${helpers})
+    target_link_libraries(${name} PRIVATE ${lib} GTest::gtest GTest::gtest_main)
+    target_include_directories(${name} PRIVATE ${CMAKE_SOURCE_DIR}/tests)
+    target_compile_definitions(${name} PRIVATE
+      LOCKSTEP_SOURCE_DIR="${CMAKE_SOURCE_DIR}"
+      LOCKSTEP_BINARY_DIR="${CMAKE_BINARY_DIR}")
+    if(layer STREQUAL "cli")
+      add_dependencies(${name} lockstep)
+    endif()
+    gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 120)
+  endforeach()
+endfunction()
