@@ -3,26 +3,111 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
+#include <string>
+
+#include "lockstep/cli/bench_comm.h"
+#include "lockstep/comm/mpi/launch.h"
+#include "lockstep/core/config.h"
+#include "lockstep/runtime/checkpoint_inspect.h"
+#include "lockstep/runtime/evaluate.h"
+#include "lockstep/runtime/train.h"
 
 namespace lockstep::cli {
+namespace {
+
+// Bad input exits 2, failures at run time exit 1 (DESIGN.md, CLI contract).
+int ExitCodeFor(const Status& s) {
+  if (s.ok()) return 0;
+  std::fprintf(stderr, "lockstep: error: %s\n", s.message().c_str());
+  return s.code() == StatusCode::kInvalidArgument || s.code() == StatusCode::kNotFound ? 2 : 1;
+}
+
+// CLI11 accepts sizes as strings; K/M/G suffixes are ours.
+bool ParseSizeFlag(const std::string& text, const char* flag, int64_t* out) {
+  auto v = ParseSize(text, flag);
+  if (!v.ok()) {
+    std::fprintf(stderr, "lockstep: error: %s\n", v.status().message().c_str());
+    return false;
+  }
+  *out = *v;
+  return true;
+}
+
+}  // namespace
 
 int Main(int argc, char** argv) {
-  CLI::App app{"lockstep: distributed training for C++"};
+  CLI::App app{"lockstep: data-, tensor- and pipeline-parallel training in C++"};
   app.require_subcommand(1);
-  CLI::App* train = app.add_subcommand("train", "train a model from a config file");
-  std::string config;
-  train->add_option("--config", config, "TOML config file")->required();
+  app.set_help_all_flag("--help-all", "help for every subcommand");
+
+  runtime::TrainOptions train;
+  CLI::App* t = app.add_subcommand("train", "train a model from a TOML config");
+  t->add_option("--config", train.config_path, "TOML config file")->required();
+  t->add_option("--set", train.overrides, "override a config key: section.key=value (repeatable)");
+  t->add_option("--nproc", train.nproc, "number of workers")->check(CLI::Range(1, 4096));
+  t->add_option("--backend", train.backend, "threads (one process) or mpi (processes)")
+      ->check(CLI::IsMember({"threads", "mpi"}));
+  auto* steps = t->add_option("--steps", train.steps, "train this many steps")->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
+  t->add_option("--epochs", train.epochs, "train this many epochs")->check(CLI::Range(0.0, 1e6))->excludes(steps);
+  t->add_option("--out", train.out_dir, "output directory (default runs/<config name>)");
+  t->add_option("--resume", train.resume, "auto (newest valid checkpoint in --out) or a checkpoint directory");
+  t->add_flag("--deterministic", train.deterministic, "bit-identical results for any number of workers");
+  t->add_option("--trace", train.trace_file, "write a Chrome trace (JSON) of the run");
+  t->add_option("--max-restarts", train.max_restarts, "restart failed workers up to R times")->check(CLI::Range(0, 1000));
+  t->add_option("--inject-fault", train.inject_fault, "fault to inject, e.g. kill:rank=1:step=37");
+  t->add_option("--layout", train.layout, "parallel layout, e.g. dp=2,tp=2,pp=1");
+  t->add_option("--zero", train.zero, "ZeRO stage 0|1|2|3")->check(CLI::Range(0, 3));
+
+  runtime::EvalOptions eval;
+  CLI::App* e = app.add_subcommand("eval", "evaluate a checkpoint on the validation set");
+  e->add_option("--config", eval.config_path, "TOML config file")->required();
+  e->add_option("--set", eval.overrides, "override a config key: section.key=value (repeatable)");
+  e->add_option("--checkpoint", eval.checkpoint_dir, "checkpoint directory")->required();
+
+  std::string inspect_dir;
+  CLI::App* in = app.add_subcommand("inspect", "print a checkpoint's manifest and verify its checksums");
+  in->add_option("CHECKPOINT_DIR", inspect_dir, "checkpoint directory")->required();
+
+  BenchCommArgs bench;
+  std::string min_bytes = "8", max_bytes = "64M";
+  CLI::App* b = app.add_subcommand("bench-comm", "measure collective bandwidth and latency (nccl-tests style)");
+  b->add_option("--backend", bench.backend, "threads or mpi")->check(CLI::IsMember({"threads", "mpi"}));
+  b->add_option("--nproc", bench.nproc, "number of ranks")->check(CLI::Range(1, 4096));
+  b->add_option("--op", bench.op, "allreduce|reduce_scatter|all_gather|broadcast|all");
+  b->add_option("--min-bytes", min_bytes, "smallest message (K/M/G suffixes)");
+  b->add_option("--max-bytes", max_bytes, "largest message (K/M/G suffixes)");
+  b->add_flag("--json", bench.json, "one JSON object per line instead of a table");
+
   try {
     app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
+  } catch (const CLI::CallForHelp&) {
     std::fputs(app.help().c_str(), stdout);
     return 0;
-  } catch (const CLI::ParseError& e) {
-    std::fprintf(stderr, "lockstep: %s\n", e.what());
+  } catch (const CLI::CallForAllHelp&) {
+    std::fputs(app.help("", CLI::AppFormatMode::All).c_str(), stdout);
+    return 0;
+  } catch (const CLI::ParseError& err) {
+    std::fprintf(stderr, "lockstep: error: %s\n", err.what());
     return 2;
   }
-  std::fprintf(stderr, "lockstep: train is not built yet\n");
-  return 1;
+
+  if (t->parsed()) {
+    if (train.backend == "mpi" && !comm::InsideMpirun())
+      return comm::RelaunchUnderMpirun(train.nproc, argc, argv, {});
+    return ExitCodeFor(runtime::RunTrain(train));
+  }
+  if (e->parsed()) return ExitCodeFor(runtime::RunEvaluate(eval));
+  if (in->parsed()) return ExitCodeFor(runtime::InspectCheckpoint(inspect_dir));
+  if (b->parsed()) {
+    if (!ParseSizeFlag(min_bytes, "--min-bytes", &bench.min_bytes)) return 2;
+    if (!ParseSizeFlag(max_bytes, "--max-bytes", &bench.max_bytes)) return 2;
+    if (bench.min_bytes > bench.max_bytes) {
+      std::fprintf(stderr, "lockstep: error: --min-bytes must not exceed --max-bytes\n");
+      return 2;
+    }
+    return RunBenchComm(bench, argc, argv);
+  }
+  return 2;
 }
 
 }  // namespace lockstep::cli

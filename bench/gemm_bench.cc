@@ -1,0 +1,111 @@
+// GEMM throughput on one compute thread: raw dnnl_sgemm against lockstep's Gemm wrapper
+// (default and deterministic mode), for square sizes and the GPT-tiny training shapes,
+// plus the batched small GEMMs of causal attention.
+//   build/gemm_bench --benchmark_min_time=0.2
+#include <benchmark/benchmark.h>
+#include <dnnl.h>
+
+#include <vector>
+
+#include "lockstep/core/rng.h"
+#include "lockstep/tensor/kernels.h"
+#include "lockstep/tensor/threads.h"
+
+namespace {
+
+using namespace lockstep::tensor;
+
+std::vector<float> Random(int64_t n, uint64_t stream) {
+  lockstep::Rng rng(7, stream);
+  std::vector<float> v(n);
+  for (auto& x : v) x = rng.Uniform() - 0.5f;
+  return v;
+}
+
+// Args: M, N, K, trans_a, trans_b. GPT-tiny (B*T = 2048 rows, C = 128):
+//   forward  qkv 2048x384x128, proj 2048x128x128, fc 2048x512x128, fcproj 2048x128x512,
+//            head 2048x256x128;
+//   backward dinp = dout.W (N,N): 2048x128x384 ...; dW = dout^T.inp (T,N): 384x128x2048 ...
+void Shapes(benchmark::internal::Benchmark* b) {
+  b->Args({512, 512, 512, 0, 0})->Args({1024, 1024, 1024, 0, 0});
+  b->Args({2048, 384, 128, 0, 1})->Args({2048, 128, 128, 0, 1})->Args({2048, 512, 128, 0, 1});
+  b->Args({2048, 128, 512, 0, 1})->Args({2048, 256, 128, 0, 1});
+  b->Args({2048, 128, 384, 0, 0})->Args({2048, 128, 512, 0, 0})->Args({2048, 512, 128, 0, 0});
+  b->Args({384, 128, 2048, 1, 0})->Args({512, 128, 2048, 1, 0})->Args({128, 512, 2048, 1, 0});
+  b->Args({256, 128, 2048, 1, 0});
+  b->ArgNames({"M", "N", "K", "ta", "tb"})->Unit(benchmark::kMicrosecond);
+}
+
+template <int kMode>  // 0 = raw dnnl_sgemm, 1 = Gemm, 2 = Gemm deterministic
+void BM_Gemm(benchmark::State& state) {
+  SetComputeThreads(1);
+  const int64_t M = state.range(0), N = state.range(1), K = state.range(2);
+  const bool ta = state.range(3), tb = state.range(4);
+  auto A = Random(M * K, 1), B = Random(K * N, 2);
+  std::vector<float> C(M * N, 0.0f);
+  const int64_t lda = ta ? M : K, ldb = tb ? K : N;
+  ScopedDeterministic det(kMode == 2);
+  for (auto _ : state) {
+    if (kMode == 0) {
+      dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K, 1.0f, A.data(), lda, B.data(), ldb,
+                 0.0f, C.data(), N);
+    } else {
+      Gemm(ta, tb, M, N, K, 1.0f, A.data(), lda, B.data(), ldb, 0.0f, C.data(), N);
+    }
+    benchmark::DoNotOptimize(C.data());
+  }
+  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * M * N * K * state.iterations(),
+                                                 benchmark::Counter::kIsRate,
+                                                 benchmark::Counter::kIs1000);
+}
+BENCHMARK(BM_Gemm<0>)->Name("dnnl_sgemm")->Apply(Shapes);
+BENCHMARK(BM_Gemm<1>)->Name("Gemm")->Apply(Shapes);
+BENCHMARK(BM_Gemm<2>)->Name("Gemm_deterministic")->Apply(Shapes);
+
+// Causal attention of GPT-tiny (B=16, T=128, C=128, H=4). FLOP/s counts the dense
+// 4*B*H*T*T*hs forward and 8*B*H*T*T*hs backward GEMM work (the kernel skips ~3/8 of it).
+void BM_Attention(benchmark::State& state) {
+  SetComputeThreads(static_cast<int>(state.range(0)));
+  const int64_t B = 16, T = 128, C = 128, H = 4, hs = C / H;
+  auto qkv = Random(B * T * 3 * C, 3), dout = Random(B * T * C, 4);
+  std::vector<float> out(B * T * C), att(B * H * T * T), dqkv(qkv.size()), scratch(att.size());
+  const bool backward = state.range(1);
+  for (auto _ : state) {
+    AttentionForward(out.data(), att.data(), qkv.data(), B, T, C, H);
+    if (backward) {
+      AttentionBackward(dqkv.data(), scratch.data(), dout.data(), qkv.data(), att.data(), B, T, C, H);
+    }
+    benchmark::DoNotOptimize(dqkv.data());
+  }
+  double flops = (backward ? 12.0 : 4.0) * B * H * T * T * hs;
+  state.counters["GFLOP/s"] = benchmark::Counter(flops * state.iterations(),
+                                                 benchmark::Counter::kIsRate,
+                                                 benchmark::Counter::kIs1000);
+  SetComputeThreads(1);
+}
+BENCHMARK(BM_Attention)->ArgNames({"threads", "bwd"})->Args({1, 0})->Args({1, 1})->Args({2, 1})
+    ->Unit(benchmark::kMillisecond);
+
+// The same attention GEMMs as plain dense BatchedGemm calls (no causal skipping), for
+// comparison: QK^T, PV forward; dP, dQ, dK, dV backward.
+void BM_AttentionDenseBatchedGemm(benchmark::State& state) {
+  SetComputeThreads(1);
+  const int64_t B = 16, T = 128, C = 128, H = 4, hs = C / H, BH = B * H;
+  auto q = Random(BH * T * hs, 5), k = Random(BH * T * hs, 6);
+  std::vector<float> s(BH * T * T), o(BH * T * hs);
+  for (auto _ : state) {
+    BatchedGemm(false, true, BH, T, T, hs, 1.0f, q.data(), hs, T * hs, k.data(), hs, T * hs, 0.0f,
+                s.data(), T, T * T);
+    BatchedGemm(false, false, BH, T, hs, T, 1.0f, s.data(), T, T * T, k.data(), hs, T * hs, 0.0f,
+                o.data(), hs, T * hs);
+    benchmark::DoNotOptimize(o.data());
+  }
+  state.counters["GFLOP/s"] = benchmark::Counter(4.0 * BH * T * T * hs * state.iterations(),
+                                                 benchmark::Counter::kIsRate,
+                                                 benchmark::Counter::kIs1000);
+}
+BENCHMARK(BM_AttentionDenseBatchedGemm)->Unit(benchmark::kMillisecond);
+
+}  // namespace
+
+BENCHMARK_MAIN();

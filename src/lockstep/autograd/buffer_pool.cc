@@ -1,0 +1,57 @@
+#include "lockstep/autograd/buffer_pool.h"
+
+#include <cstring>
+
+namespace lockstep::autograd {
+
+using tensor::DType;
+using tensor::MemoryTag;
+using tensor::Shape;
+using tensor::Storage;
+using tensor::Tensor;
+
+Tensor BufferPool::Empty(const Shape& shape, DType dtype) {
+  size_t bytes = static_cast<size_t>(tensor::NumElements(shape)) * tensor::DTypeSize(dtype);
+  std::shared_ptr<Storage> storage;
+  auto it = free_.find(bytes);
+  if (it != free_.end() && !it->second.empty()) {
+    storage = std::move(it->second.back());
+    it->second.pop_back();
+    ++reuses_;
+  } else {
+    storage = Storage::Allocate(bytes, MemoryTag::kActivation);
+    LS_CHECK(storage != nullptr) << "cannot allocate " << bytes << " bytes for activation "
+                                 << tensor::ShapeToString(shape);
+    ++allocations_;
+  }
+  in_use_.push_back(storage);
+  return Tensor::FromStorage(std::move(storage), 0, shape, dtype);
+}
+
+Tensor BufferPool::Zeros(const Shape& shape, DType dtype) {
+  Tensor t = Empty(shape, dtype);
+  std::memset(t.raw(), 0, t.nbytes());
+  return t;
+}
+
+void BufferPool::Recycle() {
+  // Whatever is still on a free list was not wanted during this step.
+  free_.clear();
+  for (auto& s : in_use_) {
+    // use_count() == 1: only the pool holds it. This is exact here, not a race: storages
+    // are only shared between tensors of this rank thread.
+    if (s.use_count() == 1) free_[s->bytes()].push_back(std::move(s));
+  }
+  in_use_.clear();
+}
+
+void BufferPool::Trim() { free_.clear(); }
+
+int64_t BufferPool::bytes_held() const {
+  int64_t total = 0;
+  for (const auto& s : in_use_) total += static_cast<int64_t>(s->bytes());
+  for (const auto& [bytes, list] : free_) total += static_cast<int64_t>(bytes * list.size());
+  return total;
+}
+
+}  // namespace lockstep::autograd

@@ -1,0 +1,192 @@
+#include "lockstep/cli/bench_comm.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <sstream>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "lockstep/cli/bench_comm_measure.h"
+#include "lockstep/cli/bench_comm_report.h"
+#include "lockstep/comm/mpi/launch.h"
+#include "lockstep/comm/mpi/mpi_communicator.h"
+#include "lockstep/comm/threads/threads_world.h"
+
+namespace lockstep::cli {
+namespace {
+
+using comm::Communicator;
+
+// Set in the environment of the mpirun child job that measures the MPI_Allreduce baseline
+// for a --backend threads run.
+constexpr const char* kBaselineEnv = "LOCKSTEP_BENCH_COMM_MPI_BASELINE";
+
+bool ParseOps(const std::string& name, std::vector<BenchOp>* ops) {
+  const BenchOp all[] = {BenchOp::kAllreduce, BenchOp::kReduceScatter, BenchOp::kAllGather,
+                         BenchOp::kBroadcast};
+  for (BenchOp op : all) {
+    if (name == "all" || name == BenchOpName(op)) ops->push_back(op);
+  }
+  return !ops->empty();
+}
+
+int ItersFor(const BenchCommArgs& args, int64_t bytes) {
+  return args.iters > 0 ? args.iters : AutoIters(bytes);
+}
+
+// Allreduce baseline: bytes -> MPI_Allreduce busbw (GB/s).
+using Baseline = std::map<int64_t, double>;
+
+// One rank's part of the whole benchmark. `report` is non-null on rank 0 only.
+// `baseline` (threads) gives mpi_busbw; with `measure_native` (mpi) it is measured here.
+Status RunRank(Communicator& c, const BenchCommArgs& args, const std::vector<BenchOp>& ops,
+               const Baseline* baseline, bool measure_native, BenchReport* report,
+               int64_t* wrong) {
+  for (BenchOp op : ops) {
+    if (report) report->BeginTable(op);
+    for (int64_t bytes : BenchSizes(op, c.size(), args.min_bytes, args.max_bytes)) {
+      const int iters = ItersFor(args, bytes);
+      LS_ASSIGN_OR_RETURN(BenchPoint p, MeasurePoint(c, op, bytes, iters));
+      if (op == BenchOp::kAllreduce && measure_native) {
+        LS_ASSIGN_OR_RETURN(double us, MeasureNativeMpiAllreduceUs(c, bytes, iters));
+        p.mpi_busbw = static_cast<double>(bytes) / (us * 1e-6) / 1e9 * BusFactor(op, c.size());
+      } else if (op == BenchOp::kAllreduce && baseline != nullptr) {
+        auto it = baseline->find(bytes);
+        if (it != baseline->end()) p.mpi_busbw = it->second;
+      }
+      *wrong += p.wrong;
+      if (report) report->Line(p);
+    }
+    if (report) report->EndTable();
+  }
+  return Status::Ok();
+}
+
+// Inside mpirun, as the baseline child of a threads run: MPI_Allreduce only, one JSON line
+// per size on rank 0's stdout (read by the parent).
+int RunBaselineJob(const BenchCommArgs& args) {
+  auto c = comm::CreateMpiCommunicator();
+  if (!c.ok()) {
+    std::fprintf(stderr, "lockstep: error: %s\n", c.status().message().c_str());
+    return 1;
+  }
+  for (int64_t bytes : BenchSizes(BenchOp::kAllreduce, (*c)->size(), args.min_bytes, args.max_bytes)) {
+    auto us = MeasureNativeMpiAllreduceUs(**c, bytes, ItersFor(args, bytes));
+    if (!us.ok()) {
+      std::fprintf(stderr, "lockstep: error: %s\n", us.status().message().c_str());
+      comm::AbortMpi(1);
+    }
+    if ((*c)->rank() == 0) {
+      std::printf("%s\n", nlohmann::json({{"bytes", bytes}, {"time_us", *us}}).dump().c_str());
+    }
+  }
+  std::fflush(stdout);
+  return 0;
+}
+
+Baseline MeasureBaselineUnderMpirun(const BenchCommArgs& args, int argc, char** argv) {
+  Baseline baseline;
+  std::string out;
+  int rc = comm::RunUnderMpirun(args.nproc, argc, argv, {}, {std::string(kBaselineEnv) + "=1"},
+                                &out);
+  if (rc != 0) {
+    std::fprintf(stderr, "lockstep: warning: MPI_Allreduce baseline (mpirun) failed with status "
+                         "%d; mpi_busbw is n/a\n", rc);
+    return baseline;
+  }
+  std::istringstream lines(out);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.empty() || line[0] != '{') continue;
+    auto j = nlohmann::json::parse(line, nullptr, false);
+    if (j.is_discarded() || !j.contains("bytes") || !j.contains("time_us")) continue;
+    const int64_t bytes = j["bytes"].get<int64_t>();
+    const double us = j["time_us"].get<double>();
+    baseline[bytes] = static_cast<double>(bytes) / (us * 1e-6) / 1e9 *
+                      BusFactor(BenchOp::kAllreduce, args.nproc);
+  }
+  return baseline;
+}
+
+int RunThreads(const BenchCommArgs& args, const std::vector<BenchOp>& ops, int argc,
+               char** argv) {
+  Baseline baseline;
+  bool has_allreduce = false;
+  for (BenchOp op : ops) has_allreduce = has_allreduce || op == BenchOp::kAllreduce;
+  if (has_allreduce) baseline = MeasureBaselineUnderMpirun(args, argc, argv);
+
+  BenchReport report("threads", args.nproc, args.json);
+  auto comms = comm::CreateThreadsGroup(args.nproc);
+  std::vector<Status> status(args.nproc);
+  std::vector<int64_t> wrong(args.nproc, 0);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < args.nproc; ++r) {
+    threads.emplace_back([&, r] {
+      status[r] = RunRank(*comms[r], args, ops, &baseline, false, r == 0 ? &report : nullptr,
+                          &wrong[r]);
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (const Status& s : status) {
+    if (!s.ok()) {
+      std::fprintf(stderr, "lockstep: error: %s\n", s.message().c_str());
+      return 1;
+    }
+  }
+  return wrong[0] == 0 ? 0 : 1;
+}
+
+int RunMpi(const BenchCommArgs& args, const std::vector<BenchOp>& ops) {
+  auto c = comm::CreateMpiCommunicator();
+  if (!c.ok()) {
+    std::fprintf(stderr, "lockstep: error: %s\n", c.status().message().c_str());
+    return 1;
+  }
+  if ((*c)->rank() == 0 && (*c)->size() != args.nproc) {
+    std::fprintf(stderr, "lockstep: warning: --nproc %d, but mpirun started %d ranks; using %d\n",
+                 args.nproc, (*c)->size(), (*c)->size());
+  }
+  BenchReport report("mpi", (*c)->size(), args.json);
+  int64_t wrong = 0;
+  Status s = RunRank(**c, args, ops, nullptr, true, (*c)->rank() == 0 ? &report : nullptr, &wrong);
+  if (!s.ok()) {
+    // Peers may be blocked in a collective: end the whole job (non-zero), never hang.
+    std::fprintf(stderr, "lockstep: error: %s\n", s.message().c_str());
+    comm::AbortMpi(1);
+  }
+  return wrong == 0 ? 0 : 1;
+}
+
+}  // namespace
+
+int RunBenchComm(const BenchCommArgs& args, int argc, char** argv) {
+  std::vector<BenchOp> ops;
+  if (!ParseOps(args.op, &ops)) {
+    std::fprintf(stderr, "lockstep: error: --op: expected allreduce, reduce_scatter, all_gather, "
+                         "broadcast or all, got '%s'\n", args.op.c_str());
+    return 2;
+  }
+  if (args.backend != "threads" && args.backend != "mpi") {
+    std::fprintf(stderr, "lockstep: error: --backend: expected threads or mpi, got '%s'\n",
+                 args.backend.c_str());
+    return 2;
+  }
+  if (args.nproc < 1 || args.min_bytes < 1 || args.max_bytes < args.min_bytes || args.iters < 0) {
+    std::fprintf(stderr, "lockstep: error: --nproc must be >= 1 and 1 <= --min-bytes <= "
+                         "--max-bytes\n");
+    return 2;
+  }
+  const char* baseline_job = std::getenv(kBaselineEnv);
+  if (baseline_job != nullptr && baseline_job[0] == '1' && comm::InsideMpirun()) {
+    return RunBaselineJob(args);
+  }
+  if (args.backend == "mpi") {
+    if (!comm::InsideMpirun()) return comm::RelaunchUnderMpirun(args.nproc, argc, argv, {});
+    return RunMpi(args, ops);
+  }
+  return RunThreads(args, ops, argc, argv);
+}
+
+}  // namespace lockstep::cli

@@ -1,0 +1,30 @@
+// Elementwise reduction and bf16 conversion kernels shared by the backends. AVX2 for f32 and
+// bf16 (x86-64-v3 is the build floor), plain loops for integers.
+//
+// Summation order is fixed: inputs[0] op inputs[1] op ... op inputs[n-1], left to right, so
+// every rank that computes an element gets the same bits. bf16 accumulates in fp32 and rounds
+// once at the end (nearest-even). Avg divides the sum by `n` (integers: truncating).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "lockstep/comm/communicator.h"
+
+namespace lockstep::comm {
+
+// bf16 <-> fp32. RNE rounding; NaN stays NaN (quiet).
+uint16_t F32ToBf16(float f);
+float Bf16ToF32(uint16_t b);
+void F32ToBf16(const float* in, uint16_t* out, size_t count);
+void Bf16ToF32(const uint16_t* in, float* out, size_t count);
+
+// For i in [begin, end): r = op(inputs[0][i], ..., inputs[n_inputs-1][i]) and, for avg,
+// r = r / avg_divisor; then outputs[k][i] = r for every k < n_outputs. Indices are elements of
+// `dtype`. Safe when outputs alias inputs at the same index (in place): each block of
+// elements is read from every input before any output is written. `dtype` must not be kBytes.
+void ReduceRange(DType dtype, ReduceOp op, const void* const* inputs, int n_inputs,
+                 void* const* outputs, int n_outputs, size_t begin, size_t end,
+                 int avg_divisor);
+
+}  // namespace lockstep::comm

@@ -1,0 +1,54 @@
+// Small pure helpers of the threads algorithms: buffer overlap, chunk ownership, path choice.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+
+#include "lockstep/comm/communicator.h"
+
+namespace lockstep::comm::threads {
+
+// Messages up to this many bytes take the latency path (every rank reduces everything).
+constexpr size_t kSmallMessageBytes = 4096;
+// Operations moving at least this many bytes wake the progress thread at once.
+constexpr size_t kEagerBytes = 64 * 1024;
+
+inline bool Overlap(const void* a, size_t a_bytes, const void* b, size_t b_bytes) {
+  if (a_bytes == 0 || b_bytes == 0) return false;
+  auto x = reinterpret_cast<uintptr_t>(a), y = reinterpret_cast<uintptr_t>(b);
+  return x < y + b_bytes && y < x + a_bytes;
+}
+
+inline const void* Offset(const void* p, size_t bytes) {
+  return static_cast<const unsigned char*>(p) + bytes;
+}
+inline void* Offset(void* p, size_t bytes) { return static_cast<unsigned char*>(p) + bytes; }
+
+struct Range {
+  size_t begin = 0, end = 0;
+  size_t size() const { return end - begin; }
+};
+
+// The elements rank r of n owns: count split into n near-equal parts whose boundaries fall
+// on 64-byte multiples, so that no two ranks write the same cache line of a peer's buffer.
+inline Range ChunkOf(size_t count, int n, int r, size_t elem_size) {
+  const size_t unit = std::max<size_t>(1, 64 / elem_size);
+  const size_t units = (count + unit - 1) / unit;
+  const size_t per = units / n, rem = units % n;
+  const size_t ur = static_cast<size_t>(r);
+  const size_t first = ur * per + std::min(ur, rem);
+  const size_t mine = per + (ur < rem ? 1 : 0);
+  Range range;
+  range.begin = std::min(count, first * unit);
+  range.end = std::min(count, (first + mine) * unit);
+  return range;
+}
+
+inline bool UseDirectPath(Algorithm algorithm, size_t bytes) {
+  if (algorithm == Algorithm::kDirect) return true;
+  if (algorithm == Algorithm::kRing) return false;
+  return bytes <= kSmallMessageBytes;
+}
+
+}  // namespace lockstep::comm::threads

@@ -1,0 +1,59 @@
+#include "lockstep/data/data_config.h"
+
+#include "lockstep/data/byte_corpus.h"
+#include "lockstep/data/idx_dataset.h"
+
+namespace lockstep::data {
+
+Result<DataConfig> ReadDataConfig(const Config& config, DatasetKind kind, int64_t train_batch_size) {
+  DataConfig d;
+  d.kind = kind;
+  const char* default_dir = kind == DatasetKind::kText ? kDefaultCorpusDir : kDefaultFashionMnistDir;
+  LS_ASSIGN_OR_RETURN(d.dir, config.GetString("data.dir", default_dir));
+  LS_ASSIGN_OR_RETURN(std::string final_batch, config.GetString("data.final_batch", "drop"));
+  LS_ASSIGN_OR_RETURN(d.final_batch, ParseFinalBatch(final_batch, "data.final_batch"));
+  LS_ASSIGN_OR_RETURN(d.eval_batch_size, config.GetInt("eval.batch_size", train_batch_size));
+  if (d.eval_batch_size < 1) {
+    return Status::InvalidArgument("eval.batch_size: expected an integer >= 1, got " +
+                                   std::to_string(d.eval_batch_size));
+  }
+  LS_ASSIGN_OR_RETURN(d.eval_batches, config.GetInt("eval.batches", 0));
+  if (d.eval_batches < 0) {
+    return Status::InvalidArgument("eval.batches: expected an integer >= 0 (0 = all), got " +
+                                   std::to_string(d.eval_batches));
+  }
+  return d;
+}
+
+uint64_t DataSeed(uint64_t train_seed) {
+  // splitmix64 finalizer of seed + a fixed tag: a bijection, so distinct run seeds keep
+  // distinct data orders.
+  uint64_t z = train_seed + 0x6c6f636b73746570ull;  // "lockstep"
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+SamplerOptions TrainSampling(const DataConfig& data, int64_t global_batch, int64_t world_size, int64_t rank,
+                             uint64_t train_seed) {
+  SamplerOptions s;
+  s.global_batch = global_batch;
+  s.world_size = world_size;
+  s.rank = rank;
+  s.seed = DataSeed(train_seed);
+  s.final_batch = data.final_batch;
+  s.batch_key = "train.batch_size";
+  return s;
+}
+
+SamplerOptions EvalSampling(const DataConfig& data, int64_t world_size, int64_t rank) {
+  SamplerOptions s;
+  s.global_batch = data.eval_batch_size;
+  s.world_size = world_size;
+  s.rank = rank;
+  s.shuffle = false;
+  s.batch_key = "eval.batch_size";
+  return s;
+}
+
+}  // namespace lockstep::data

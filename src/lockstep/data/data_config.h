@@ -1,0 +1,40 @@
+// Reads the data-related keys of a run's config and turns them into sampler options.
+//
+// Keys (all optional):
+//   data.dir          corpus directory (text) or IDX directory (images); defaults are the
+//                     Debian package locations of DESIGN.md
+//   data.final_batch  "drop" (default) | "pad": the final partial training batch of an epoch
+//   eval.batch_size   global evaluation batch; default train.batch_size
+//   eval.batches      cap on evaluation batches (text); 0 (default) = the whole split
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "lockstep/core/config.h"
+#include "lockstep/data/distributed_sampler.h"
+
+namespace lockstep::data {
+
+enum class DatasetKind { kText, kFashionMnist };
+
+struct DataConfig {
+  DatasetKind kind = DatasetKind::kText;
+  std::string dir;
+  FinalBatch final_batch = FinalBatch::kDrop;
+  int64_t eval_batch_size = 0;
+  int64_t eval_batches = 0;
+};
+
+Result<DataConfig> ReadDataConfig(const Config& config, DatasetKind kind, int64_t train_batch_size);
+
+// The seed data shuffles use, derived from train.seed so they are not the same random
+// numbers as the model's initialization drawn under train.seed itself.
+uint64_t DataSeed(uint64_t train_seed);
+
+// Sampler options of this rank for training and for evaluation.
+SamplerOptions TrainSampling(const DataConfig& data, int64_t global_batch, int64_t world_size, int64_t rank,
+                             uint64_t train_seed);
+SamplerOptions EvalSampling(const DataConfig& data, int64_t world_size, int64_t rank);
+
+}  // namespace lockstep::data

@@ -1,0 +1,18 @@
+// Elementwise activations: GELU (tanh approximation, PyTorch approximate='tanh') and ReLU.
+#pragma once
+
+#include "lockstep/autograd/tape.h"
+
+namespace lockstep::nn {
+
+using autograd::Tape;
+using autograd::Variable;
+
+Variable GeluForward(Tape& tape, const Variable& x);
+void GeluBackward(const Variable& y, const Variable& x);
+
+// Backward uses the output (y > 0 <=> x > 0), so x's value is not kept alive for it.
+Variable ReluForward(Tape& tape, const Variable& x);
+void ReluBackward(const Variable& y, const Variable& x);
+
+}  // namespace lockstep::nn

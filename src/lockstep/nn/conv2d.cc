@@ -1,0 +1,80 @@
+#include "lockstep/nn/conv2d.h"
+
+#include <cmath>
+
+#include "lockstep/tensor/kernels.h"
+
+namespace lockstep::nn {
+
+Variable Conv2dForward(Tape& tape, tensor::Conv2d* plan, const Variable& x, const Variable& w,
+                       const Variable& b) {
+  const tensor::Conv2dShape& s = plan->shape();
+  LS_CHECK(x.shape() == tensor::Shape({s.N, s.IC, s.H, s.W}))
+      << "Conv2d input " << x.value().ToString() << " for plan N=" << s.N << " IC=" << s.IC
+      << " H=" << s.H << " W=" << s.W;
+  LS_CHECK(w.shape() == tensor::Shape({s.OC, s.IC, s.KH, s.KW}))
+      << "Conv2d weight " << w.value().ToString();
+  LS_CHECK(!b.defined() || b.numel() == s.OC) << "Conv2d bias " << b.value().ToString();
+  const bool rec = tape.ShouldRecord({&x, &w, &b});
+  Variable y = tape.NewActivation({s.N, s.OC, s.OH(), s.OW()}, rec);
+  plan->Forward(y.data(), x.data(), w.data(), b.defined() ? b.data() : nullptr);
+  if (rec) {
+    autograd::BufferPool* pool = &tape.pool();
+    tape.Record({x, w, b}, [plan, y, x, w, b, pool] { Conv2dBackward(plan, y, x, w, b, pool); });
+  }
+  return y;
+}
+
+void Conv2dBackward(tensor::Conv2d* plan, const Variable& y, const Variable& x,
+                    const Variable& w, const Variable& b, autograd::BufferPool* pool) {
+  if (!y.has_grad()) return;
+  const float* dout = y.grad().data<float>();
+  if (w.requires_grad() || (b.defined() && b.requires_grad())) {
+    // Accumulates into both; a weight-only request still needs a bias buffer to write.
+    float* db = b.defined() && b.requires_grad() ? b.GradAccumulate() : nullptr;
+    tensor::Tensor unused_dw;
+    if (!w.requires_grad()) unused_dw = pool->Zeros(w.shape());
+    float* dw = w.requires_grad() ? w.GradAccumulate() : unused_dw.data<float>();
+    plan->BackwardWeights(dw, db, dout, x.data());
+  }
+  if (x.requires_grad()) {
+    // BackwardData overwrites: straight into a fresh gradient, else via scratch and +=.
+    bool fresh = false;
+    float* dx = x.GradForWrite(&fresh);
+    if (fresh) {
+      plan->BackwardData(dx, dout, w.data());
+    } else {
+      tensor::Tensor tmp = pool->Empty(x.shape());
+      plan->BackwardData(tmp.data<float>(), dout, w.data());
+      tensor::AddInPlace(dx, tmp.data<float>(), x.numel());
+    }
+  }
+}
+
+Conv2d::Conv2d(ParameterStore& ps, const std::string& prefix, int64_t in_channels,
+               int64_t out_channels, int64_t kernel, int64_t stride, int64_t pad)
+    : ps_(&ps), ic_(in_channels), oc_(out_channels), k_(kernel), stride_(stride), pad_(pad) {
+  const float bound = 1.0f / std::sqrt(static_cast<float>(in_channels * kernel * kernel));
+  w_ = ps.Add(prefix + ".weight", {out_channels, in_channels, kernel, kernel},
+              Init::Uniform(bound), /*decay=*/true);
+  b_ = ps.Add(prefix + ".bias", {out_channels}, Init::Uniform(bound), /*decay=*/false);
+}
+
+Variable Conv2d::Forward(Tape& tape, const Variable& x) {
+  LS_CHECK(x.value().ndim() == 4 && x.shape()[1] == ic_)
+      << "Conv2d expects [N, " << ic_ << ", H, W], got " << x.value().ToString();
+  const std::array<int64_t, 3> key{x.shape()[0], x.shape()[2], x.shape()[3]};
+  auto& plan = plans_[key];
+  if (plan == nullptr) {
+    plan = std::make_unique<tensor::Conv2d>(key[0], ic_, key[1], key[2], oc_, k_, k_, stride_,
+                                            pad_);
+  }
+  return Conv2dForward(tape, plan.get(), x, ps_->var(w_), ps_->var(b_));
+}
+
+int64_t Conv2d::MacsPerSample(int64_t h, int64_t w) const {
+  const int64_t oh = (h + 2 * pad_ - k_) / stride_ + 1, ow = (w + 2 * pad_ - k_) / stride_ + 1;
+  return oh * ow * oc_ * ic_ * k_ * k_;
+}
+
+}  // namespace lockstep::nn

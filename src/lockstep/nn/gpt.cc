@@ -1,0 +1,176 @@
+#include "lockstep/nn/gpt.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "lockstep/core/rng.h"
+#include "lockstep/nn/activation.h"
+#include "lockstep/nn/cross_entropy.h"
+#include "lockstep/nn/shape_ops.h"
+
+namespace lockstep::nn {
+
+using autograd::Tape;
+using autograd::Variable;
+
+Status ValidateGptConfig(const GptConfig& c) {
+  auto bad = [](const char* key, int64_t v, const char* want) {
+    return Status::InvalidArgument(std::string(key) + ": " + std::to_string(v) + " is invalid; " +
+                                   want);
+  };
+  if (c.vocab < 1 || c.vocab > (int64_t{1} << 24)) {
+    return bad("model.vocab", c.vocab, "expected 1..16777216");
+  }
+  if (c.context < 1) return bad("model.context", c.context, "expected >= 1");
+  if (c.layers < 1) return bad("model.layers", c.layers, "expected >= 1");
+  if (c.heads < 1) return bad("model.heads", c.heads, "expected >= 1");
+  if (c.width < 1) return bad("model.width", c.width, "expected >= 1");
+  if (c.mlp_ratio < 1) return bad("model.mlp_ratio", c.mlp_ratio, "expected >= 1");
+  if (c.width % c.heads != 0) {
+    return Status::InvalidArgument("model.width: " + std::to_string(c.width) +
+                                   " is not divisible by model.heads = " +
+                                   std::to_string(c.heads));
+  }
+  return Status::Ok();
+}
+
+int64_t GptParamCount(const GptConfig& c) {
+  const int64_t C = c.width, H = c.mlp_ratio * C;
+  const int64_t block = 2 * 2 * C            // ln1, ln2
+                        + 3 * C * C + 3 * C  // qkv
+                        + C * C + C          // proj
+                        + C * H + H          // fc
+                        + H * C + C;         // fc2
+  return c.vocab * C + c.context * C + c.layers * block + 2 * C + C * c.vocab;
+}
+
+Gpt::Gpt(const GptConfig& c) : c_(c) {
+  const Status st = ValidateGptConfig(c);
+  LS_CHECK(st.ok()) << st.ToString();
+  const float std = 0.02f;
+  const float proj_std = 0.02f / std::sqrt(2.0f * static_cast<float>(c.layers));
+  const int64_t C = c.width, H = c.mlp_ratio * c.width;
+  wte_ = Embedding(ps_, "wte", c.vocab, C, Init::Normal(std));
+  wpe_ = Embedding(ps_, "wpe", c.context, C, Init::Normal(std));
+  blocks_.resize(c.layers);
+  for (int64_t l = 0; l < c.layers; ++l) {
+    const std::string p = "blocks." + std::to_string(l);
+    Block& b = blocks_[l];
+    b.ln1 = LayerNorm(ps_, p + ".ln1", C);
+    b.attn = CausalSelfAttention(ps_, p, C, c.heads, std, proj_std);
+    b.ln2 = LayerNorm(ps_, p + ".ln2", C);
+    b.fc = Linear(ps_, p + ".fc", C, H, true, Init::Normal(std), Init::Zeros());
+    b.fc2 = Linear(ps_, p + ".fc2", H, C, true, Init::Normal(proj_std), Init::Zeros());
+  }
+  lnf_ = LayerNorm(ps_, "lnf", C);
+  head_ = Linear(ps_, "head", C, c.vocab, /*bias=*/false, Init::Normal(std), Init::Zeros());
+  ps_.Finalize(c.init_seed);
+  LS_CHECK(ps_.numel() == GptParamCount(c)) << "Gpt parameter count " << ps_.numel();
+}
+
+Variable Gpt::Logits(Tape& tape, const int32_t* tokens, int64_t batch, int64_t seq) {
+  LS_CHECK(tokens != nullptr && batch >= 1 && seq >= 1 && seq <= c_.context)
+      << "Gpt: tokens [" << batch << ", " << seq << "] with context " << c_.context;
+  const int64_t n = batch * seq;
+  tensor::Tensor ids = tape.NewBuffer({batch, seq}, tensor::DType::kI32);
+  std::memcpy(ids.data<int32_t>(), tokens, static_cast<size_t>(n) * sizeof(int32_t));
+  tensor::Tensor pos = tape.NewBuffer({batch, seq}, tensor::DType::kI32);
+  int32_t* p = pos.data<int32_t>();
+  for (int64_t i = 0; i < n; ++i) p[i] = static_cast<int32_t>(i % seq);
+
+  // Separate statements: argument evaluation order is unspecified, and the tape order
+  // (hence the order the gradient-ready hook reports) must not depend on the compiler.
+  Variable tok = wte_.Forward(tape, ids);
+  Variable position = wpe_.Forward(tape, pos);
+  Variable x = AddForward(tape, tok, position);
+  for (const Block& b : blocks_) {
+    Variable a = b.attn.Forward(tape, b.ln1.Forward(tape, x));
+    x = AddForward(tape, x, a);
+    Variable h = GeluForward(tape, b.fc.Forward(tape, b.ln2.Forward(tape, x)));
+    Variable m = b.fc2.Forward(tape, h);
+    x = AddForward(tape, x, m);
+  }
+  Variable logits = head_.Forward(tape, lnf_.Forward(tape, x));  // [B, T, V]
+  return ReshapeForward(tape, logits, {n, c_.vocab});
+}
+
+Variable Gpt::Loss(Tape& tape, const ModelInput& in) {
+  LS_CHECK(in.targets != nullptr) << "Gpt::Loss without targets";
+  tape.DeclareParams(ps_.size());
+  Variable logits = Logits(tape, in.tokens, in.batch, in.seq);
+  const int64_t n = in.batch * in.seq;
+  tensor::Tensor targets = tape.NewBuffer({n}, tensor::DType::kI32);
+  std::memcpy(targets.data<int32_t>(), in.targets, static_cast<size_t>(n) * sizeof(int32_t));
+  return SoftmaxCrossEntropyForward(tape, logits, targets);
+}
+
+EvalResult Gpt::Evaluate(const ModelInput& in) {
+  LS_CHECK(in.targets != nullptr) << "Gpt::Evaluate without targets";
+  EvalResult r;
+  {
+    Tape::NoGradGuard no_grad(eval_tape_);
+    Variable logits = Logits(eval_tape_, in.tokens, in.batch, in.seq);
+    CrossEntropyStats s =
+        SoftmaxCrossEntropyStats(logits.data(), in.targets, in.batch * in.seq, c_.vocab);
+    r = {s.loss_sum, s.count, s.correct};
+  }
+  eval_tape_.Clear();
+  return r;
+}
+
+double Gpt::TrainFlopsPerSample() const {
+  const double C = static_cast<double>(c_.width), T = static_cast<double>(c_.context);
+  const double L = static_cast<double>(c_.layers), V = static_cast<double>(c_.vocab);
+  const double r = static_cast<double>(c_.mlp_ratio);
+  // Per token: 2 FLOPs per weight of every matmul (qkv 3C^2, proj C^2, fc and fc2 r*C^2
+  // each, head C*V), plus attention QK^T and AV: 2*T*C each per layer.
+  const double fwd_per_token = 2.0 * (L * (4.0 + 2.0 * r) * C * C + C * V) + L * 4.0 * T * C;
+  return 3.0 * fwd_per_token * T;
+}
+
+std::string Gpt::Generate(const std::string& prompt, int n_tokens, float temperature,
+                          uint64_t seed) {
+  std::vector<int32_t> ctx;
+  for (unsigned char ch : prompt.empty() ? std::string("\n") : prompt) {
+    ctx.push_back(static_cast<int32_t>(ch) % static_cast<int32_t>(c_.vocab));
+  }
+  Rng rng(seed, 0);
+  std::string out;
+  std::vector<double> probs(static_cast<size_t>(c_.vocab));
+  for (int i = 0; i < n_tokens; ++i) {
+    const int64_t seq = std::min<int64_t>(static_cast<int64_t>(ctx.size()), c_.context);
+    const int32_t* window = ctx.data() + ctx.size() - seq;
+    int32_t next = 0;
+    {
+      Tape::NoGradGuard no_grad(eval_tape_);
+      Variable logits = Logits(eval_tape_, window, 1, seq);
+      const float* row = logits.data() + (seq - 1) * c_.vocab;
+      if (temperature <= 0.0f) {
+        next = static_cast<int32_t>(std::max_element(row, row + c_.vocab) - row);
+      } else {
+        const float mx = *std::max_element(row, row + c_.vocab);
+        double sum = 0.0;
+        for (int64_t j = 0; j < c_.vocab; ++j) {
+          probs[j] = std::exp(static_cast<double>(row[j] - mx) / temperature);
+          sum += probs[j];
+        }
+        double u = static_cast<double>(rng.Uniform()) * sum;
+        next = static_cast<int32_t>(c_.vocab - 1);
+        for (int64_t j = 0; j < c_.vocab; ++j) {
+          u -= probs[j];
+          if (u < 0.0) {
+            next = static_cast<int32_t>(j);
+            break;
+          }
+        }
+      }
+    }
+    eval_tape_.Clear();
+    ctx.push_back(next);
+    out.push_back(static_cast<char>(next));
+  }
+  return out;
+}
+
+}  // namespace lockstep::nn

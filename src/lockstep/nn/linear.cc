@@ -1,0 +1,66 @@
+#include "lockstep/nn/linear.h"
+
+#include <cmath>
+
+#include "lockstep/tensor/kernels.h"
+
+namespace lockstep::nn {
+
+Variable LinearForward(Tape& tape, const Variable& x, const Variable& w, const Variable& b) {
+  LS_CHECK(w.value().ndim() == 2) << "Linear weight " << w.value().ToString();
+  const int64_t oc = w.shape()[0], ic = w.shape()[1];
+  LS_CHECK(x.value().ndim() >= 1 && x.shape().back() == ic)
+      << "Linear input " << x.value().ToString() << " for weight " << w.value().ToString();
+  LS_CHECK(!b.defined() || (b.value().ndim() == 1 && b.shape()[0] == oc))
+      << "Linear bias " << b.value().ToString();
+  const int64_t n = x.numel() / ic;
+  tensor::Shape out_shape = x.shape();
+  out_shape.back() = oc;
+  const bool rec = tape.ShouldRecord({&x, &w, &b});
+  Variable y = tape.NewActivation(out_shape, rec);
+  tensor::LinearForward(y.data(), x.data(), w.data(), b.defined() ? b.data() : nullptr, n, ic,
+                        oc);
+  if (rec) tape.Record({x, w, b}, [y, x, w, b] { LinearBackward(y, x, w, b); });
+  return y;
+}
+
+void LinearBackward(const Variable& y, const Variable& x, const Variable& w, const Variable& b) {
+  if (!y.has_grad()) return;
+  const int64_t oc = w.shape()[0], ic = w.shape()[1];
+  const int64_t n = x.numel() / ic;
+  const float* dout = y.grad().data<float>();
+  if (x.requires_grad()) {
+    // dx[n,ic] (+)= dy[n,oc] . W[oc,ic]; a fresh gradient is written with beta = 0, which
+    // saves zeroing it first.
+    bool fresh = false;
+    float* dx = x.GradForWrite(&fresh);
+    tensor::Gemm(false, false, n, ic, oc, 1.0f, dout, oc, w.data(), ic, fresh ? 0.0f : 1.0f, dx,
+                 ic);
+  }
+  float* dw = w.requires_grad() ? w.GradAccumulate() : nullptr;
+  float* db = b.defined() && b.requires_grad() ? b.GradAccumulate() : nullptr;
+  if (dw != nullptr || db != nullptr) {
+    tensor::LinearBackward(nullptr, dw, db, dout, x.data(), w.data(), n, ic, oc);
+  }
+}
+
+Linear::Linear(ParameterStore& ps, const std::string& prefix, int64_t in, int64_t out, bool bias,
+               Init weight_init, Init bias_init)
+    : ps_(&ps), in_(in), out_(out) {
+  w_ = ps.Add(prefix + ".weight", {out, in}, weight_init, /*decay=*/true);
+  if (bias) b_ = ps.Add(prefix + ".bias", {out}, bias_init, /*decay=*/false);
+}
+
+Linear Linear::TorchDefault(ParameterStore& ps, const std::string& prefix, int64_t in,
+                            int64_t out, bool bias) {
+  // kaiming_uniform_(a=sqrt(5)) gives bound gain*sqrt(3/fan_in) with gain = sqrt(2/(1+5)),
+  // i.e. 1/sqrt(fan_in); the bias uses the same bound.
+  const float bound = 1.0f / std::sqrt(static_cast<float>(in));
+  return Linear(ps, prefix, in, out, bias, Init::Uniform(bound), Init::Uniform(bound));
+}
+
+Variable Linear::Forward(Tape& tape, const Variable& x) const {
+  return LinearForward(tape, x, ps_->var(w_), b_ >= 0 ? ps_->var(b_) : Variable());
+}
+
+}  // namespace lockstep::nn

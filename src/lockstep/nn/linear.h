@@ -1,0 +1,43 @@
+// Linear layer: y = x W^T + b over the last dimension.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "lockstep/autograd/tape.h"
+#include "lockstep/nn/parameter_store.h"
+
+namespace lockstep::nn {
+
+using autograd::Tape;
+using autograd::Variable;
+
+// x: [..., IC]; w: [OC, IC]; b: [OC] or undefined. Returns y: [..., OC].
+Variable LinearForward(Tape& tape, const Variable& x, const Variable& w, const Variable& b);
+// Accumulates dx (when x requires grad), dw, db from dy = y.grad(); no-op without dy.
+void LinearBackward(const Variable& y, const Variable& x, const Variable& w, const Variable& b);
+
+// Registers "<prefix>.weight" [out, in] (decayed) and, with bias, "<prefix>.bias" [out].
+class Linear {
+ public:
+  Linear() = default;
+  Linear(ParameterStore& ps, const std::string& prefix, int64_t in, int64_t out, bool bias,
+         Init weight_init, Init bias_init);
+  // PyTorch's default nn.Linear init: U(+-1/sqrt(in)) for weight and bias.
+  static Linear TorchDefault(ParameterStore& ps, const std::string& prefix, int64_t in,
+                             int64_t out, bool bias);
+
+  Variable Forward(Tape& tape, const Variable& x) const;
+
+  int64_t in() const { return in_; }
+  int64_t out() const { return out_; }
+  int weight_index() const { return w_; }
+  int bias_index() const { return b_; }  // -1 without bias
+
+ private:
+  const ParameterStore* ps_ = nullptr;
+  int64_t in_ = 0, out_ = 0;
+  int w_ = -1, b_ = -1;
+};
+
+}  // namespace lockstep::nn

@@ -1,0 +1,149 @@
+#include "lockstep/optim/adamw.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <string>
+
+#include "lockstep/optim/lanes.h"
+
+namespace lockstep::optim {
+namespace {
+
+// Per-step constants, rounded to float once (PyTorch passes its Python-float scalars to float
+// kernels the same way).
+struct AdamWScalars {
+  float decay_factor, b1, one_minus_b1, b2, one_minus_b2, neg_step_size, bc2_sqrt, eps;
+};
+
+// The update of kLanes consecutive elements. Every element — in the middle of a range or in
+// its tail — goes through this one function, so its result cannot depend on alignment or on
+// where a range was cut (a scalar tail loop could be compiled with different FMA contraction).
+template <bool kDecay>
+inline void AdamWLanes(float* p, const float* g, float* m, float* v, const AdamWScalars& s) {
+  LaneVec P = Load(p), G = Load(g), M = Load(m), V = Load(v);
+  if constexpr (kDecay) P = Mul(P, Splat(s.decay_factor));
+  M = Add(Mul(M, Splat(s.b1)), Mul(Splat(s.one_minus_b1), G));
+  V = Add(Mul(V, Splat(s.b2)), Mul(Mul(Splat(s.one_minus_b2), G), G));
+  LaneVec denom = Add(Div(Sqrt(V), Splat(s.bc2_sqrt)), Splat(s.eps));
+  P = Add(P, Div(Mul(Splat(s.neg_step_size), M), denom));
+  Store(p, P);
+  Store(m, M);
+  Store(v, V);
+}
+
+template <bool kDecay>
+void AdamWKernel(float* p, const float* g, float* m, float* v, int64_t n, const AdamWScalars& s) {
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) AdamWLanes<kDecay>(p + i, g + i, m + i, v + i, s);
+  int64_t rest = n - i;
+  if (rest == 0) return;
+  // Tail: run the same lane function on zero-padded copies (zeros are harmless: v=0 gives
+  // denom = eps > 0).
+  float tp[kLanes] = {}, tg[kLanes] = {}, tm[kLanes] = {}, tv[kLanes] = {};
+  size_t bytes = static_cast<size_t>(rest) * sizeof(float);
+  std::memcpy(tp, p + i, bytes);
+  std::memcpy(tg, g + i, bytes);
+  std::memcpy(tm, m + i, bytes);
+  std::memcpy(tv, v + i, bytes);
+  AdamWLanes<kDecay>(tp, tg, tm, tv, s);
+  std::memcpy(p + i, tp, bytes);
+  std::memcpy(m + i, tm, bytes);
+  std::memcpy(v + i, tv, bytes);
+}
+
+std::string RangeText(FlatRange r) {
+  return "[" + std::to_string(r.begin) + ", " + std::to_string(r.end) + ")";
+}
+
+}  // namespace
+
+Status ValidateAdamWOptions(const AdamWOptions& o) {
+  if (!(o.beta1 >= 0.0 && o.beta1 < 1.0)) {
+    return Status::InvalidArgument("optim.beta1: expected a number in [0, 1), got " + std::to_string(o.beta1));
+  }
+  if (!(o.beta2 >= 0.0 && o.beta2 < 1.0)) {
+    return Status::InvalidArgument("optim.beta2: expected a number in [0, 1), got " + std::to_string(o.beta2));
+  }
+  if (!(o.eps >= 0.0) || !std::isfinite(o.eps)) {
+    return Status::InvalidArgument("optim.eps: expected a finite number >= 0, got " + std::to_string(o.eps));
+  }
+  if (!(o.weight_decay >= 0.0) || !std::isfinite(o.weight_decay)) {
+    return Status::InvalidArgument("optim.weight_decay: expected a finite number >= 0, got " +
+                                   std::to_string(o.weight_decay));
+  }
+  return Status::Ok();
+}
+
+Result<AdamW> AdamW::Create(const AdamWOptions& options, const std::vector<ParamGroupSpan>& groups,
+                            FlatRange owned) {
+  LS_RETURN_IF_ERROR(ValidateAdamWOptions(options));
+  LS_ASSIGN_OR_RETURN(std::vector<DecaySegment> segments, DecaySegmentsFor(groups, owned));
+  return AdamW(options, std::move(segments), owned);
+}
+
+AdamW::AdamW(const AdamWOptions& options, std::vector<DecaySegment> segments, FlatRange owned)
+    : options_(options),
+      segments_(std::move(segments)),
+      owned_(owned),
+      m_(static_cast<size_t>(owned.size()), 0.0f),
+      v_(static_cast<size_t>(owned.size()), 0.0f) {}
+
+void AdamW::Step(float* params, const float* grads, float lr) {
+  BeginStep();
+  Status s = UpdateRange(params, grads, owned_, lr);
+  (void)s;  // cannot fail: owned_ is inside owned_ and step_ >= 1
+}
+
+Status AdamW::UpdateRange(float* params, const float* grads, FlatRange range, float lr) {
+  if (!owned_.Contains(range) || range.begin > range.end) {
+    return Status::Internal("AdamW::UpdateRange: range " + RangeText(range) +
+                            " is not inside the owned range " + RangeText(owned_));
+  }
+  if (step_ < 1) return Status::Internal("AdamW::UpdateRange called before BeginStep");
+
+  const double t = static_cast<double>(step_);
+  const double bc1 = 1.0 - std::pow(options_.beta1, t);
+  const double bc2 = 1.0 - std::pow(options_.beta2, t);
+  AdamWScalars s;
+  s.decay_factor = static_cast<float>(1.0 - static_cast<double>(lr) * options_.weight_decay);
+  s.b1 = static_cast<float>(options_.beta1);
+  s.one_minus_b1 = static_cast<float>(1.0 - options_.beta1);
+  s.b2 = static_cast<float>(options_.beta2);
+  s.one_minus_b2 = static_cast<float>(1.0 - options_.beta2);
+  s.neg_step_size = static_cast<float>(-(static_cast<double>(lr) / bc1));
+  s.bc2_sqrt = static_cast<float>(std::sqrt(bc2));
+  s.eps = static_cast<float>(options_.eps);
+  const bool any_decay = options_.weight_decay != 0.0;
+
+  for (const DecaySegment& seg : ClipSegments(segments_, range)) {
+    int64_t in_range = seg.range.begin - range.begin;  // index into params/grads
+    int64_t in_state = seg.range.begin - owned_.begin;  // index into m_/v_
+    float* p = params + in_range;
+    const float* g = grads + in_range;
+    float* m = m_.data() + in_state;
+    float* v = v_.data() + in_state;
+    if (seg.decay && any_decay) {
+      AdamWKernel<true>(p, g, m, v, seg.range.size(), s);
+    } else {
+      AdamWKernel<false>(p, g, m, v, seg.range.size(), s);
+    }
+  }
+  return Status::Ok();
+}
+
+Status AdamW::ImportState(int64_t step, std::span<const float> m, std::span<const float> v) {
+  const size_t want = static_cast<size_t>(owned_.size());
+  if (m.size() != want || v.size() != want) {
+    return Status::InvalidArgument("AdamW state for range " + RangeText(owned_) + " needs " +
+                                   std::to_string(want) + " elements per moment, got m=" +
+                                   std::to_string(m.size()) + " v=" + std::to_string(v.size()));
+  }
+  if (step < 0) return Status::InvalidArgument("AdamW state step must be >= 0, got " + std::to_string(step));
+  std::copy(m.begin(), m.end(), m_.begin());
+  std::copy(v.begin(), v.end(), v_.begin());
+  step_ = step;
+  return Status::Ok();
+}
+
+}  // namespace lockstep::optim

@@ -1,0 +1,69 @@
+// DataParallel: gradient synchronization for data-parallel training (PyTorch DDP).
+//
+// Default mode: gradients are grouped into buckets (grad_buckets.h); the tape's
+// gradient-ready hook counts down each bucket and, when its last parameter's gradient is
+// final, starts an in-place asynchronous allreduce (sum) of that bucket while backward goes
+// on computing earlier layers. Finish() waits for all buckets. Callers scale the loss by
+// micro_batch / global_batch, so the sum over ranks is the global-batch mean gradient.
+// Gradient accumulation: only the last micro-batch's backward is Arm()ed.
+//
+// Deterministic mode: the caller computes one gradient per canonical micro-shard into
+// consecutive contribution slots and SyncDeterministic() sums them with the communicator's
+// world-size-independent tree (docs/deterministic-data-parallel.md).
+//
+// Used by one rank thread; the hook runs on that thread.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "lockstep/autograd/tape.h"
+#include "lockstep/comm/communicator.h"
+#include "lockstep/nn/parameter_store.h"
+#include "lockstep/parallel/grad_buckets.h"
+
+namespace lockstep::parallel {
+
+// Timings of one step's gradient synchronization, in milliseconds.
+struct SyncTimes {
+  double comm_ms = 0;     // first bucket launched -> last bucket completed
+  double exposed_ms = 0;  // time Finish() blocked: communication not hidden behind backward
+  int buckets = 0;
+};
+
+class DataParallel {
+ public:
+  DataParallel(std::shared_ptr<comm::Communicator> comm, nn::ParameterStore* params,
+               int64_t bucket_bytes);
+
+  // Copies rank 0's parameters to every rank (DDP does this at construction).
+  Status BroadcastParameters();
+
+  // Makes the next Backward on `tape` launch bucket allreduces as gradients become final.
+  void Arm(autograd::Tape& tape);
+  // Removes the hook (micro-batches that only accumulate).
+  void Disarm(autograd::Tape& tape);
+  // Waits for every bucket of the armed backward; all must have been launched.
+  Status Finish(SyncTimes* times);
+
+  // Sums `contributions` (shards_per_rank x numel floats, this rank's canonical shards in
+  // order) over all ranks into the gradient buffer with the fixed-tree reduction.
+  Status SyncDeterministic(const float* contributions, int64_t total_shards, SyncTimes* times);
+
+  const BucketPlan& plan() const { return plan_; }
+  comm::Communicator& comm() { return *comm_; }
+
+ private:
+  void OnParamReady(int param);
+
+  std::shared_ptr<comm::Communicator> comm_;
+  nn::ParameterStore* params_;
+  BucketPlan plan_;
+  std::vector<int> pending_;  // per bucket: parameters not yet ready
+  std::vector<comm::WorkHandle> work_;
+  int launched_ = 0;
+  int64_t first_launch_ns_ = 0;
+};
+
+}  // namespace lockstep::parallel

@@ -1,0 +1,12 @@
+// InspectCheckpoint: `lockstep inspect DIR` — the manifest as a table, with checksum status.
+#pragma once
+
+#include <string>
+
+#include "lockstep/core/status.h"
+
+namespace lockstep::runtime {
+
+Status InspectCheckpoint(const std::string& dir);
+
+}  // namespace lockstep::runtime

@@ -1,0 +1,48 @@
+// RunConfig: the typed view of a run's [train], [eval] and [checkpoint] sections, plus
+// data.kind ([model] is read by nn::MakeModel, [optim] by optim::ReadOptimConfig, the rest
+// of [data] by data::ReadDataConfig). Reading it marks
+// every key it knows, so a key nobody reads is reported by Config::CheckAllKeysKnown().
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "lockstep/core/config.h"
+#include "lockstep/core/result.h"
+#include "lockstep/data/data_config.h"
+
+namespace lockstep::runtime {
+
+struct TrainSection {
+  int64_t batch_size = 16;       // global, all workers together
+  uint64_t seed = 1234;
+  int64_t steps = 0;             // 0: use epochs
+  double epochs = 0;
+  int threads = 0;               // compute threads per worker; 0 = cores / workers
+  int64_t log_every = 10;
+  int64_t accum_steps = 1;       // micro-batches per step (gradient accumulation)
+  int64_t det_shards = 8;        // deterministic mode: canonical micro-shards per global batch
+  int64_t bucket_bytes = 25 << 20;  // DDP gradient bucket size
+};
+
+struct EvalSection {
+  int64_t every = 0;             // steps; 0 = once per epoch (and at the end)
+};
+
+struct CheckpointSection {
+  int64_t every = 0;             // steps; 0 = only at the end
+  int64_t keep = 3;
+};
+
+
+struct RunConfig {
+  TrainSection train;
+  EvalSection eval;
+  CheckpointSection checkpoint;
+  data::DataConfig data;  // data.*, eval.batch_size, eval.batches (data/data_config.h)
+};
+
+// Reads and validates the sections; errors name the key and what was expected.
+Result<RunConfig> ReadRunConfig(const Config& config);
+
+}  // namespace lockstep::runtime

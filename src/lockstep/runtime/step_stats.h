@@ -1,0 +1,33 @@
+// Per-step timings and their cross-rank view. After each step every rank shares a small
+// fixed record (bytes all-gather, summed in rank order so every rank derives the same
+// numbers); from it rank 0 reports how long the step waited for the slowest worker.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "lockstep/comm/communicator.h"
+
+namespace lockstep::runtime {
+
+struct RankStepRecord {
+  double loss_part = 0;      // this rank's share of the global-batch mean loss
+  int64_t compute_end_ns = 0;  // when this rank's backward ended (steady clock)
+};
+
+struct GatheredStep {
+  double loss = 0;           // global-batch mean loss
+  double wait_ms = 0;        // this rank: how long after its backward the slowest one ended
+};
+
+Result<GatheredStep> GatherStep(comm::Communicator& comm, const RankStepRecord& mine);
+
+// Evaluation sums of one rank, combined over ranks in rank order.
+struct EvalSums {
+  double loss_sum = 0;
+  int64_t count = 0;
+  int64_t correct = 0;
+};
+Result<EvalSums> GatherEval(comm::Communicator& comm, const EvalSums& mine);
+
+}  // namespace lockstep::runtime

@@ -1,0 +1,60 @@
+#include "lockstep/runtime/train.h"
+
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "lockstep/comm/mpi/launch.h"
+#include "lockstep/comm/mpi/mpi_communicator.h"
+#include "lockstep/comm/threads/threads_world.h"
+#include "lockstep/runtime/train_plan.h"
+#include "lockstep/runtime/worker.h"
+
+namespace lockstep::runtime {
+namespace {
+
+// Flags that belong to later parts of lockstep are refused clearly rather than ignored.
+Status CheckSupported(const TrainOptions& o) {
+  if (!o.resume.empty()) return Status::InvalidArgument("--resume is not supported yet");
+  if (o.max_restarts > 0) return Status::InvalidArgument("--max-restarts is not supported yet");
+  if (!o.inject_fault.empty()) return Status::InvalidArgument("--inject-fault is not supported yet");
+  if (!o.trace_file.empty()) return Status::InvalidArgument("--trace is not supported yet");
+  if (o.zero != 0) return Status::InvalidArgument("--zero " + std::to_string(o.zero) + " is not supported yet (only 0)");
+  if (!o.layout.empty() && o.layout != "dp=" + std::to_string(o.nproc))
+    return Status::InvalidArgument("--layout " + o.layout + " is not supported yet (only dp=N)");
+  return Status::Ok();
+}
+
+Status RunThreads(const TrainOptions& options) {
+  LS_ASSIGN_OR_RETURN(TrainPlan plan, PlanTraining(options, options.nproc));
+  comm::ThreadsWorld world(options.nproc);
+  std::vector<Status> results(options.nproc);
+  std::vector<std::thread> threads;
+  for (int r = 1; r < options.nproc; ++r)
+    threads.emplace_back([&, r] { results[r] = RunWorker(plan, world.Rank(r)); });
+  results[0] = RunWorker(plan, world.Rank(0));
+  for (auto& t : threads) t.join();
+  // The first rank's own error explains more than the Aborted its peers saw.
+  for (const Status& s : results)
+    if (!s.ok() && s.code() != StatusCode::kAborted) return s;
+  for (const Status& s : results)
+    if (!s.ok()) return s;
+  return Status::Ok();
+}
+
+Status RunMpiRank(const TrainOptions& options) {
+  LS_ASSIGN_OR_RETURN(std::shared_ptr<comm::Communicator> comm, comm::CreateMpiCommunicator());
+  Result<TrainPlan> plan = PlanTraining(options, comm->size());
+  if (!plan.ok()) return plan.status();
+  return RunWorker(*plan, comm);
+}
+
+}  // namespace
+
+Status RunTrain(const TrainOptions& options) {
+  LS_RETURN_IF_ERROR(CheckSupported(options));
+  if (options.backend == "mpi") return RunMpiRank(options);
+  return RunThreads(options);
+}
+
+}  // namespace lockstep::runtime

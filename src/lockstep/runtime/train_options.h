@@ -1,0 +1,34 @@
+// TrainOptions: everything `lockstep train` was asked to do, after flag parsing and before
+// the config file is read. Filled by cli/, consumed by runtime/.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace lockstep::runtime {
+
+struct TrainOptions {
+  std::string config_path;
+  std::vector<std::string> overrides;  // "section.key=value" from --set, in order
+  int nproc = 1;
+  std::string backend = "threads";     // threads | mpi
+  int64_t steps = -1;                  // -1: train.steps from the config
+  double epochs = -1;                  // -1: train.epochs from the config
+  std::string out_dir;                 // empty: runs/<config file stem>
+  std::string resume;                  // empty, "auto" or a checkpoint directory
+  bool deterministic = false;
+  std::string trace_file;
+  int max_restarts = 0;
+  std::string inject_fault;
+  std::string layout;                  // "dp=A,tp=B,pp=C" (any order)
+  int zero = 0;
+};
+
+struct EvalOptions {
+  std::string config_path;
+  std::vector<std::string> overrides;
+  std::string checkpoint_dir;
+};
+
+}  // namespace lockstep::runtime

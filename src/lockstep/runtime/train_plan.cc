@@ -1,0 +1,101 @@
+#include "lockstep/runtime/train_plan.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <thread>
+
+#include "lockstep/nn/model.h"
+
+namespace lockstep::runtime {
+
+Result<Config> LoadConfigWithOverrides(const std::string& path, const std::vector<std::string>& overrides) {
+  LS_ASSIGN_OR_RETURN(Config config, Config::LoadFile(path));
+  for (const std::string& o : overrides) LS_RETURN_IF_ERROR(config.Override(o));
+  return config;
+}
+
+namespace {
+
+Status MakeDirs(const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return Status::IoError("cannot create directory '" + dir + "': " + ec.message());
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<TrainPlan> PlanTraining(const TrainOptions& options, int world) {
+  TrainPlan plan;
+  plan.options = options;
+  plan.world = world;
+  LS_ASSIGN_OR_RETURN(plan.config, LoadConfigWithOverrides(options.config_path, options.overrides));
+  // Flags win over the file: --steps/--epochs replace each other's config value.
+  if (options.steps >= 0) {
+    plan.config.SetInt("train.steps", options.steps);
+    plan.config.SetInt("train.epochs", 0);
+  } else if (options.epochs >= 0) {
+    plan.config.SetInt("train.steps", 0);
+    if (!plan.config.Override("train.epochs=" + std::to_string(options.epochs)).ok())
+      return Status::InvalidArgument("--epochs: bad value");
+  }
+  LS_ASSIGN_OR_RETURN(plan.run, ReadRunConfig(plan.config));
+
+  // The model reads [model]; building it here validates those keys before any thread starts.
+  LS_ASSIGN_OR_RETURN(std::unique_ptr<nn::Model> probe, nn::MakeModel(plan.config));
+  int64_t context = 0;
+  LS_ASSIGN_OR_RETURN(context, plan.config.GetInt("model.context", 128));
+  probe.reset();
+
+  const TrainSection& t = plan.run.train;
+  if (t.batch_size % world != 0) {
+    int64_t lo = t.batch_size / world * world, hi = lo + world;
+    return Status::InvalidArgument("train.batch_size " + std::to_string(t.batch_size) +
+                                   " is not divisible by the world size " + std::to_string(world) +
+                                   " (try " + (lo > 0 ? std::to_string(lo) + " or " : "") + std::to_string(hi) + ")");
+  }
+  int64_t local = t.batch_size / world;
+  if (local % t.accum_steps != 0)
+    return Status::InvalidArgument("train.accum_steps " + std::to_string(t.accum_steps) +
+                                   " does not divide the per-worker batch " + std::to_string(local));
+  if (options.deterministic) {
+    if (t.det_shards % world != 0)
+      return Status::InvalidArgument("--deterministic needs a world size dividing train.det_shards=" +
+                                     std::to_string(t.det_shards) + " (1, 2, 4, ...), got " + std::to_string(world));
+    if (t.batch_size % t.det_shards != 0)
+      return Status::InvalidArgument("--deterministic needs train.batch_size divisible by train.det_shards=" +
+                                     std::to_string(t.det_shards));
+  }
+
+  LS_ASSIGN_OR_RETURN(plan.data, LoadSharedData(plan.run, context));
+
+  // Steps per epoch come from the sampler's view of the dataset (the same for every rank).
+  LS_ASSIGN_OR_RETURN(auto probe_data, RankData::Create(plan.data, plan.run, 0, world));
+  plan.steps_per_epoch = probe_data->StepsPerEpoch();
+  if (plan.steps_per_epoch <= 0)
+    return Status::InvalidArgument("the dataset holds less than one global batch of train.batch_size=" +
+                                   std::to_string(t.batch_size));
+  plan.total_steps = t.steps > 0 ? t.steps
+                                 : static_cast<int64_t>(std::llround(t.epochs * plan.steps_per_epoch));
+  if (plan.total_steps <= 0) return Status::InvalidArgument("the run would train 0 steps");
+  plan.eval_every = plan.run.eval.every > 0 ? plan.run.eval.every
+                                            : (t.steps > 0 ? 0 : plan.steps_per_epoch);
+
+  LS_ASSIGN_OR_RETURN(plan.optim, optim::ReadOptimConfig(plan.config, plan.total_steps));
+  LS_RETURN_IF_ERROR(plan.config.CheckAllKeysKnown());
+
+  unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  plan.threads_per_worker = t.threads > 0 ? t.threads : std::max(1, static_cast<int>(cores) / world);
+
+  plan.config_name = std::filesystem::path(options.config_path).stem().string();
+  plan.out_dir = options.out_dir.empty() ? "runs/" + plan.config_name : options.out_dir;
+  LS_RETURN_IF_ERROR(MakeDirs(plan.out_dir));
+  return plan;
+}
+
+}  // namespace lockstep::runtime

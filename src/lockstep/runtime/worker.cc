@@ -1,0 +1,297 @@
+#include "lockstep/runtime/worker.h"
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <optional>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "lockstep/autograd/tape.h"
+#include "lockstep/core/clock.h"
+#include "lockstep/core/hash.h"
+#include "lockstep/core/log.h"
+#include "lockstep/nn/gpt.h"
+#include "lockstep/nn/model.h"
+#include "lockstep/optim/adamw.h"
+#include "lockstep/optim/grad_clip.h"
+#include "lockstep/optim/lr_schedule.h"
+#include "lockstep/optim/sgd.h"
+#include "lockstep/parallel/data_parallel.h"
+#include "lockstep/runtime/checkpointing.h"
+#include "lockstep/runtime/eval_loop.h"
+#include "lockstep/runtime/metrics_log.h"
+#include "lockstep/runtime/progress.h"
+#include "lockstep/runtime/shared_data.h"
+#include "lockstep/runtime/step_stats.h"
+#include "lockstep/runtime/weights_hash.h"
+#include "lockstep/tensor/threads.h"
+
+namespace lockstep::runtime {
+namespace {
+
+// AdamW or SGD over the whole flat buffer (every data-parallel rank steps all of it).
+class Optimizer {
+ public:
+  static Result<Optimizer> Create(const optim::OptimConfig& cfg, const nn::ParameterStore& params) {
+    std::vector<optim::ParamGroupSpan> groups;
+    for (const nn::ParamInfo& p : params) groups.push_back({p.offset, p.numel, p.decay});
+    optim::FlatRange all{0, params.numel()};
+    Optimizer o;
+    if (cfg.kind == optim::OptimizerKind::kAdamW) {
+      LS_ASSIGN_OR_RETURN(auto a, optim::AdamW::Create(cfg.adamw, groups, all));
+      o.adamw_.emplace(std::move(a));
+    } else {
+      LS_ASSIGN_OR_RETURN(auto s, optim::Sgd::Create(cfg.sgd, groups, all));
+      o.sgd_.emplace(std::move(s));
+    }
+    return o;
+  }
+  void Step(float* params, const float* grads, float lr) {
+    if (adamw_) adamw_->Step(params, grads, lr);
+    else sgd_->Step(params, grads, lr);
+  }
+  int64_t step() const { return adamw_ ? adamw_->step() : sgd_->step(); }
+  // Flat state buffers laid out like the parameters, for checkpoints.
+  std::vector<OptimizerStateBuffer> StateBuffers() {
+    if (adamw_) return {{"exp_avg", adamw_->mutable_m()}, {"exp_avg_sq", adamw_->mutable_v()}};
+    if (sgd_->mutable_momentum_buffer().empty()) return {};
+    return {{"momentum", sgd_->mutable_momentum_buffer()}};
+  }
+
+ private:
+  std::optional<optim::AdamW> adamw_;
+  std::optional<optim::Sgd> sgd_;
+};
+
+float ScalarOf(const autograd::Variable& v) { return v.value().data<float>()[0]; }
+
+class Trainer {
+ public:
+  Trainer(const TrainPlan& plan, std::shared_ptr<comm::Communicator> comm)
+      : plan_(plan), comm_(std::move(comm)), rank_(comm_->rank()), world_(comm_->size()),
+        config_(plan.config) {}
+
+  Status Run();
+
+ private:
+  Status Setup();
+  Status TrainStep(int64_t step);
+  Status Validate(int64_t step);
+  Status Save(int64_t step);
+  Status Finish();
+  bool lead() const { return rank_ == 0; }
+
+  const TrainPlan& plan_;
+  std::shared_ptr<comm::Communicator> comm_;
+  int rank_, world_;
+  Config config_;
+  std::unique_ptr<nn::Model> model_;
+  std::unique_ptr<RankData> data_;
+  std::optional<Optimizer> optimizer_;
+  std::optional<optim::LrSchedule> schedule_;
+  std::unique_ptr<parallel::DataParallel> ddp_;
+  autograd::Tape tape_;
+  std::vector<float> contributions_;  // deterministic mode: one gradient per local shard
+  std::vector<float> shard_losses_;
+  std::optional<MetricsLog> metrics_;
+  std::optional<Progress> progress_;
+  double last_val_loss_ = NAN;
+  double last_val_acc_ = NAN;
+};
+
+Status Trainer::Setup() {
+  tensor::SetComputeThreads(plan_.threads_per_worker);
+  tensor::SetDeterministicCompute(plan_.options.deterministic);
+  LS_ASSIGN_OR_RETURN(model_, nn::MakeModel(config_));
+  LS_ASSIGN_OR_RETURN(data_, RankData::Create(plan_.data, plan_.run, rank_, world_));
+  LS_ASSIGN_OR_RETURN(Optimizer opt, Optimizer::Create(plan_.optim, model_->params()));
+  optimizer_.emplace(std::move(opt));
+  LS_ASSIGN_OR_RETURN(optim::LrSchedule sched, optim::LrSchedule::Create(plan_.optim.schedule));
+  schedule_.emplace(sched);
+  ddp_ = std::make_unique<parallel::DataParallel>(comm_, &model_->params(), plan_.run.train.bucket_bytes);
+  LS_RETURN_IF_ERROR(ddp_->BroadcastParameters());
+  if (plan_.options.deterministic) {
+    int64_t per_rank = plan_.run.train.det_shards / world_;
+    contributions_.assign(static_cast<size_t>(per_rank * model_->params().numel()), 0.0f);
+    shard_losses_.assign(static_cast<size_t>(per_rank), 0.0f);
+  }
+  if (lead()) {
+    LS_ASSIGN_OR_RETURN(MetricsLog log, MetricsLog::Open(plan_.out_dir + "/metrics.jsonl", false));
+    metrics_.emplace(std::move(log));
+    progress_.emplace(plan_.total_steps, plan_.run.train.log_every);
+    LS_LOG(INFO) << "training " << model_->name() << " (" << model_->params().numel() << " parameters) on "
+                 << world_ << " worker(s), backend " << comm_->backend_name() << ", "
+                 << plan_.threads_per_worker << " compute thread(s) each, " << plan_.total_steps << " steps"
+                 << (plan_.options.deterministic ? ", deterministic" : "") << "; output in " << plan_.out_dir;
+  }
+  return Status::Ok();
+}
+
+Status Trainer::TrainStep(int64_t step) {
+  Stopwatch step_clock;
+  const TrainSection& t = plan_.run.train;
+  const double global = static_cast<double>(t.batch_size);
+  nn::ParameterStore& params = model_->params();
+
+  Stopwatch data_clock;
+  LS_RETURN_IF_ERROR(data_->NextTrain());
+  double data_ms = data_clock.ElapsedMs();
+  const int64_t local = data_->train_rows();
+
+  Stopwatch compute_clock;
+  parallel::SyncTimes sync;
+  double loss_part = 0;
+  int64_t compute_end_ns = 0;
+  if (plan_.options.deterministic) {
+    // Every canonical shard's gradient is computed alone, in the same way on whichever rank
+    // holds it, then all shards are summed in one fixed tree (docs/deterministic-data-parallel.md).
+    const int64_t per_rank = t.det_shards / world_, shard = t.batch_size / t.det_shards;
+    const int64_t n = params.numel();
+    tape_.SetParamReadyHook(nullptr);
+    for (int64_t k = 0; k < per_rank; ++k) {
+      params.ZeroGrad();
+      autograd::Variable loss = model_->Loss(tape_, data_->TrainRows(k * shard, shard));
+      float scale = static_cast<float>(shard / global);
+      shard_losses_[k] = ScalarOf(loss) * scale;
+      tape_.Backward(loss, scale);
+      std::memcpy(contributions_.data() + k * n, params.flat_grads(), n * sizeof(float));
+    }
+    compute_end_ns = NowNanos();
+    LS_RETURN_IF_ERROR(ddp_->SyncDeterministic(contributions_.data(), t.det_shards, &sync));
+    float loss_total = 0;
+    LS_RETURN_IF_ERROR(comm_->DeterministicAllreduceF32(shard_losses_.data(), &loss_total, 1, t.det_shards)->Wait());
+    loss_part = rank_ == 0 ? loss_total : 0.0;
+  } else {
+    const int64_t micro = local / t.accum_steps;
+    params.ZeroGrad();
+    for (int64_t m = 0; m < t.accum_steps; ++m) {
+      // Only the last micro-batch communicates (gradients accumulate locally before it).
+      if (m + 1 == t.accum_steps) ddp_->Arm(tape_);
+      else ddp_->Disarm(tape_);
+      autograd::Variable loss = model_->Loss(tape_, data_->TrainRows(m * micro, micro));
+      float scale = static_cast<float>(micro / global);
+      loss_part += ScalarOf(loss) * static_cast<double>(scale);
+      tape_.Backward(loss, scale);
+    }
+    compute_end_ns = NowNanos();
+    ddp_->Disarm(tape_);
+    LS_RETURN_IF_ERROR(ddp_->Finish(&sync));
+  }
+  // Compute time excludes the blocking wait at the end (exposed communication).
+  double compute_ms = compute_clock.ElapsedMs() - sync.exposed_ms;
+
+  LS_ASSIGN_OR_RETURN(GatheredStep gathered, GatherStep(*comm_, {loss_part, compute_end_ns}));
+
+  Stopwatch optim_clock;
+  double grad_norm = optim::GlobalGradNorm(params.flat_grads(), params.numel());
+  if (plan_.optim.grad_clip > 0)
+    optim::ClipByGlobalNorm(params.flat_grads(), params.numel(), plan_.optim.grad_clip, grad_norm);
+  float lr = schedule_->LrAt(step);
+  optimizer_->Step(params.flat_params(), params.flat_grads(), lr);
+  double optim_ms = optim_clock.ElapsedMs();
+
+  double step_ms = step_clock.ElapsedMs();
+  if (lead()) {
+    double samples_per_s = global / (step_ms * 1e-3);
+    double tokens_per_s = samples_per_s * data_->units_per_row();
+    double exposed = std::max(0.0, sync.exposed_ms - gathered.wait_ms);
+    nlohmann::json row = {{"step", step + 1}, {"loss", gathered.loss}, {"lr", lr}, {"grad_norm", grad_norm},
+                          {"tokens_per_s", tokens_per_s}, {"step_ms", step_ms},
+                          {"data_ms", data_ms}, {"compute_ms", compute_ms}, {"optim_ms", optim_ms},
+                          {"comm_ms", sync.comm_ms}, {"exposed_comm_ms", exposed},
+                          {"wait_ms", std::min(gathered.wait_ms, sync.exposed_ms)},
+                          {"gflops", model_->TrainFlopsPerSample() * global / (step_ms * 1e-3) * 1e-9}};
+    if (!data_->is_text()) row["samples_per_s"] = samples_per_s;
+    LS_RETURN_IF_ERROR(metrics_->Write(row));
+    progress_->Step(step + 1, gathered.loss, lr, data_->is_text() ? tokens_per_s : samples_per_s,
+                    data_->is_text() ? "tok/s" : "img/s");
+  }
+  if (!std::isfinite(gathered.loss))
+    return Status::Aborted("loss is " + std::to_string(gathered.loss) + " at step " + std::to_string(step + 1) +
+                           " (try a lower optim.lr or set optim.grad_clip)");
+  return Status::Ok();
+}
+
+Status Trainer::Validate(int64_t step) {
+  LS_ASSIGN_OR_RETURN(EvalSums mine, EvaluateLocal(*model_, *data_));
+  LS_ASSIGN_OR_RETURN(EvalSums all, GatherEval(*comm_, mine));
+  if (all.count == 0) return Status::InvalidArgument("the validation set is empty");
+  last_val_loss_ = all.loss_sum / static_cast<double>(all.count);
+  nlohmann::json row = {{"step", step}, {"val_loss", last_val_loss_}};
+  char line[160];
+  if (!data_->is_text()) {
+    last_val_acc_ = static_cast<double>(all.correct) / static_cast<double>(all.count);
+    row["val_acc"] = last_val_acc_;
+    std::snprintf(line, sizeof(line), "step %lld: val_loss %.4f val_acc %.4f (%lld images)",
+                  static_cast<long long>(step), last_val_loss_, last_val_acc_, static_cast<long long>(all.count));
+  } else {
+    std::snprintf(line, sizeof(line), "step %lld: val_loss %.4f (%lld tokens)", static_cast<long long>(step),
+                  last_val_loss_, static_cast<long long>(all.count));
+  }
+  if (lead()) {
+    LS_RETURN_IF_ERROR(metrics_->Write(row));
+    progress_->Print(line);
+  }
+  return Status::Ok();
+}
+
+Status Trainer::Save(int64_t step) {
+  if (!lead()) return Status::Ok();  // data-parallel state is replicated: rank 0 writes it all
+  Stopwatch clock;
+  CheckpointContents c;
+  c.step = step;
+  c.optimizer_step = optimizer_->step();
+  c.loader = data_->State();
+  c.config_hash = HexU64(plan_.config.Hash());
+  c.layout = {{"world", world_}, {"dp", world_}, {"tp", 1}, {"pp", 1}, {"zero", 0}};
+  LS_RETURN_IF_ERROR(SaveCheckpoint(plan_.out_dir + "/checkpoints", static_cast<int>(plan_.run.checkpoint.keep),
+                                    model_->params(), optimizer_->StateBuffers(), c));
+  char line[160];
+  std::snprintf(line, sizeof(line), "step %lld: checkpoint saved in %.0f ms", static_cast<long long>(step), clock.ElapsedMs());
+  progress_->Print(line);
+  return metrics_->Write({{"event", "checkpoint"}, {"step", step}, {"save_ms", clock.ElapsedMs()}});
+}
+
+Status Trainer::Finish() {
+  std::string hash = WeightsXxh64(model_->params());
+  if (!lead()) return Status::Ok();
+  progress_->Finish();
+  LS_RETURN_IF_ERROR(metrics_->Write({{"event", "done"}, {"step", plan_.total_steps}, {"weights_xxh64", hash}}));
+  std::printf("done: %lld steps, val_loss %.4f", static_cast<long long>(plan_.total_steps), last_val_loss_);
+  if (!std::isnan(last_val_acc_)) std::printf(", val_acc %.4f", last_val_acc_);
+  std::printf(", weights_xxh64 %s\n", hash.c_str());
+  if (auto* gpt = dynamic_cast<nn::Gpt*>(model_.get())) {
+    std::string sample = gpt->Generate("The ", 240, 0.8f, plan_.run.train.seed);
+    std::printf("sample:\n%s\n", sample.c_str());
+  }
+  std::fflush(stdout);
+  return Status::Ok();
+}
+
+Status Trainer::Run() {
+  LS_RETURN_IF_ERROR(Setup());
+  for (int64_t step = 0; step < plan_.total_steps; ++step) {
+    LS_RETURN_IF_ERROR(TrainStep(step));
+    bool last = step + 1 == plan_.total_steps;
+    if (last || (plan_.eval_every > 0 && (step + 1) % plan_.eval_every == 0))
+      LS_RETURN_IF_ERROR(Validate(step + 1));
+    const int64_t every = plan_.run.checkpoint.every;
+    if (last || (every > 0 && (step + 1) % every == 0)) LS_RETURN_IF_ERROR(Save(step + 1));
+  }
+  return Finish();
+}
+
+}  // namespace
+
+Status RunWorker(const TrainPlan& plan, std::shared_ptr<comm::Communicator> comm) {
+  if (comm->size() > 1) log::SetThreadPrefix("[rank " + std::to_string(comm->rank()) + "] ");
+  Trainer trainer(plan, comm);
+  Status s = trainer.Run();
+  // A failed rank must not leave its peers blocked in a collective until the timeout.
+  if (!s.ok()) comm->Abort(s);
+  return s;
+}
+
+}  // namespace lockstep::runtime

@@ -1,0 +1,54 @@
+// Conv2d: a cached plan of oneDNN convolution primitives for one shape.
+// src/dst NCHW, weights OIHW, bias [OC], all fp32 and contiguous in the caller's buffers.
+// Internally the plan may run on oneDNN's preferred (blocked) layouts and reorder at the
+// edges; that choice is made once in the constructor. Engine and stream are thread_local
+// (one per rank thread), so a plan must be used by the thread that created it.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+namespace lockstep::tensor {
+
+struct Conv2dShape {
+  int64_t N, IC, H, W, OC, KH, KW;
+  int64_t stride = 1;
+  int64_t pad = 0;
+  int64_t OH() const { return (H + 2 * pad - KH) / stride + 1; }
+  int64_t OW() const { return (W + 2 * pad - KW) / stride + 1; }
+};
+
+struct Conv2dOptions {
+  // Let oneDNN choose blocked layouts (reordering at the edges); false runs plain NCHW/OIHW
+  // primitives directly on the caller's buffers.
+  bool blocked_layouts = true;
+};
+
+class Conv2d {
+ public:
+  Conv2d(int64_t N, int64_t IC, int64_t H, int64_t W, int64_t OC, int64_t KH, int64_t KW,
+         int64_t stride, int64_t pad);
+  explicit Conv2d(const Conv2dShape& s, Conv2dOptions options = {});
+  ~Conv2d();
+  Conv2d(Conv2d&&) noexcept;
+  Conv2d& operator=(Conv2d&&) noexcept;
+
+  const Conv2dShape& shape() const { return shape_; }
+  int64_t OH() const { return shape_.OH(); }
+  int64_t OW() const { return shape_.OW(); }
+
+  // out[N,OC,OH,OW] = conv(inp, w) + b (b nullable). Overwrites out.
+  void Forward(float* out, const float* inp, const float* w, const float* b);
+  // dinp[N,IC,H,W] = conv_transpose(dout, w). Overwrites dinp.
+  void BackwardData(float* dinp, const float* dout, const float* w);
+  // dw[OC,IC,KH,KW] += ..., db[OC] += sum dout (db nullable). Accumulate.
+  void BackwardWeights(float* dw, float* db, const float* dout, const float* inp);
+
+  struct Impl;
+
+ private:
+  Conv2dShape shape_;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace lockstep::tensor

@@ -1,0 +1,50 @@
+// Linear layer as two/three GEMMs plus a bias pass.
+#include <algorithm>
+
+#include "lockstep/tensor/kernels.h"
+#include "lockstep/tensor/simd_math.h"
+
+namespace lockstep::tensor {
+namespace {
+
+// out[j] += sum_i x[i, j], rows in order for every column (columns split over threads, so
+// the bits do not depend on the thread count).
+void ColumnSumAccumulate(float* out, const float* x, int64_t n, int64_t c) {
+  constexpr int64_t kCols = 64;
+  int64_t nblocks = (c + kCols - 1) / kCols;
+#pragma omp parallel for schedule(static) if (parallel : internal::WorthParallel(n * c) && nblocks > 1)
+  for (int64_t b = 0; b < nblocks; ++b) {
+    int64_t j0 = b * kCols, j1 = std::min(c, j0 + kCols);
+    float acc[kCols];
+    for (int64_t j = j0; j < j1; ++j) acc[j - j0] = 0.0f;
+    for (int64_t i = 0; i < n; ++i) {
+      const float* row = x + i * c;
+#pragma omp simd
+      for (int64_t j = j0; j < j1; ++j) acc[j - j0] += row[j];
+    }
+    for (int64_t j = j0; j < j1; ++j) out[j] += acc[j - j0];
+  }
+}
+
+}  // namespace
+
+void LinearForward(float* out, const float* inp, const float* weight, const float* bias,
+                   int64_t n, int64_t ic, int64_t oc) {
+  float beta = 0.0f;
+  if (bias != nullptr) {
+    // Seed C with the bias rows so the GEMM adds into them (beta = 1): one pass over out.
+#pragma omp parallel for schedule(static) if (parallel : internal::WorthParallel(n * oc))
+    for (int64_t i = 0; i < n; ++i) std::copy(bias, bias + oc, out + i * oc);
+    beta = 1.0f;
+  }
+  Gemm(false, true, n, oc, ic, 1.0f, inp, ic, weight, ic, beta, out, oc);
+}
+
+void LinearBackward(float* dinp, float* dweight, float* dbias, const float* dout,
+                    const float* inp, const float* weight, int64_t n, int64_t ic, int64_t oc) {
+  if (dinp != nullptr) Gemm(false, false, n, ic, oc, 1.0f, dout, oc, weight, ic, 1.0f, dinp, ic);
+  if (dweight != nullptr) Gemm(true, false, oc, ic, n, 1.0f, dout, oc, inp, ic, 1.0f, dweight, ic);
+  if (dbias != nullptr) ColumnSumAccumulate(dbias, dout, n, oc);
+}
+
+}  // namespace lockstep::tensor

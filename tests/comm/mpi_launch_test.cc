@@ -1,0 +1,84 @@
+// launch.h: detecting mpirun, the mpirun command line, and RelaunchUnderMpirun's exit status
+// and signal forwarding.
+#include <gtest/gtest.h>
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstdlib>
+#include <thread>
+
+#include "comm/mpi_test_util.h"
+#include "lockstep/core/clock.h"
+
+namespace lockstep::comm {
+namespace {
+
+std::string SelfPath() {
+  char buf[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : "";
+}
+
+bool Has(const std::vector<std::string>& v, const std::string& s) {
+  return std::find(v.begin(), v.end(), s) != v.end();
+}
+
+TEST(MpiLaunch, CommandLine) {
+  if (InsideMpirun()) return;
+  char a0[] = "some/relative/name", a1[] = "bench-comm", a2[] = "--nproc";
+  char a3[] = "3";
+  char* argv[] = {a0, a1, a2, a3, nullptr};
+  std::vector<std::string> cmd = MpirunCommandLine(3, 4, argv, {"--extra"});
+  ASSERT_GE(cmd.size(), 8u);
+  EXPECT_EQ(cmd[0], "mpirun");
+  EXPECT_EQ(cmd[1], "-np");
+  EXPECT_EQ(cmd[2], "3");
+  EXPECT_TRUE(Has(cmd, "--oversubscribe"));
+  EXPECT_TRUE(Has(cmd, "--bind-to"));
+  EXPECT_EQ(Has(cmd, "--allow-run-as-root"), geteuid() == 0);
+  // The executable is this very binary, then the original arguments, then the extra ones.
+  const size_t n = cmd.size();
+  EXPECT_EQ(cmd[n - 5], SelfPath());
+  EXPECT_EQ(cmd[n - 4], "bench-comm");
+  EXPECT_EQ(cmd[n - 3], "--nproc");
+  EXPECT_EQ(cmd[n - 2], "3");
+  EXPECT_EQ(cmd[n - 1], "--extra");
+}
+
+TEST(MpiLaunch, InsideMpirunAndExitStatus) {
+  if (!InsideMpirun()) {
+    EXPECT_FALSE(InsideMpirun());
+    char a0[] = "test";
+    char* argv[] = {a0, nullptr};
+    // Rank 2 exits with 5: mpirun, and so RelaunchUnderMpirun, report it.
+    int rc = RelaunchUnderMpirun(3, 1, argv, {"--gtest_filter=MpiLaunch.InsideMpirunAndExitStatus"});
+    EXPECT_EQ(rc, 5);
+    return;
+  }
+  EXPECT_TRUE(InsideMpirun());
+  if (std::atoi(std::getenv("OMPI_COMM_WORLD_RANK")) == 2) _exit(5);
+}
+
+TEST(MpiLaunch, ForwardsSigterm) {
+  if (!InsideMpirun()) {
+    char a0[] = "test";
+    char* argv[] = {a0, nullptr};
+    std::thread killer([] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+      kill(getpid(), SIGTERM);  // handled by RelaunchUnderMpirun: forwarded, not fatal
+    });
+    Stopwatch sw;
+    int rc = RelaunchUnderMpirun(2, 1, argv, {"--gtest_filter=MpiLaunch.ForwardsSigterm"});
+    killer.join();
+    EXPECT_NE(rc, 0);
+    EXPECT_LT(sw.ElapsedSeconds(), 8.0);  // the ranks would sleep 60 s
+    return;
+  }
+  std::this_thread::sleep_for(std::chrono::seconds(60));
+}
+
+}  // namespace
+}  // namespace lockstep::comm

@@ -1,0 +1,116 @@
+#include "lockstep/data/byte_corpus.h"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "data/data_test_util.h"
+
+namespace lockstep::data {
+namespace {
+
+using testing::TempDir;
+using testing::WriteFile;
+
+std::string AsString(std::span<const uint8_t> s) { return std::string(s.begin(), s.end()); }
+
+TEST(ByteCorpus, SelectsDotlessRegularFilesInByteOrder) {
+  TempDir dir;
+  WriteFile(dir / "b", std::string(17, 'B'));
+  WriteFile(dir / "a", "aa");
+  WriteFile(dir / "Z", "Z");           // 'Z' (0x5a) sorts before 'a' (0x61)
+  WriteFile(dir / "a.dat", "index");   // has a dot
+  WriteFile(dir / ".hidden", "h");     // has a dot
+  std::filesystem::create_symlink("b", dir / "b.u8");
+  std::filesystem::create_symlink("a", dir / "link");  // no dot, but a symlink
+  std::filesystem::create_directory(dir / "sub");       // no dot, but a directory
+  WriteFile(dir / "sub/inner", "nested");
+  ASSERT_EQ(mkfifo((dir / "fifo").c_str(), 0600), 0);  // not a regular file
+
+  auto files = ByteCorpus::SelectFiles(dir.path());
+  ASSERT_TRUE(files.ok()) << files.status().ToString();
+  ASSERT_EQ(files->size(), 3u);
+  EXPECT_EQ((*files)[0].name, "Z");
+  EXPECT_EQ((*files)[1].name, "a");
+  EXPECT_EQ((*files)[2].name, "b");
+
+  auto corpus = ByteCorpus::Load(dir.path(), 1);  // 20 bytes: 18 train, 2 val
+  ASSERT_TRUE(corpus.ok()) << corpus.status().ToString();
+  EXPECT_EQ(AsString(corpus->bytes()), "Zaa" + std::string(17, 'B'));
+  EXPECT_EQ(corpus->files().size(), 3u);
+}
+
+TEST(ByteCorpus, SplitIsFloorOfNinetyPercent) {
+  EXPECT_EQ(ByteCorpus::SplitPoint(1000), 900);
+  EXPECT_EQ(ByteCorpus::SplitPoint(1001), 900);  // 900.9
+  EXPECT_EQ(ByteCorpus::SplitPoint(19), 17);     // 17.1
+  EXPECT_EQ(ByteCorpus::SplitPoint(10), 9);
+  // 0.9 is not exact in binary: like Python's int(n * 0.9), computed in double.
+  EXPECT_EQ(ByteCorpus::SplitPoint(2576674), static_cast<int64_t>(2576674 * 0.9));
+
+  TempDir dir;
+  std::string text;
+  for (int i = 0; i < 1001; ++i) text.push_back(static_cast<char>('a' + i % 26));
+  WriteFile(dir / "text", text);
+  auto corpus = ByteCorpus::Load(dir.path(), 8);
+  ASSERT_TRUE(corpus.ok());
+  EXPECT_EQ(corpus->train().size(), 900u);
+  EXPECT_EQ(corpus->val().size(), 101u);
+  EXPECT_EQ(AsString(corpus->train()), text.substr(0, 900));
+  EXPECT_EQ(AsString(corpus->val()), text.substr(900));
+}
+
+void ExpectOneLineNaming(const Status& s, StatusCode code, const std::string& path) {
+  EXPECT_EQ(s.code(), code) << s.ToString();
+  EXPECT_NE(s.message().find(path), std::string::npos) << s.ToString();
+  EXPECT_EQ(s.message().find('\n'), std::string::npos) << s.ToString();
+}
+
+TEST(ByteCorpus, Errors) {
+  TempDir dir;
+  ExpectOneLineNaming(ByteCorpus::Load(dir / "missing", 4).status(), StatusCode::kNotFound, dir / "missing");
+
+  WriteFile(dir / "plain", "x");
+  ExpectOneLineNaming(ByteCorpus::Load(dir / "plain", 4).status(), StatusCode::kInvalidArgument, dir / "plain");
+
+  std::filesystem::create_directory(dir / "empty");
+  WriteFile(dir / "empty/only.dat", "dots only");
+  ExpectOneLineNaming(ByteCorpus::Load(dir / "empty", 4).status(), StatusCode::kNotFound, dir / "empty");
+
+  std::filesystem::create_directory(dir / "small");
+  WriteFile(dir / "small/f", std::string(100, 'x'));  // 90 train / 10 val bytes
+  ExpectOneLineNaming(ByteCorpus::Load(dir / "small", 16).status(), StatusCode::kInvalidArgument, dir / "small");
+  EXPECT_TRUE(ByteCorpus::Load(dir / "small", 9).ok());  // val 10 >= 9 + 1, train 90 >= 18
+}
+
+TEST(ByteCorpus, UnreadableFileIsNamed) {
+  if (geteuid() == 0) GTEST_SKIP() << "running as root: file permissions do not stop reads";
+  TempDir dir;
+  WriteFile(dir / "secret", std::string(100, 'x'));
+  ASSERT_EQ(chmod((dir / "secret").c_str(), 0), 0);
+  ExpectOneLineNaming(ByteCorpus::Load(dir.path(), 4).status(), StatusCode::kInvalidArgument, dir / "secret");
+}
+
+TEST(ByteCorpus, RealFortunesCorpus) {
+  if (!std::filesystem::is_directory(kDefaultCorpusDir)) {
+    GTEST_SKIP() << kDefaultCorpusDir << " not installed (Debian package 'fortunes')";
+  }
+  auto corpus = ByteCorpus::Load(kDefaultCorpusDir, 128);
+  ASSERT_TRUE(corpus.ok()) << corpus.status().ToString();
+  int64_t total = 0;
+  for (const auto& f : corpus->files()) {
+    EXPECT_EQ(f.name.find('.'), std::string::npos);
+    EXPECT_FALSE(std::filesystem::is_symlink(std::string(kDefaultCorpusDir) + "/" + f.name));
+    total += f.size;
+  }
+  EXPECT_EQ(static_cast<int64_t>(corpus->bytes().size()), total);
+  EXPECT_GT(total, 1000000);  // about 2.5 MB in Debian 12
+  EXPECT_TRUE(std::is_sorted(corpus->files().begin(), corpus->files().end(),
+                             [](const CorpusFile& a, const CorpusFile& b) { return a.name < b.name; }));
+  EXPECT_EQ(corpus->split(), static_cast<int64_t>(static_cast<double>(total) * 0.9));
+}
+
+}  // namespace
+}  // namespace lockstep::data

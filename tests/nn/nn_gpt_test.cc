@@ -1,0 +1,260 @@
+// Gpt: parameter layout and count (the peer's formula), reproducible init, whole-model
+// gradients against finite differences of the double reference, the gradient-ready hook
+// on the real model, evaluation, FLOP accounting and generation.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+
+#include "lockstep/core/rng.h"
+#include "lockstep/nn/gpt.h"
+#include "lockstep/tensor/threads.h"
+#include "nn/grad_check.h"
+#include "nn/reference.h"
+
+namespace lockstep::nn {
+namespace {
+
+using autograd::Tape;
+using autograd::Variable;
+using testing::RandomVector;
+
+GptConfig SmallConfig() {
+  GptConfig c;
+  c.vocab = 256;
+  c.context = 8;
+  c.layers = 2;
+  c.heads = 2;
+  c.width = 16;
+  c.mlp_ratio = 4;
+  c.init_seed = 3;
+  return c;
+}
+
+struct Batch {
+  std::vector<int32_t> tokens, targets;
+  int64_t B, T;
+  ModelInput input() const {
+    ModelInput in;
+    in.tokens = tokens.data();
+    in.targets = targets.data();
+    in.batch = B;
+    in.seq = T;
+    return in;
+  }
+};
+
+Batch RandomBatch(int64_t B, int64_t T, int64_t vocab, uint64_t seed) {
+  Batch b{{}, {}, B, T};
+  Rng rng(seed, 1);
+  for (int64_t i = 0; i < B * T; ++i) {
+    b.tokens.push_back(static_cast<int32_t>(rng.Below(vocab)));
+    b.targets.push_back(static_cast<int32_t>(rng.Below(vocab)));
+  }
+  return b;
+}
+
+// Large random parameters (the GPT-2 init is nearly linear and would test little):
+// matrices and embeddings U(-0.5, 0.5), LayerNorm weights 1 + U(-0.3, 0.3), biases
+// U(-0.2, 0.2).
+void Randomize(ParameterStore& ps, uint64_t seed) {
+  for (const ParamInfo& p : ps) {
+    std::vector<float> v = RandomVector(p.numel, 1.0f, seed + p.offset);
+    const bool is_ln = p.name.find("ln") != std::string::npos;
+    const bool is_bias = p.name.size() > 5 && p.name.substr(p.name.size() - 5) == ".bias";
+    for (int64_t j = 0; j < p.numel; ++j) {
+      float x = v[j];
+      ps.flat_params()[p.offset + j] = is_ln && !is_bias ? 1.0f + 0.3f * x
+                                       : is_bias          ? 0.2f * x
+                                                          : 0.5f * x;
+    }
+  }
+}
+
+TEST(Gpt, ParameterCountLayoutAndNames) {
+  Gpt gpt{GptConfig{}};
+  const ParameterStore& ps = gpt.params();
+  // The peer's sum(p.numel()) for vocab 256, context 128, 4 layers, width 128, MLP x4:
+  // wte 32768 + wpe 16384 + 4 * 198272 + lnf 256 + head 32768.
+  EXPECT_EQ(ps.numel(), 875264);
+  EXPECT_EQ(GptParamCount(GptConfig{}), 875264);
+  std::printf("gpt-tiny parameters: %lld (%d tensors)\n", static_cast<long long>(ps.numel()),
+              ps.size());
+  const std::vector<std::string> first = {
+      "wte.weight",          "wpe.weight",          "blocks.0.ln1.weight", "blocks.0.ln1.bias",
+      "blocks.0.qkv.weight", "blocks.0.qkv.bias",   "blocks.0.proj.weight", "blocks.0.proj.bias",
+      "blocks.0.ln2.weight", "blocks.0.ln2.bias",   "blocks.0.fc.weight",  "blocks.0.fc.bias",
+      "blocks.0.fc2.weight", "blocks.0.fc2.bias"};
+  for (size_t i = 0; i < first.size(); ++i) EXPECT_EQ(ps.info(i).name, first[i]);
+  EXPECT_EQ(ps.size(), 2 + 4 * 12 + 3);
+  EXPECT_EQ(ps.info(ps.size() - 1).name, "head.weight");  // no head bias: untied, bias-free
+  EXPECT_EQ(ps.info(ps.size() - 1).shape, tensor::Shape({256, 128}));
+  EXPECT_EQ(ps.info(ps.Find("blocks.3.fc.weight")).shape, tensor::Shape({512, 128}));
+  int64_t off = 0;
+  for (const ParamInfo& p : ps) {
+    EXPECT_EQ(p.offset, off) << p.name;  // packed, registration order
+    off += p.numel;
+    const bool matrix = p.shape.size() == 2;
+    EXPECT_EQ(p.decay, matrix) << p.name;  // weights and embeddings decay; biases, LN don't
+  }
+  EXPECT_EQ(off, ps.numel());
+  EXPECT_NE(ps.value(0).data<float>(), nullptr);
+  EXPECT_EQ(ps.value(1).data<float>(), ps.flat_params() + ps.info(1).offset);
+  EXPECT_EQ(ps.grad(1).data<float>(), ps.flat_grads() + ps.info(1).offset);
+}
+
+TEST(Gpt, InitIsReproducibleAndGpt2Style) {
+  GptConfig c;
+  Gpt a(c), b(c);
+  const size_t bytes = static_cast<size_t>(a.params().numel()) * sizeof(float);
+  EXPECT_EQ(std::memcmp(a.params().flat_params(), b.params().flat_params(), bytes), 0);
+  c.init_seed = 1;
+  Gpt d(c);
+  EXPECT_NE(std::memcmp(a.params().flat_params(), d.params().flat_params(), bytes), 0);
+  auto stddev = [&](const char* name) {
+    const tensor::Tensor& t = a.params().value(a.params().Find(name));
+    double s = 0.0;
+    for (float v : t.ToVector()) s += static_cast<double>(v) * v;
+    return std::sqrt(s / t.numel());
+  };
+  EXPECT_NEAR(stddev("wte.weight"), 0.02, 0.001);
+  EXPECT_NEAR(stddev("blocks.1.qkv.weight"), 0.02, 0.001);
+  EXPECT_NEAR(stddev("blocks.1.proj.weight"), 0.02 / std::sqrt(8.0), 0.0005);
+  EXPECT_NEAR(stddev("blocks.1.fc2.weight"), 0.02 / std::sqrt(8.0), 0.0005);
+  EXPECT_EQ(stddev("blocks.1.fc.bias"), 0.0);
+  EXPECT_EQ(a.params().value(a.params().Find("lnf.weight")).ToVector(), std::vector<float>(128, 1.0f));
+}
+
+TEST(Gpt, WholeModelGradientsMatchFiniteDifferences) {
+  tensor::ScopedComputeThreads one(1);
+  const GptConfig c = SmallConfig();
+  Gpt gpt(c);
+  EXPECT_EQ(gpt.params().numel(), GptParamCount(c));
+  Randomize(gpt.params(), 17);
+  Batch batch = RandomBatch(2, 8, c.vocab, 5);
+  batch.targets[3] = -1;  // an ignored position
+  Tape tape;
+  Variable loss = gpt.Loss(tape, batch.input());
+  ref::Params p = ref::FromStore(gpt.params());
+  auto f = [&] { return ref::GptLoss(c, p, batch.tokens, batch.targets, 2, 8); };
+  const double ref_loss = f();
+  std::printf("small gpt loss: engine %.7f reference %.7f\n", loss.data()[0], ref_loss);
+  EXPECT_NEAR(loss.data()[0], ref_loss, 2e-5 * std::fabs(ref_loss));
+  gpt.params().ZeroGrad();
+  tape.Backward(loss, 1.0f);
+  std::vector<testing::Checked> checked;
+  for (const ParamInfo& info : gpt.params()) {
+    checked.push_back({info.name, &p[info.name], gpt.params().grad(gpt.params().Find(info.name)).ToVector()});
+  }
+  testing::ExpectGradientsMatch(checked, f, {.coords = 40});
+
+  // A shorter sequence than the context (positions 0..4 only).
+  Batch shorter = RandomBatch(3, 5, c.vocab, 6);
+  Variable l2 = gpt.Loss(tape, shorter.input());
+  EXPECT_NEAR(l2.data()[0], ref::GptLoss(c, p, shorter.tokens, shorter.targets, 3, 5), 1e-4);
+  tape.Clear();
+}
+
+TEST(Gpt, HookFiresOnceForEveryParamWithItsFinalGradient) {
+  const GptConfig c = SmallConfig();
+  Gpt gpt(c);
+  Randomize(gpt.params(), 3);
+  ParameterStore& ps = gpt.params();
+  Batch batch = RandomBatch(2, 8, c.vocab, 9);
+  Tape tape;
+  std::vector<int> order;
+  std::vector<std::vector<float>> at_hook(ps.size());
+  tape.SetParamReadyHook([&](int i) {
+    order.push_back(i);
+    at_hook[i] = ps.grad(i).ToVector();
+  });
+  for (int step = 0; step < 2; ++step) {  // the second step reuses the tape and its buffers
+    order.clear();
+    ps.ZeroGrad();
+    tape.Backward(gpt.Loss(tape, batch.input()), 1.0f);
+    ASSERT_EQ(static_cast<int>(order.size()), ps.size());
+    std::vector<int> seen(ps.size(), 0);
+    for (int i : order) ++seen[i];
+    for (int i = 0; i < ps.size(); ++i) {
+      EXPECT_EQ(seen[i], 1) << ps.info(i).name;
+      EXPECT_EQ(at_hook[i], ps.grad(i).ToVector()) << ps.info(i).name << " changed after its hook";
+    }
+    EXPECT_TRUE(tape.UnusedParams().empty());
+    EXPECT_EQ(ps.info(order.front()).name, "head.weight");  // last in forward, first ready
+    EXPECT_EQ(ps.info(order.back()).name, "wte.weight");
+  }
+}
+
+TEST(Gpt, GradientScaleAndAccumulation) {
+  // grad_scale 0.5 gives exactly half the gradient (every backward op is linear in
+  // d(loss), and scaling by a power of two commutes with rounding); two micro-steps at
+  // 0.5 match one at 1 up to summation order (a GEMM with beta = 1 folds the old value
+  // into its running sum).
+  tensor::ScopedComputeThreads one(1);
+  const GptConfig c = SmallConfig();
+  Gpt gpt(c);
+  Randomize(gpt.params(), 4);
+  Batch batch = RandomBatch(2, 8, c.vocab, 10);
+  Tape tape;
+  ParameterStore& ps = gpt.params();
+  ps.ZeroGrad();
+  tape.Backward(gpt.Loss(tape, batch.input()), 1.0f);
+  std::vector<float> once(ps.flat_grads(), ps.flat_grads() + ps.numel());
+  ps.ZeroGrad();
+  tape.Backward(gpt.Loss(tape, batch.input()), 0.5f);
+  float scale = 0.0f;
+  for (int64_t i = 0; i < ps.numel(); ++i) {
+    ASSERT_EQ(ps.flat_grads()[i], 0.5f * once[i]) << i;
+    scale = std::max(scale, std::fabs(once[i]));
+  }
+  tape.Backward(gpt.Loss(tape, batch.input()), 0.5f);
+  for (int64_t i = 0; i < ps.numel(); ++i) {
+    ASSERT_NEAR(ps.flat_grads()[i], once[i], 1e-6f * scale) << i;
+  }
+}
+
+TEST(Gpt, EvaluateMatchesLossAndReusesBuffers) {
+  const GptConfig c = SmallConfig();
+  Gpt gpt(c);
+  Randomize(gpt.params(), 5);
+  Batch batch = RandomBatch(3, 8, c.vocab, 11);
+  batch.targets[0] = -1;
+  Tape tape;
+  const float loss = gpt.Loss(tape, batch.input()).data()[0];
+  tape.Clear();
+  EvalResult r = gpt.Evaluate(batch.input());
+  EXPECT_EQ(r.count, 23);
+  EXPECT_NEAR(r.loss_sum / r.count, loss, 1e-5);
+  EXPECT_GE(r.correct, 0);
+  EXPECT_LE(r.correct, 23);
+  // Training steps reuse activation buffers: after the first, at most the few buffers the
+  // caller still held (the loss) are allocated anew.
+  const Variable warm = gpt.Loss(tape, batch.input());
+  tape.Backward(warm, 1.0f);
+  const int64_t before = tape.pool().allocations();
+  tape.Backward(gpt.Loss(tape, batch.input()), 1.0f);
+  EXPECT_LE(tape.pool().allocations() - before, 2);
+}
+
+TEST(Gpt, TrainFlopsPerSample) {
+  Gpt gpt{GptConfig{}};
+  // Per token forward: 2 * (4 layers * 12 * 128^2 + 128 * 256) + 4 layers * 4 * 128 * 128.
+  EXPECT_DOUBLE_EQ(gpt.TrainFlopsPerSample(), 3.0 * 1900544.0 * 128.0);
+}
+
+TEST(Gpt, GenerateIsDeterministic) {
+  GptConfig c = SmallConfig();
+  Gpt gpt(c);
+  Randomize(gpt.params(), 6);
+  const std::string a = gpt.Generate("Hello", 20, 1.0f, 42);
+  EXPECT_EQ(a.size(), 20u);  // longer than the context: the window slides
+  EXPECT_EQ(gpt.Generate("Hello", 20, 1.0f, 42), a);
+  EXPECT_NE(gpt.Generate("Hello", 20, 1.0f, 43), a);
+  const std::string g = gpt.Generate("", 5, 0.0f, 1);  // greedy from "\n"
+  EXPECT_EQ(g, gpt.Generate("", 5, 0.0f, 2));
+}
+
+}  // namespace
+}  // namespace lockstep::nn

@@ -1,0 +1,131 @@
+// Causal self-attention against a double-precision reference (forward, analytic backward,
+// and the analytic backward against finite differences).
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "lockstep/tensor/kernels.h"
+#include "lockstep/tensor/threads.h"
+#include "tensor/tensor_test_util.h"
+
+namespace lockstep::tensor {
+namespace {
+
+using testing::ExpectNear;
+using testing::RandomVector;
+
+struct AttRef {
+  std::vector<double> out, att, dqkv;
+};
+
+// Forward and (if dout given) backward in double.
+AttRef RefAttention(const std::vector<double>& qkv, const std::vector<double>* dout, int64_t B,
+                    int64_t T, int64_t C, int64_t H) {
+  const int64_t hs = C / H, C3 = 3 * C;
+  const double scale = 1.0 / std::sqrt(double(hs));
+  AttRef r{std::vector<double>(B * T * C), std::vector<double>(B * H * T * T),
+           std::vector<double>(B * T * C3)};
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < H; ++h) {
+      auto q = [&](int64_t t, int64_t d) { return qkv[(b * T + t) * C3 + h * hs + d]; };
+      auto k = [&](int64_t t, int64_t d) { return qkv[(b * T + t) * C3 + C + h * hs + d]; };
+      auto v = [&](int64_t t, int64_t d) { return qkv[(b * T + t) * C3 + 2 * C + h * hs + d]; };
+      double* P = r.att.data() + (b * H + h) * T * T;
+      for (int64_t i = 0; i < T; ++i) {
+        double mx = -1e300;
+        for (int64_t j = 0; j <= i; ++j) {
+          double s = 0;
+          for (int64_t d = 0; d < hs; ++d) s += q(i, d) * k(j, d);
+          P[i * T + j] = s * scale;
+          mx = std::max(mx, P[i * T + j]);
+        }
+        double sum = 0;
+        for (int64_t j = 0; j <= i; ++j) sum += (P[i * T + j] = std::exp(P[i * T + j] - mx));
+        for (int64_t j = 0; j <= i; ++j) P[i * T + j] /= sum;
+        for (int64_t d = 0; d < hs; ++d) {
+          double o = 0;
+          for (int64_t j = 0; j <= i; ++j) o += P[i * T + j] * v(j, d);
+          r.out[(b * T + i) * C + h * hs + d] = o;
+        }
+      }
+      if (dout == nullptr) continue;
+      auto dO = [&](int64_t t, int64_t d) { return (*dout)[(b * T + t) * C + h * hs + d]; };
+      auto dq = [&](int64_t t, int64_t d) -> double& { return r.dqkv[(b * T + t) * C3 + h * hs + d]; };
+      auto dk = [&](int64_t t, int64_t d) -> double& { return r.dqkv[(b * T + t) * C3 + C + h * hs + d]; };
+      auto dv = [&](int64_t t, int64_t d) -> double& { return r.dqkv[(b * T + t) * C3 + 2 * C + h * hs + d]; };
+      for (int64_t i = 0; i < T; ++i) {
+        std::vector<double> dP(i + 1);
+        double dot = 0;
+        for (int64_t j = 0; j <= i; ++j) {
+          for (int64_t d = 0; d < hs; ++d) dP[j] += dO(i, d) * v(j, d);
+          dot += dP[j] * P[i * T + j];
+        }
+        for (int64_t j = 0; j <= i; ++j) {
+          double dS = P[i * T + j] * (dP[j] - dot) * scale;
+          for (int64_t d = 0; d < hs; ++d) {
+            dq(i, d) += dS * k(j, d);
+            dk(j, d) += dS * q(i, d);
+            dv(j, d) += P[i * T + j] * dO(i, d);
+          }
+        }
+      }
+    }
+  return r;
+}
+
+TEST(Attention, ReferenceBackwardMatchesFiniteDifferences) {
+  const int64_t B = 2, T = 5, C = 6, H = 2;
+  auto qkv = testing::ToDouble(RandomVector(B * T * 3 * C, 1));
+  auto g = testing::ToDouble(RandomVector(B * T * C, 2));
+  AttRef r = RefAttention(qkv, &g, B, T, C, H);
+  auto loss = [&](const std::vector<double>& x) {
+    return testing::Dot(RefAttention(x, nullptr, B, T, C, H).out, g);
+  };
+  testing::ExpectNear(testing::FiniteDiff(qkv, loss), r.dqkv, 1e-8, 1e-6, "dqkv vs FD");
+}
+
+void CheckAgainstReference(int64_t B, int64_t T, int64_t C, int64_t H) {
+  auto qkv = RandomVector(B * T * 3 * C, 3, 2.0f);
+  auto g = RandomVector(B * T * C, 4);
+  auto gd = testing::ToDouble(g);
+  AttRef r = RefAttention(testing::ToDouble(qkv), &gd, B, T, C, H);
+  std::vector<float> out(B * T * C), att(B * H * T * T, 99.0f);
+  AttentionForward(out.data(), att.data(), qkv.data(), B, T, C, H);
+  // Scores are O(hs) sums of products of O(2) values; softmax and the PV sum are
+  // well-conditioned: ~1e-6 relative, so 2e-5 absolute on O(1) outputs.
+  std::string what = "B" + std::to_string(B) + " T" + std::to_string(T);
+  ExpectNear(att, r.att, 2e-6, 2e-5, what + " att (upper triangle must be exactly 0)");
+  ExpectNear(out, r.out, 2e-5, 2e-5, what + " out");
+  std::vector<float> dqkv(qkv.size(), 0.25f), scratch(B * H * T * T);
+  for (auto& x : r.dqkv) x += 0.25;
+  AttentionBackward(dqkv.data(), scratch.data(), g.data(), qkv.data(), att.data(), B, T, C, H);
+  ExpectNear(dqkv, r.dqkv, 5e-5, 5e-5, what + " dqkv");
+}
+
+TEST(Attention, MatchesReferenceOddSizes) { CheckAgainstReference(2, 70, 48, 3); }
+TEST(Attention, MatchesReferenceGptShape) { CheckAgainstReference(1, 128, 128, 4); }
+TEST(Attention, MatchesReferenceT1) { CheckAgainstReference(3, 1, 8, 2); }
+
+TEST(Attention, SameBitsForAnyThreadCount) {
+  const int64_t B = 3, T = 64, C = 64, H = 4;
+  auto qkv = RandomVector(B * T * 3 * C, 5);
+  auto g = RandomVector(B * T * C, 6);
+  std::vector<float> ref_out, ref_dqkv;
+  for (int threads : {1, 2, 3}) {
+    ScopedComputeThreads t(threads);
+    std::vector<float> out(B * T * C), att(B * H * T * T), dqkv(qkv.size(), 0.0f),
+        scratch(B * H * T * T);
+    AttentionForward(out.data(), att.data(), qkv.data(), B, T, C, H);
+    AttentionBackward(dqkv.data(), scratch.data(), g.data(), qkv.data(), att.data(), B, T, C, H);
+    if (threads == 1) {
+      ref_out = out;
+      ref_dqkv = dqkv;
+    } else {
+      EXPECT_TRUE(testing::BitEqual(out, ref_out)) << threads;
+      EXPECT_TRUE(testing::BitEqual(dqkv, ref_dqkv)) << threads;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace lockstep::tensor

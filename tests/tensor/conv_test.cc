@@ -1,0 +1,122 @@
+// Conv2d (oneDNN plans) against a naive double-precision direct convolution.
+#include "lockstep/tensor/conv.h"
+
+#include <gtest/gtest.h>
+
+#include "lockstep/tensor/threads.h"
+#include "tensor/tensor_test_util.h"
+
+namespace lockstep::tensor {
+namespace {
+
+using testing::ExpectNear;
+using testing::RandomVector;
+
+struct ConvRef {
+  std::vector<double> out, dinp, dw, db;
+};
+
+// One loop nest gives the forward and, by visiting the same (input, weight, output)
+// triples, its exact adjoint: dinp and dw for L = sum(g * out).
+ConvRef RefConv(const Conv2dShape& s, const std::vector<double>& x, const std::vector<double>& w,
+                const std::vector<double>& b, const std::vector<double>* g) {
+  const int64_t OH = s.OH(), OW = s.OW();
+  ConvRef r{std::vector<double>(s.N * s.OC * OH * OW), std::vector<double>(x.size()),
+            std::vector<double>(w.size()), std::vector<double>(s.OC)};
+  for (int64_t n = 0; n < s.N; ++n)
+    for (int64_t oc = 0; oc < s.OC; ++oc)
+      for (int64_t oy = 0; oy < OH; ++oy)
+        for (int64_t ox = 0; ox < OW; ++ox) {
+          const int64_t o = ((n * s.OC + oc) * OH + oy) * OW + ox;
+          double acc = b.empty() ? 0.0 : b[oc];
+          const double go = g ? (*g)[o] : 0.0;
+          r.db[oc] += go;
+          for (int64_t ic = 0; ic < s.IC; ++ic)
+            for (int64_t ky = 0; ky < s.KH; ++ky)
+              for (int64_t kx = 0; kx < s.KW; ++kx) {
+                int64_t y = oy * s.stride - s.pad + ky, xx = ox * s.stride - s.pad + kx;
+                if (y < 0 || y >= s.H || xx < 0 || xx >= s.W) continue;
+                const int64_t xi = ((n * s.IC + ic) * s.H + y) * s.W + xx;
+                const int64_t wi = ((oc * s.IC + ic) * s.KH + ky) * s.KW + kx;
+                acc += x[xi] * w[wi];
+                r.dinp[xi] += w[wi] * go;
+                r.dw[wi] += x[xi] * go;
+              }
+          r.out[o] = acc;
+        }
+  return r;
+}
+
+TEST(Conv2dReference, AdjointMatchesFiniteDifferences) {
+  Conv2dShape s{1, 2, 4, 5, 2, 3, 3, 2, 1};
+  auto x = testing::ToDouble(RandomVector(s.N * s.IC * s.H * s.W, 1));
+  auto w = testing::ToDouble(RandomVector(s.OC * s.IC * 9, 2));
+  auto g = testing::ToDouble(RandomVector(s.N * s.OC * s.OH() * s.OW(), 3));
+  std::vector<double> b = {0.1, -0.2};
+  ConvRef r = RefConv(s, x, w, b, &g);
+  auto fx = [&](const std::vector<double>& xx) { return testing::Dot(RefConv(s, xx, w, b, nullptr).out, g); };
+  auto fw = [&](const std::vector<double>& ww) { return testing::Dot(RefConv(s, x, ww, b, nullptr).out, g); };
+  testing::ExpectNear(testing::FiniteDiff(x, fx), r.dinp, 1e-8, 1e-6, "dinp vs FD");
+  testing::ExpectNear(testing::FiniteDiff(w, fw), r.dw, 1e-8, 1e-6, "dw vs FD");
+}
+
+void CheckConv(const Conv2dShape& s, bool deterministic, int threads) {
+  ScopedDeterministic det(deterministic);
+  ScopedComputeThreads th(threads);
+  const int64_t in_n = s.N * s.IC * s.H * s.W, w_n = s.OC * s.IC * s.KH * s.KW,
+                out_n = s.N * s.OC * s.OH() * s.OW();
+  auto x = RandomVector(in_n, 10), w = RandomVector(w_n, 11), b = RandomVector(s.OC, 12);
+  auto g = RandomVector(out_n, 13);
+  auto gd = testing::ToDouble(g);
+  ConvRef r = RefConv(s, testing::ToDouble(x), testing::ToDouble(w), testing::ToDouble(b), &gd);
+  Conv2d conv(s);
+  std::vector<float> out(out_n, 7.0f), dinp(in_n, 7.0f), dw(w_n, 0.5f), db(s.OC, 0.5f);
+  conv.Forward(out.data(), x.data(), w.data(), b.data());
+  conv.BackwardData(dinp.data(), g.data(), w.data());                // overwrite
+  conv.BackwardWeights(dw.data(), db.data(), g.data(), x.data());    // accumulate onto 0.5
+  for (auto& v : r.dw) v += 0.5;
+  for (auto& v : r.db) v += 0.5;
+  // Each output / input gradient sums IC*KH*KW (or OC*KH*KW) O(1) products: ~1e-6
+  // relative. Weight gradients sum N*OH*OW products (up to ~2000): allow 1e-4 absolute.
+  std::string what = std::string(deterministic ? "det" : "default") + " threads " + std::to_string(threads);
+  ExpectNear(out, r.out, 2e-5, 1e-5, what + " out");
+  ExpectNear(dinp, r.dinp, 2e-5, 1e-5, what + " dinp");
+  ExpectNear(dw, r.dw, 1e-4, 1e-5, what + " dw");
+  ExpectNear(db, r.db, 1e-4, 1e-5, what + " db");
+  // Forward without bias.
+  conv.Forward(out.data(), x.data(), w.data(), nullptr);
+  for (int64_t i = 0; i < out_n; ++i) r.out[i] -= b[(i / (s.OH() * s.OW())) % s.OC];
+  ExpectNear(out, r.out, 2e-5, 1e-5, what + " out (no bias)");
+}
+
+TEST(Conv2d, CnnFirstLayerShape) { CheckConv({8, 1, 28, 28, 32, 3, 3, 1, 1}, false, 1); }
+TEST(Conv2d, CnnSecondLayerShape) { CheckConv({4, 32, 14, 14, 64, 3, 3, 1, 1}, false, 2); }
+TEST(Conv2d, StridedNoPadOddSizes) { CheckConv({3, 3, 9, 7, 5, 3, 2, 2, 0}, false, 1); }
+TEST(Conv2d, DeterministicModeMatchesReference) {
+  CheckConv({6, 4, 10, 10, 8, 3, 3, 1, 1}, true, 2);
+  CheckConv({5, 3, 9, 7, 5, 3, 2, 2, 0}, true, 1);  // N=5: chunk 5
+}
+
+TEST(Conv2d, DeterministicModeSameBitsForAnyThreadCount) {
+  Conv2dShape s{32, 16, 12, 12, 32, 3, 3, 1, 1};
+  const int64_t in_n = s.N * s.IC * s.H * s.W, w_n = s.OC * s.IC * 9, out_n = s.N * s.OC * 144;
+  auto x = RandomVector(in_n, 20), w = RandomVector(w_n, 21), b = RandomVector(s.OC, 22);
+  auto g = RandomVector(out_n, 23);
+  std::vector<float> ref;
+  ScopedDeterministic det(true);
+  for (int threads : {1, 2, 3}) {
+    ScopedComputeThreads th(threads);
+    Conv2d conv(s);  // plan created under this thread count
+    std::vector<float> out(out_n), dinp(in_n), dw(w_n, 0.0f), db(s.OC, 0.0f);
+    conv.Forward(out.data(), x.data(), w.data(), b.data());
+    conv.BackwardData(dinp.data(), g.data(), w.data());
+    conv.BackwardWeights(dw.data(), db.data(), g.data(), x.data());
+    std::vector<float> all = out;
+    for (auto* v : {&dinp, &dw, &db}) all.insert(all.end(), v->begin(), v->end());
+    if (threads == 1) ref = all;
+    else EXPECT_TRUE(testing::BitEqual(all, ref)) << threads;
+  }
+}
+
+}  // namespace
+}  // namespace lockstep::tensor
