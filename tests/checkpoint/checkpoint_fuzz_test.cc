@@ -56,7 +56,9 @@ class Fuzz : public ::testing::Test {
       EXPECT_TRUE(orig != nullptr && orig->dtype == t.dtype && orig->shape == t.shape && orig->bytes == buf)
           << what << ": accepted wrong data for " << t.name;
     }
-    if (all_read) EXPECT_EQ(c->tensors().size(), model_.size()) << what << ": accepted with tensors missing";
+    if (all_read) {
+      EXPECT_EQ(c->tensors().size(), model_.size()) << what << ": accepted with tensors missing";
+    }
     return all_read;
   }
 

@@ -42,7 +42,7 @@ int Main(int argc, char** argv) {
 
   runtime::TrainOptions train;
   CLI::App* t = app.add_subcommand("train", "train a model from a TOML config");
-  t->add_option("--config", train.config_path, "TOML config file")->required();
+  t->add_option("--config", train.config_path, "TOML config file (required)");
   t->add_option("--set", train.overrides, "override a config key: section.key=value (repeatable)");
   t->add_option("--nproc", train.nproc, "number of workers")->check(CLI::Range(1, 4096));
   t->add_option("--backend", train.backend, "threads (one process) or mpi (processes)")
@@ -60,9 +60,9 @@ int Main(int argc, char** argv) {
 
   runtime::EvalOptions eval;
   CLI::App* e = app.add_subcommand("eval", "evaluate a checkpoint on the validation set");
-  e->add_option("--config", eval.config_path, "TOML config file")->required();
+  e->add_option("--config", eval.config_path, "TOML config file (required)");
   e->add_option("--set", eval.overrides, "override a config key: section.key=value (repeatable)");
-  e->add_option("--checkpoint", eval.checkpoint_dir, "checkpoint directory")->required();
+  e->add_option("--checkpoint", eval.checkpoint_dir, "checkpoint directory (required)");
 
   std::string inspect_dir;
   CLI::App* in = app.add_subcommand("inspect", "print a checkpoint's manifest and verify its checksums");
@@ -91,12 +91,23 @@ int Main(int argc, char** argv) {
     return 2;
   }
 
+  // Required options are checked here, after parsing, so that an unknown flag is reported
+  // by name instead of as a missing --config.
+  auto require = [](bool present, const char* what) {
+    if (!present) std::fprintf(stderr, "lockstep: error: %s is required\n", what);
+    return present;
+  };
   if (t->parsed()) {
+    if (!require(!train.config_path.empty(), "--config")) return 2;
     if (train.backend == "mpi" && !comm::InsideMpirun())
       return comm::RelaunchUnderMpirun(train.nproc, argc, argv, {});
     return ExitCodeFor(runtime::RunTrain(train));
   }
-  if (e->parsed()) return ExitCodeFor(runtime::RunEvaluate(eval));
+  if (e->parsed()) {
+    if (!require(!eval.config_path.empty(), "--config") || !require(!eval.checkpoint_dir.empty(), "--checkpoint"))
+      return 2;
+    return ExitCodeFor(runtime::RunEvaluate(eval));
+  }
   if (in->parsed()) return ExitCodeFor(runtime::InspectCheckpoint(inspect_dir));
   if (b->parsed()) {
     if (!ParseSizeFlag(min_bytes, "--min-bytes", &bench.min_bytes)) return 2;

@@ -99,6 +99,13 @@ void PackTransposed(float* xt, const float* x, int64_t ld, const Dims& d) {
   }
 }
 
+// Contiguous copy of T rows of hs values (row stride ld). The products read B rows one
+// after another; straight from qkv their 3C-float stride maps them onto a few L1 sets and
+// they evict each other, so every operand read as B is packed first.
+void PackRows(float* xp, const float* x, int64_t ld, const Dims& d) {
+  for (int64_t t = 0; t < d.T; ++t) std::copy(x + t * ld, x + t * ld + d.hs, xp + t * d.hs);
+}
+
 float* UnitScratch(size_t n) {
   thread_local std::vector<float> buf;
   if (buf.size() < n) buf.resize(n);
@@ -112,8 +119,10 @@ void ForwardUnit(const Dims& d, int64_t unit, float* out, float* att, const floa
   const float* v = q + 2 * d.C;
   float* p = att + unit * T * T;
   float* o = out + b * T * d.C + h * d.hs;
-  float* kt = UnitScratch(d.hs * d.Tp);
+  float* kt = UnitScratch(d.hs * d.Tp + T * d.hs);
+  float* vp = kt + d.hs * d.Tp;
   PackTransposed(kt, k, d.C3, d);
+  PackRows(vp, v, d.C3, d);
   for (int64_t i0 = 0; i0 < T; i0 += kRowBlock) {
     const int rows = static_cast<int>(std::min<int64_t>(kRowBlock, T - i0));
     const int64_t keys = i0 + rows;  // causal extent of this block
@@ -121,7 +130,7 @@ void ForwardUnit(const Dims& d, int64_t unit, float* out, float* att, const floa
     MicroGemm(rows, d.hs, q + i0 * d.C3, d.C3, 1, kt, d.Tp, keys, p + i0 * T, T, d.scale, false);
     for (int64_t i = i0; i < i0 + rows; ++i) CausalSoftmaxRow(p + i * T, i, T);
     // O[i, :] = sum_j P[i, j] v_j
-    MicroGemm(rows, keys, p + i0 * T, T, 1, v, d.C3, d.hs, o + i0 * d.C, d.C, 1.0f, false);
+    MicroGemm(rows, keys, p + i0 * T, T, 1, vp, d.hs, d.hs, o + i0 * d.C, d.C, 1.0f, false);
   }
 }
 
@@ -138,8 +147,14 @@ void BackwardUnit(const Dims& d, int64_t unit, float* dqkv, float* scratch, cons
   const float* p = att + unit * T * T;
   const float* dO = dout + b * T * d.C + h * d.hs;
   float* ds = scratch + unit * T * T;
-  float* vt = UnitScratch(d.hs * d.Tp);
+  float* vt = UnitScratch(d.hs * d.Tp + 3 * T * d.hs);
+  float* kp = vt + d.hs * d.Tp;
+  float* qp = kp + T * d.hs;
+  float* dop = qp + T * d.hs;
   PackTransposed(vt, v, d.C3, d);
+  PackRows(kp, k, d.C3, d);
+  PackRows(qp, q, d.C3, d);
+  PackRows(dop, dO, d.C, d);
   for (int64_t i0 = 0; i0 < T; i0 += kRowBlock) {
     const int rows = static_cast<int>(std::min<int64_t>(kRowBlock, T - i0));
     const int64_t keys = i0 + rows;
@@ -147,16 +162,16 @@ void BackwardUnit(const Dims& d, int64_t unit, float* dqkv, float* scratch, cons
     MicroGemm(rows, d.hs, dO + i0 * d.C, d.C, 1, vt, d.Tp, keys, ds + i0 * T, T, 1.0f, false);
     for (int64_t i = i0; i < i0 + rows; ++i) CausalSoftmaxBackwardRow(ds + i * T, p + i * T, i, T, d.scale);
     // dq_i += sum_j dS[i, j] k_j
-    MicroGemm(rows, keys, ds + i0 * T, T, 1, k, d.C3, d.hs, dq + i0 * d.C3, d.C3, 1.0f, true);
+    MicroGemm(rows, keys, ds + i0 * T, T, 1, kp, d.hs, d.hs, dq + i0 * d.C3, d.C3, 1.0f, true);
   }
   for (int64_t j0 = 0; j0 < T; j0 += kRowBlock) {
     const int rows = static_cast<int>(std::min<int64_t>(kRowBlock, T - j0));
     // dk_j += sum_{i >= j} dS[i, j] q_i;  dv_j += sum_{i >= j} P[i, j] dO_i
     // (A is read transposed: element (r, kk) at [(j0 + kk) * T + j0 + r].)
-    MicroGemm(rows, T - j0, ds + j0 * T + j0, 1, T, q + j0 * d.C3, d.C3, d.hs, dk + j0 * d.C3,
+    MicroGemm(rows, T - j0, ds + j0 * T + j0, 1, T, qp + j0 * d.hs, d.hs, d.hs, dk + j0 * d.C3,
               d.C3, 1.0f, true);
-    MicroGemm(rows, T - j0, p + j0 * T + j0, 1, T, dO + j0 * d.C, d.C, d.hs, dv + j0 * d.C3, d.C3,
-              1.0f, true);
+    MicroGemm(rows, T - j0, p + j0 * T + j0, 1, T, dop + j0 * d.hs, d.hs, d.hs, dv + j0 * d.C3,
+              d.C3, 1.0f, true);
   }
 }
 

@@ -1,0 +1,79 @@
+// Bad input gets one clear line and exit status 2 (DESIGN.md, CLI contract), never a crash.
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "cli_test_util.h"
+
+namespace lockstep::testing {
+namespace {
+
+// One line on stderr that mentions `needle`.
+void ExpectUsageError(const CommandResult& r, const std::string& needle) {
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find(needle), std::string::npos) << r.err;
+  size_t lines = 0;
+  for (char c : r.err) lines += c == '\n';
+  EXPECT_EQ(lines, 1u) << r.err;
+}
+
+TEST(CliErrors, HelpExitsZero) {
+  CommandResult r = RunLockstep({"--help"});
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_NE(r.out.find("train"), std::string::npos);
+}
+
+TEST(CliErrors, UnknownFlag) { ExpectUsageError(RunLockstep({"train", "--no-such-flag"}), "--no-such-flag"); }
+
+TEST(CliErrors, MissingConfigFile) {
+  ExpectUsageError(RunLockstep({"train", "--config", "/nonexistent.toml"}), "/nonexistent.toml");
+}
+
+TEST(CliErrors, BadFlagValue) {
+  ExpectUsageError(RunLockstep({"train", "--config", "configs/gpt-tiny.toml", "--nproc", "zero"}), "--nproc");
+  ExpectUsageError(RunLockstep({"train", "--config", "configs/gpt-tiny.toml", "--backend", "carrier-pigeon"}), "--backend");
+}
+
+TEST(CliErrors, UnknownConfigKey) {
+  ExpectUsageError(RunLockstep({"train", "--config", "configs/gpt-tiny.toml", "--set", "optim.lr_typo=3"}),
+                   "optim.lr_typo");
+}
+
+TEST(CliErrors, BadConfigValue) {
+  ExpectUsageError(RunLockstep({"train", "--config", "configs/gpt-tiny.toml", "--set", "train.batch_size=-4"}),
+                   "train.batch_size");
+  ExpectUsageError(RunLockstep({"train", "--config", "configs/gpt-tiny.toml", "--set", "optim.lr=fast"}), "optim.lr");
+  ExpectUsageError(RunLockstep({"train", "--config", "configs/gpt-tiny.toml", "--set", "model.heads=3"}), "model.");
+}
+
+TEST(CliErrors, MalformedConfigFile) {
+  std::string dir = MakeTempDir("cfg");
+  std::ofstream(dir + "/bad.toml") << "[train]\nbatch_size = = 3\n";
+  ExpectUsageError(RunLockstep({"train", "--config", dir + "/bad.toml"}), "bad.toml:2");
+}
+
+TEST(CliErrors, MissingCorpusDirectory) {
+  ExpectUsageError(RunLockstep({"train", "--config", "configs/gpt-tiny.toml", "--set", "data.dir=/nonexistent/corpus"}),
+                   "/nonexistent/corpus");
+}
+
+TEST(CliErrors, MalformedImageFile) {
+  std::string dir = MakeTempDir("idx");
+  for (const char* f : {"train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz", "t10k-images-idx3-ubyte.gz",
+                        "t10k-labels-idx1-ubyte.gz"})
+    std::ofstream(dir + "/" + f) << "not an idx file";
+  ExpectUsageError(RunLockstep({"train", "--config", "configs/cnn-fashion.toml", "--set", "data.dir=" + dir}),
+                   "train-images-idx3-ubyte.gz");
+}
+
+TEST(CliErrors, BatchNotDivisibleByWorkers) {
+  ExpectUsageError(RunLockstep({"train", "--config", "configs/gpt-tiny.toml", "--nproc", "3"}), "divisible");
+}
+
+TEST(CliErrors, EvalMissingCheckpoint) {
+  ExpectUsageError(RunLockstep({"eval", "--config", "configs/gpt-tiny.toml", "--checkpoint", "/nonexistent/ckpt"}),
+                   "/nonexistent/ckpt");
+}
+
+}  // namespace
+}  // namespace lockstep::testing

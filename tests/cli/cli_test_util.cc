@@ -1,0 +1,75 @@
+#include "cli_test_util.h"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+namespace lockstep::testing {
+namespace {
+
+std::string Quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+std::string Slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+}  // namespace
+
+CommandResult RunLockstep(const std::vector<std::string>& args) {
+  std::string dir = MakeTempDir("cmd");
+  std::string cmd = std::string("cd ") + Quote(LOCKSTEP_SOURCE_DIR) + " && " + Quote(std::string(LOCKSTEP_BINARY_DIR) + "/lockstep");
+  for (const std::string& a : args) cmd += " " + Quote(a);
+  cmd += " >" + dir + "/out 2>" + dir + "/err </dev/null";
+  int status = std::system(cmd.c_str());
+  CommandResult r;
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  r.out = Slurp(dir + "/out");
+  r.err = Slurp(dir + "/err");
+  std::system(("rm -rf " + Quote(dir)).c_str());
+  return r;
+}
+
+std::string MakeTempDir(const std::string& prefix) {
+  const char* base = std::getenv("TMPDIR");
+  std::string tmpl = std::string(base ? base : "/tmp") + "/lockstep-" + prefix + "-XXXXXX";
+  std::vector<char> buf(tmpl.begin(), tmpl.end());
+  buf.push_back('\0');
+  char* d = mkdtemp(buf.data());
+  return d ? std::string(d) : std::string();
+}
+
+std::vector<std::string> ReadLines(const std::string& path) {
+  std::ifstream in(path);
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);)
+    if (!line.empty()) lines.push_back(line);
+  return lines;
+}
+
+std::string DoneHash(const std::string& run_dir) {
+  auto lines = ReadLines(run_dir + "/metrics.jsonl");
+  if (lines.empty()) return "";
+  auto j = nlohmann::json::parse(lines.back(), nullptr, false);
+  if (j.is_discarded() || j.value("event", "") != "done") return "";
+  return j.value("weights_xxh64", "");
+}
+
+std::vector<std::string> TinyGptFlags() {
+  return {"--config", "configs/gpt-tiny.toml", "--set", "model.layers=1", "--set", "model.width=32",
+          "--set", "model.heads=2", "--set", "model.context=32", "--set", "train.batch_size=8",
+          "--set", "optim.warmup_steps=1", "--set", "eval.batches=2", "--set", "train.log_every=1"};
+}
+
+}  // namespace lockstep::testing

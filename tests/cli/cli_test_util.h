@@ -1,0 +1,31 @@
+// Runs the real lockstep binary (built beside the tests) and captures its exit status and
+// output, for end-to-end tests of the CLI contract.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace lockstep::testing {
+
+struct CommandResult {
+  int exit_code = -1;
+  std::string out;  // stdout
+  std::string err;  // stderr
+};
+
+// Runs `build/lockstep <args>` (arguments are shell-quoted).
+CommandResult RunLockstep(const std::vector<std::string>& args);
+
+// A fresh empty directory under the test temp dir, removed by the caller if wanted.
+std::string MakeTempDir(const std::string& prefix);
+
+// Lines of a file.
+std::vector<std::string> ReadLines(const std::string& path);
+
+// The weights_xxh64 of the done line of <dir>/metrics.jsonl, or "" if there is none.
+std::string DoneHash(const std::string& run_dir);
+
+// Flags that shrink gpt-tiny to a model that trains in well under a second per step.
+std::vector<std::string> TinyGptFlags();
+
+}  // namespace lockstep::testing
