@@ -105,6 +105,7 @@ TEST_F(Corruption, FlippedHeaderAndManifestBytes) {
     const std::string path = dir_ + "/" + file;
     for (uint64_t off = 0; off < end; ++off) {
       for (unsigned char mask : {0x01, 0x80}) {
+        if (mask == 0x80 && off % 5 != 0) continue;  // every byte once, the high bit of some
         FlipByte(path, off, mask);
         Result<Checkpoint> c = Checkpoint::Open(dir_);
         FlipByte(path, off, mask);

@@ -2,6 +2,10 @@
 // data-parallel equivalence. Each run takes a second or two.
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <map>
+#include <set>
+
 #include <nlohmann/json.hpp>
 
 #include "cli_test_util.h"
@@ -47,6 +51,46 @@ TEST(TrainRun, WritesMetricsAndCheckpointAndIsReproducible) {
   auto last_val = nlohmann::json::parse(lines[lines.size() - 3]);
   ASSERT_TRUE(last_val.contains("val_loss")) << lines[lines.size() - 3];
   EXPECT_NEAR(evj["val_loss"].get<double>(), last_val["val_loss"].get<double>(), 1e-9);
+}
+
+}  // namespace
+}  // namespace lockstep::testing
+
+namespace lockstep::testing {
+namespace {
+
+// --trace writes Chrome trace JSON with one track per rank holding forward, backward, each
+// bucket's allreduce, the optimizer and data loading; metrics carry the step breakdown.
+TEST(TrainRun, TraceHasOneTrackPerRankWithStepPhases) {
+  std::string dir = MakeTempDir("trace");
+  std::vector<std::string> args = TinyGptFlags();
+  args.insert(args.begin(), "train");
+  for (const char* a : {"--steps", "3", "--nproc", "2", "--set", "train.bucket_bytes=4K"}) args.push_back(a);
+  args.push_back("--out");
+  args.push_back(dir);
+  args.push_back("--trace");
+  args.push_back(dir + "/trace.json");
+  CommandResult r = RunLockstep(args);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::ifstream in(dir + "/trace.json");
+  auto trace = nlohmann::json::parse(in, nullptr, false);
+  ASSERT_FALSE(trace.is_discarded());
+  std::map<int, std::set<std::string>> names;
+  std::map<int, int> allreduces;
+  for (auto& e : trace["traceEvents"]) {
+    if (e["ph"] != "X") continue;
+    names[e["tid"].get<int>()].insert(e["name"].get<std::string>());
+    if (e["name"] == "allreduce") allreduces[e["tid"].get<int>()]++;
+    EXPECT_GE(e["dur"].get<double>(), 0.0);
+  }
+  ASSERT_EQ(names.size(), 2u);
+  for (auto& [rank, set] : names)
+    for (const char* n : {"data", "forward", "backward", "allreduce", "optimizer", "wait for gradients"})
+      EXPECT_TRUE(set.count(n)) << "rank " << rank << " lacks " << n;
+  // 4 KiB buckets split the tiny model's gradients into several allreduces per step.
+  EXPECT_GT(allreduces[0], 3 * 2);
+  auto first = nlohmann::json::parse(ReadLines(dir + "/metrics.jsonl")[0]);
+  for (const char* k : {"compute_ms", "comm_ms", "exposed_comm_ms", "wait_ms"}) EXPECT_TRUE(first.contains(k)) << k;
 }
 
 }  // namespace

@@ -63,9 +63,19 @@ TEST(LrSchedule, CosineWithoutWarmupStartsAtPeak) {
   EXPECT_FLOAT_EQ(s->LrAt(4), 0.0f);
 }
 
-TEST(LrSchedule, ValidationNamesTheKey) {
+// A run shorter than its warmup (a smoke test with --steps 3) only warms up.
+TEST(LrSchedule, RunShorterThanWarmupOnlyWarmsUp) {
   LrScheduleOptions o = Cosine();
   o.warmup_steps = 110;
+  auto s = LrSchedule::Create(o);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_FLOAT_EQ(s->LrAt(0), static_cast<float>(o.lr / 110));
+  EXPECT_FLOAT_EQ(s->LrAt(54), static_cast<float>(o.lr * 55 / 110));
+}
+
+TEST(LrSchedule, ValidationNamesTheKey) {
+  LrScheduleOptions o = Cosine();
+  o.warmup_steps = -1;
   auto r = LrSchedule::Create(o);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("optim.warmup_steps"), std::string::npos);

@@ -165,38 +165,40 @@ Status CheckTiling(TensorInfo* t) {
 }
 
 Result<std::string> SerializeManifest(const Manifest& m) {
-  json body = json::object();
-  body["format"] = kMagic;
-  body["format_version"] = m.format_version;
-  body["step"] = m.step;
-  body["world"] = m.world;
-  body["extra"] = m.extra.is_null() ? json::object() : m.extra;
-  json files = json::array();
-  for (const FileInfo& f : m.files) {
-    files.push_back({{"name", f.name}, {"rank", f.rank}, {"bytes", f.bytes}, {"header_xxh64", HexU64(f.header_xxh64)}});
-  }
-  body["files"] = std::move(files);
-  json tensors = json::array();
-  for (const TensorInfo& t : m.tensors) {
-    json shards = json::array();
-    for (const ShardInfo& s : t.shards) {
-      shards.push_back({{"file", s.file}, {"key", s.key}, {"begin", s.begin}, {"end", s.end},
-                        {"offset", s.offset}, {"bytes", s.bytes}, {"xxh64", HexU64(s.xxh64)}});
-    }
-    tensors.push_back({{"name", t.name}, {"dtype", DTypeName(t.dtype)}, {"shape", t.shape}, {"shards", std::move(shards)}});
-  }
-  body["tensors"] = std::move(tensors);
-  // body.dump(1) starts with "{\n"; splice our checksum field in front of its first key.
-  std::string dumped;
+  // Hand-laid-out JSON: scalar fields one per line, then one line per file and per tensor, so
+  // the file stays small, diffable and greppable. Any JSON layout parses; only the prefix with
+  // the checksum is fixed.
   try {
-    dumped = body.dump(1);
-  } catch (const json::exception& e) {
+    std::string text = std::string(kPrefix) + std::string(kHexLen, '0') + "\",\n";
+    text += " \"format\": \"" + std::string(kMagic) + "\",\n";
+    text += " \"format_version\": " + std::to_string(m.format_version) + ",\n";
+    text += " \"step\": " + std::to_string(m.step) + ",\n";
+    text += " \"world\": " + std::to_string(m.world) + ",\n";
+    text += " \"extra\": " + (m.extra.is_null() ? json::object() : m.extra).dump() + ",\n";
+    text += " \"files\": [";
+    for (size_t i = 0; i < m.files.size(); ++i) {
+      const FileInfo& f = m.files[i];
+      json line = {{"name", f.name}, {"rank", f.rank}, {"bytes", f.bytes}, {"header_xxh64", HexU64(f.header_xxh64)}};
+      text += (i ? ",\n  " : "\n  ") + line.dump();
+    }
+    text += "\n ],\n \"tensors\": [";
+    for (size_t i = 0; i < m.tensors.size(); ++i) {
+      const TensorInfo& t = m.tensors[i];
+      json shards = json::array();
+      for (const ShardInfo& s : t.shards) {
+        shards.push_back({{"file", s.file}, {"key", s.key}, {"begin", s.begin}, {"end", s.end},
+                          {"offset", s.offset}, {"bytes", s.bytes}, {"xxh64", HexU64(s.xxh64)}});
+      }
+      json line = {{"name", t.name}, {"dtype", DTypeName(t.dtype)}, {"shape", t.shape}, {"shards", std::move(shards)}};
+      text += (i ? ",\n  " : "\n  ") + line.dump();
+    }
+    text += "\n ]\n}\n";
+    std::string hex = HexU64(HashWithZeroedChecksum(text));
+    std::copy(hex.begin(), hex.end(), text.begin() + kPrefix.size());
+    return text;
+  } catch (const json::exception& e) {  // invalid UTF-8 in extra or a name
     return Status::InvalidArgument(std::string("cannot encode manifest: ") + e.what());
   }
-  std::string text = std::string(kPrefix) + std::string(kHexLen, '0') + "\",\n" + dumped.substr(2) + "\n";
-  std::string hex = HexU64(HashWithZeroedChecksum(text));
-  std::copy(hex.begin(), hex.end(), text.begin() + kPrefix.size());
-  return text;
 }
 
 Result<Manifest> ParseManifest(std::string_view text) {

@@ -18,11 +18,6 @@ Status ValidateLrScheduleOptions(const LrScheduleOptions& o) {
     return Status::InvalidArgument("optim.warmup_steps: expected an integer >= 0, got " +
                                    std::to_string(o.warmup_steps));
   }
-  if (o.kind == LrScheduleKind::kCosine && o.total_steps <= o.warmup_steps) {
-    return Status::InvalidArgument("optim.warmup_steps: " + std::to_string(o.warmup_steps) +
-                                   " warmup steps leave nothing of the cosine schedule over " +
-                                   std::to_string(o.total_steps) + " total steps (use fewer warmup steps)");
-  }
   return Status::Ok();
 }
 

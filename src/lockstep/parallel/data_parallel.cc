@@ -24,6 +24,8 @@ void DataParallel::Arm(autograd::Tape& tape) {
   pending_.assign(plan_.buckets.size(), 0);
   for (int p = 0; p < params_->size(); ++p) pending_[plan_.bucket_of_param[p]]++;
   work_.assign(plan_.buckets.size(), nullptr);
+  launch_ns_.assign(plan_.buckets.size(), 0);
+  done_ns_.assign(plan_.buckets.size(), 0);
   launched_ = 0;
   first_launch_ns_ = 0;
   tape.SetParamReadyHook([this](int param) { OnParamReady(param); });
@@ -35,14 +37,23 @@ void DataParallel::OnParamReady(int param) {
   int b = plan_.bucket_of_param[param];
   if (--pending_[b] > 0) return;
   const GradBucket& bucket = plan_.buckets[b];
-  if (launched_ == 0) first_launch_ns_ = NowNanos();
+  PollCompleted();
+  int64_t now = NowNanos();
+  if (launched_ == 0) first_launch_ns_ = now;
+  launch_ns_[b] = now;
   float* span = params_->flat_grads() + bucket.begin;
   work_[b] = comm_->Allreduce(span, span, static_cast<size_t>(bucket.end - bucket.begin),
                               comm::DType::kF32, comm::ReduceOp::kSum);
   ++launched_;
 }
 
+void DataParallel::PollCompleted() {
+  for (size_t b = 0; b < work_.size(); ++b)
+    if (work_[b] && done_ns_[b] == 0 && work_[b]->Done()) done_ns_[b] = NowNanos();
+}
+
 Status DataParallel::Finish(SyncTimes* times) {
+  PollCompleted();
   int64_t wait_start = NowNanos();
   Status first_error;
   for (size_t b = 0; b < work_.size(); ++b) {
@@ -53,6 +64,8 @@ Status DataParallel::Finish(SyncTimes* times) {
     }
     Status s = work_[b]->Wait();
     if (!s.ok() && first_error.ok()) first_error = s;
+    if (done_ns_[b] == 0) done_ns_[b] = NowNanos();
+    if (trace_) trace_->Add("allreduce", "comm", launch_ns_[b], done_ns_[b]);
   }
   int64_t end = NowNanos();
   if (times) {

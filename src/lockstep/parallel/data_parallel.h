@@ -22,6 +22,7 @@
 #include "lockstep/comm/communicator.h"
 #include "lockstep/nn/parameter_store.h"
 #include "lockstep/parallel/grad_buckets.h"
+#include "lockstep/profile/trace.h"
 
 namespace lockstep::parallel {
 
@@ -51,19 +52,27 @@ class DataParallel {
   // order) over all ranks into the gradient buffer with the fixed-tree reduction.
   Status SyncDeterministic(const float* contributions, int64_t total_shards, SyncTimes* times);
 
+  // Records one "allreduce" event per bucket from launch to completion. Completion is seen
+  // by polling at each later gradient-ready hook and in Finish(), so an event may end a
+  // little after the transfer really did. nullptr: no tracing.
+  void set_trace(profile::TraceRecorder* trace) { trace_ = trace; }
+
   const BucketPlan& plan() const { return plan_; }
   comm::Communicator& comm() { return *comm_; }
 
  private:
   void OnParamReady(int param);
+  void PollCompleted();
 
   std::shared_ptr<comm::Communicator> comm_;
   nn::ParameterStore* params_;
   BucketPlan plan_;
   std::vector<int> pending_;  // per bucket: parameters not yet ready
   std::vector<comm::WorkHandle> work_;
+  std::vector<int64_t> launch_ns_, done_ns_;
   int launched_ = 0;
   int64_t first_launch_ns_ = 0;
+  profile::TraceRecorder* trace_ = nullptr;
 };
 
 }  // namespace lockstep::parallel

@@ -18,7 +18,6 @@ Status CheckSupported(const TrainOptions& o) {
   if (!o.resume.empty()) return Status::InvalidArgument("--resume is not supported yet");
   if (o.max_restarts > 0) return Status::InvalidArgument("--max-restarts is not supported yet");
   if (!o.inject_fault.empty()) return Status::InvalidArgument("--inject-fault is not supported yet");
-  if (!o.trace_file.empty()) return Status::InvalidArgument("--trace is not supported yet");
   if (o.zero != 0) return Status::InvalidArgument("--zero " + std::to_string(o.zero) + " is not supported yet (only 0)");
   if (!o.layout.empty() && o.layout != "dp=" + std::to_string(o.nproc))
     return Status::InvalidArgument("--layout " + o.layout + " is not supported yet (only dp=N)");

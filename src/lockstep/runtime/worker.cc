@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstring>
 #include <optional>
+#include <type_traits>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -19,6 +20,7 @@
 #include "lockstep/optim/lr_schedule.h"
 #include "lockstep/optim/sgd.h"
 #include "lockstep/parallel/data_parallel.h"
+#include "lockstep/profile/trace.h"
 #include "lockstep/runtime/checkpointing.h"
 #include "lockstep/runtime/eval_loop.h"
 #include "lockstep/runtime/metrics_log.h"
@@ -71,7 +73,7 @@ class Trainer {
  public:
   Trainer(const TrainPlan& plan, std::shared_ptr<comm::Communicator> comm)
       : plan_(plan), comm_(std::move(comm)), rank_(comm_->rank()), world_(comm_->size()),
-        config_(plan.config) {}
+        config_(plan.config), trace_(comm_->rank(), !plan.options.trace_file.empty()) {}
 
   Status Run();
 
@@ -81,6 +83,20 @@ class Trainer {
   Status Validate(int64_t step);
   Status Save(int64_t step);
   Status Finish();
+  Status WriteTrace();
+  // Runs fn() and records it on the trace as [start, end).
+  template <typename Fn>
+  auto Traced(const char* name, const char* cat, Fn&& fn) {
+    int64_t start = NowNanos();
+    if constexpr (std::is_void_v<decltype(fn())>) {
+      fn();
+      trace_.Add(name, cat, start, NowNanos());
+    } else {
+      auto r = fn();
+      trace_.Add(name, cat, start, NowNanos());
+      return r;
+    }
+  }
   bool lead() const { return rank_ == 0; }
 
   const TrainPlan& plan_;
@@ -99,6 +115,8 @@ class Trainer {
   std::optional<Progress> progress_;
   double last_val_loss_ = NAN;
   double last_val_acc_ = NAN;
+  profile::TraceRecorder trace_;
+  int64_t origin_ns_ = 0;  // rank 0's start: the trace's time zero on every rank
 };
 
 Status Trainer::Setup() {
@@ -112,6 +130,11 @@ Status Trainer::Setup() {
   schedule_.emplace(sched);
   ddp_ = std::make_unique<parallel::DataParallel>(comm_, &model_->params(), plan_.run.train.bucket_bytes);
   LS_RETURN_IF_ERROR(ddp_->BroadcastParameters());
+  if (trace_.enabled()) {
+    ddp_->set_trace(&trace_);
+    origin_ns_ = NowNanos();
+    if (world_ > 1) LS_RETURN_IF_ERROR(comm_->Broadcast(&origin_ns_, 1, comm::DType::kI64, 0)->Wait());
+  }
   if (plan_.options.deterministic) {
     int64_t per_rank = plan_.run.train.det_shards / world_;
     contributions_.assign(static_cast<size_t>(per_rank * model_->params().numel()), 0.0f);
@@ -136,7 +159,7 @@ Status Trainer::TrainStep(int64_t step) {
   nn::ParameterStore& params = model_->params();
 
   Stopwatch data_clock;
-  LS_RETURN_IF_ERROR(data_->NextTrain());
+  LS_RETURN_IF_ERROR(Traced("data", "data", [&] { return data_->NextTrain(); }));
   double data_ms = data_clock.ElapsedMs();
   const int64_t local = data_->train_rows();
 
@@ -152,14 +175,16 @@ Status Trainer::TrainStep(int64_t step) {
     tape_.SetParamReadyHook(nullptr);
     for (int64_t k = 0; k < per_rank; ++k) {
       params.ZeroGrad();
-      autograd::Variable loss = model_->Loss(tape_, data_->TrainRows(k * shard, shard));
+      autograd::Variable loss =
+          Traced("forward", "compute", [&] { return model_->Loss(tape_, data_->TrainRows(k * shard, shard)); });
       float scale = static_cast<float>(shard / global);
       shard_losses_[k] = ScalarOf(loss) * scale;
-      tape_.Backward(loss, scale);
+      Traced("backward", "compute", [&] { tape_.Backward(loss, scale); });
       std::memcpy(contributions_.data() + k * n, params.flat_grads(), n * sizeof(float));
     }
     compute_end_ns = NowNanos();
-    LS_RETURN_IF_ERROR(ddp_->SyncDeterministic(contributions_.data(), t.det_shards, &sync));
+    LS_RETURN_IF_ERROR(Traced("deterministic allreduce", "comm",
+                              [&] { return ddp_->SyncDeterministic(contributions_.data(), t.det_shards, &sync); }));
     float loss_total = 0;
     LS_RETURN_IF_ERROR(comm_->DeterministicAllreduceF32(shard_losses_.data(), &loss_total, 1, t.det_shards)->Wait());
     loss_part = rank_ == 0 ? loss_total : 0.0;
@@ -170,26 +195,30 @@ Status Trainer::TrainStep(int64_t step) {
       // Only the last micro-batch communicates (gradients accumulate locally before it).
       if (m + 1 == t.accum_steps) ddp_->Arm(tape_);
       else ddp_->Disarm(tape_);
-      autograd::Variable loss = model_->Loss(tape_, data_->TrainRows(m * micro, micro));
+      autograd::Variable loss =
+          Traced("forward", "compute", [&] { return model_->Loss(tape_, data_->TrainRows(m * micro, micro)); });
       float scale = static_cast<float>(micro / global);
       loss_part += ScalarOf(loss) * static_cast<double>(scale);
-      tape_.Backward(loss, scale);
+      Traced("backward", "compute", [&] { tape_.Backward(loss, scale); });
     }
     compute_end_ns = NowNanos();
     ddp_->Disarm(tape_);
-    LS_RETURN_IF_ERROR(ddp_->Finish(&sync));
+    LS_RETURN_IF_ERROR(Traced("wait for gradients", "wait", [&] { return ddp_->Finish(&sync); }));
   }
   // Compute time excludes the blocking wait at the end (exposed communication).
   double compute_ms = compute_clock.ElapsedMs() - sync.exposed_ms;
 
-  LS_ASSIGN_OR_RETURN(GatheredStep gathered, GatherStep(*comm_, {loss_part, compute_end_ns}));
+  LS_ASSIGN_OR_RETURN(GatheredStep gathered,
+                      Traced("step stats", "comm", [&] { return GatherStep(*comm_, {loss_part, compute_end_ns}); }));
 
   Stopwatch optim_clock;
+  const int64_t optim_clock_start = NowNanos();
   double grad_norm = optim::GlobalGradNorm(params.flat_grads(), params.numel());
   if (plan_.optim.grad_clip > 0)
     optim::ClipByGlobalNorm(params.flat_grads(), params.numel(), plan_.optim.grad_clip, grad_norm);
   float lr = schedule_->LrAt(step);
   optimizer_->Step(params.flat_params(), params.flat_grads(), lr);
+  trace_.Add("optimizer", "compute", optim_clock_start, NowNanos());
   double optim_ms = optim_clock.ElapsedMs();
 
   double step_ms = step_clock.ElapsedMs();
@@ -215,7 +244,7 @@ Status Trainer::TrainStep(int64_t step) {
 }
 
 Status Trainer::Validate(int64_t step) {
-  LS_ASSIGN_OR_RETURN(EvalSums mine, EvaluateLocal(*model_, *data_));
+  LS_ASSIGN_OR_RETURN(EvalSums mine, Traced("validation", "eval", [&] { return EvaluateLocal(*model_, *data_); }));
   LS_ASSIGN_OR_RETURN(EvalSums all, GatherEval(*comm_, mine));
   if (all.count == 0) return Status::InvalidArgument("the validation set is empty");
   last_val_loss_ = all.loss_sum / static_cast<double>(all.count);
@@ -254,7 +283,30 @@ Status Trainer::Save(int64_t step) {
   return metrics_->Write({{"event", "checkpoint"}, {"step", step}, {"save_ms", clock.ElapsedMs()}});
 }
 
+// Every rank's events travel to rank 0 (size, then bytes), which writes one file.
+Status Trainer::WriteTrace() {
+  std::string mine = trace_.Serialize(origin_ns_);
+  std::vector<std::string> all(world_);
+  if (lead()) all[0] = std::move(mine);
+  for (int r = 1; r < world_; ++r) {
+    int64_t size = static_cast<int64_t>(mine.size());
+    if (rank_ == r) {
+      LS_RETURN_IF_ERROR(comm_->Send(&size, 1, comm::DType::kI64, 0, 7)->Wait());
+      LS_RETURN_IF_ERROR(comm_->Send(mine.data(), mine.size(), comm::DType::kBytes, 0, 8)->Wait());
+    } else if (lead()) {
+      LS_RETURN_IF_ERROR(comm_->Recv(&size, 1, comm::DType::kI64, r, 7)->Wait());
+      all[r].resize(static_cast<size_t>(size));
+      LS_RETURN_IF_ERROR(comm_->Recv(all[r].data(), all[r].size(), comm::DType::kBytes, r, 8)->Wait());
+    }
+  }
+  if (!lead()) return Status::Ok();
+  LS_RETURN_IF_ERROR(profile::WriteChromeTrace(plan_.options.trace_file, all));
+  progress_->Print("trace written to " + plan_.options.trace_file);
+  return Status::Ok();
+}
+
 Status Trainer::Finish() {
+  if (trace_.enabled()) LS_RETURN_IF_ERROR(WriteTrace());
   std::string hash = WeightsXxh64(model_->params());
   if (!lead()) return Status::Ok();
   progress_->Finish();

@@ -134,7 +134,7 @@ void ForwardUnit(const Dims& d, int64_t unit, float* out, float* att, const floa
   }
 }
 
-void BackwardUnit(const Dims& d, int64_t unit, float* dqkv, float* scratch, const float* dout,
+void BackwardUnit(const Dims& d, int64_t unit, float* dqkv, const float* dout,
                   const float* qkv, const float* att) {
   const int64_t b = unit / d.H, h = unit % d.H, T = d.T;
   const int64_t base = b * T * d.C3 + h * d.hs;
@@ -146,8 +146,11 @@ void BackwardUnit(const Dims& d, int64_t unit, float* dqkv, float* scratch, cons
   float* dv = dq + 2 * d.C;
   const float* p = att + unit * T * T;
   const float* dO = dout + b * T * d.C + h * d.hs;
-  float* ds = scratch + unit * T * T;
-  float* vt = UnitScratch(d.hs * d.Tp + 3 * T * d.hs);
+  // dS lives in a per-thread T x T buffer (L2-resident at T = 128) rather than in a
+  // B*H*T*T array: it is consumed within the unit, and the round trip through memory was
+  // a large part of this memory-bound kernel.
+  float* vt = UnitScratch(d.hs * d.Tp + 3 * T * d.hs + T * T);
+  float* ds = vt + d.hs * d.Tp + 3 * T * d.hs;
   float* kp = vt + d.hs * d.Tp;
   float* qp = kp + T * d.hs;
   float* dop = qp + T * d.hs;
@@ -196,7 +199,7 @@ void AttentionForward(float* out, float* att, const float* qkv, int64_t B, int64
 void AttentionBackward(float* dqkv, float* scratch, const float* dout, const float* qkv,
                        const float* att, int64_t B, int64_t T, int64_t C, int64_t H) {
   const Dims d = MakeDims(B, T, C, H);
-  ForEachUnit(B * H, [&](int64_t u) { BackwardUnit(d, u, dqkv, scratch, dout, qkv, att); });
+  ForEachUnit(B * H, [&](int64_t u) { BackwardUnit(d, u, dqkv, dout, qkv, att); });
 }
 
 }  // namespace lockstep::tensor

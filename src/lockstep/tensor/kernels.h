@@ -64,7 +64,8 @@ void EmbeddingBackward(float* dtable, const int32_t* ids, const float* dout, int
 // probabilities (upper triangle zero). scale = 1/sqrt(hs).
 void AttentionForward(float* out, float* att, const float* qkv, int64_t B, int64_t T,
                       int64_t C, int64_t H);
-// dqkv accumulate; scratch: at least B*H*T*T floats (contents overwritten).
+// dqkv accumulate. scratch is unused (nullable): kept in the signature so callers that
+// allocate B*H*T*T floats keep working; the kernel uses a small per-thread buffer instead.
 void AttentionBackward(float* dqkv, float* scratch, const float* dout, const float* qkv,
                        const float* att, int64_t B, int64_t T, int64_t C, int64_t H);
 

@@ -11,6 +11,11 @@ namespace {
 
 bool IsP2P(const CallDesc& d) { return d.kind == OpKind::kSend || d.kind == OpKind::kRecv; }
 
+constexpr int64_t kLazyPickupNs = 500'000;          // an unwaited small op waits at most this
+constexpr int64_t kPollNs = 1'000'000;              // progress thread poll while recently busy
+constexpr int64_t kDeepSleepAfterNs = 1'000'000'000;
+constexpr int64_t kWaitSliceNs = 200'000;           // Wait() retries running inline this often
+
 int64_t ToNanos(std::chrono::milliseconds ms) {
   // Clamp: a huge timeout must not overflow the deadline.
   return ms.count() > (int64_t{1} << 40) ? (int64_t{1} << 60) : ms.count() * 1'000'000;
@@ -31,15 +36,24 @@ void MpiWork::Finish(Status status) {
 }
 
 Status MpiWork::Wait(std::chrono::milliseconds timeout) {
-  // A short spin catches small operations without a sleep/wake-up round trip.
-  const int64_t spin_until = NowNanos() + 20'000;
-  while (!Done() && NowNanos() < spin_until) {
+  const int64_t start = NowNanos();
+  const int64_t deadline = start + ToNanos(timeout);
+  for (;;) {
+    if (Done()) break;
+    if (auto comm = comm_.lock()) comm->TryRunInline(*this, deadline);
+    if (Done()) break;
+    // The executor is busy with this or an earlier operation: wait, retrying now and then
+    // (it may finish its batch just before this operation was queued).
+    const int64_t now = NowNanos();
+    if (now >= deadline) break;
+    std::unique_lock<std::mutex> lk(mu_);
+    cv_.wait_for(lk, std::chrono::nanoseconds(std::min(kWaitSliceNs, deadline - now)),
+                 [&] { return done_.load(std::memory_order_acquire); });
   }
-  std::unique_lock<std::mutex> lk(mu_);
-  if (cv_.wait_for(lk, timeout, [&] { return done_.load(std::memory_order_acquire); })) {
-    return status_;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (done_.load(std::memory_order_acquire)) return status_;
   }
-  lk.unlock();
   // Expired: the communicator is aborted (gloo semantics), which makes the executor abandon
   // this operation promptly; wait for that so the buffers are released when we return.
   auto waited = std::chrono::duration_cast<std::chrono::nanoseconds>(timeout);
@@ -52,7 +66,8 @@ Status MpiWork::Wait(std::chrono::milliseconds timeout) {
     LS_LOG(ERROR) << expired.message();
   }
   state_->Poison(expired);
-  lk.lock();
+  if (auto comm = comm_.lock()) comm->TryRunInline(*this, NowNanos());  // fail it if queued
+  std::unique_lock<std::mutex> lk(mu_);
   cv_.wait(lk, [&] { return done_.load(std::memory_order_acquire); });
   if (status_.ok() || status_.code() == StatusCode::kTimeout || !first) return status_;
   return expired;
@@ -119,47 +134,87 @@ void MpiCommunicator::Abort(const Status& reason) {
 // ---- Issue -------------------------------------------------------------------------------
 
 WorkHandle MpiCommunicator::Issue(const CallDesc& d, const void* send, const void* recv,
-                                  const CollectiveOptions& opts, RunFn run) {
+                                  const CollectiveOptions& opts, bool eager, RunFn run) {
   Status valid = ValidateCall(d, rank(), size(), send, recv);
   if (!valid.ok()) return CompletedWork(valid);
   const uint64_t seq = IsP2P(d) ? 0 : ++next_seq_;
   if (state_->poisoned()) return CompletedWork(state_->AbortedStatus(d, seq));
-  auto w = std::make_shared<MpiWork>(state_, d, seq, opts, std::move(run));
+  auto w = std::make_shared<MpiWork>(state_, weak_from_this(), d, seq, opts, eager,
+                                     std::move(run));
+  bool wake;
   {
     std::lock_guard<std::mutex> lk(mu_);
     if (stop_) return CompletedWork(Status::Aborted("communicator is shut down"));
     queue_.push_back(w);
+    last_enqueue_ns_ = w->enqueue_ns;
+    if (eager) ++eager_pending_;
+    wake = eager || deep_sleep_;
   }
-  cv_.notify_one();
+  if (wake) cv_.notify_one();
   return w;
 }
 
 // ---- Executor ----------------------------------------------------------------------------
 
+std::shared_ptr<MpiWork> MpiCommunicator::PopFront() {
+  std::lock_guard<std::mutex> lk(mu_);
+  if (queue_.empty()) return nullptr;
+  std::shared_ptr<MpiWork> w = std::move(queue_.front());
+  queue_.pop_front();
+  if (w->eager) --eager_pending_;
+  return w;
+}
+
+bool MpiCommunicator::TryRunInline(MpiWork& target, int64_t caller_deadline_ns) {
+  std::unique_lock<std::mutex> exec(exec_mu_, std::try_to_lock);
+  if (!exec.owns_lock()) return false;
+  while (!target.Done()) {
+    std::shared_ptr<MpiWork> w = PopFront();
+    if (!w) break;
+    Execute(*w, caller_deadline_ns);
+  }
+  return true;
+}
+
 void MpiCommunicator::ProgressLoop() {
+  int64_t last_active = NowNanos();
   for (;;) {
-    std::shared_ptr<MpiWork> w;
+    bool runnable = false;
     {
       std::unique_lock<std::mutex> lk(mu_);
-      if (staged_.empty()) {
-        cv_.wait(lk, [&] { return stop_ || !queue_.empty(); });
-      } else {
-        cv_.wait_for(lk, std::chrono::milliseconds(1), [&] { return stop_ || !queue_.empty(); });
-      }
+      const int64_t now = NowNanos();
+      deep_sleep_ = false;
+      int64_t sleep_ns;
       if (!queue_.empty()) {
-        w = std::move(queue_.front());
-        queue_.pop_front();
+        const int64_t age = now - queue_.front()->enqueue_ns;
+        runnable = stop_ || eager_pending_ > 0 || age >= kLazyPickupNs;
+        sleep_ns = kLazyPickupNs - age;
       } else if (stop_) {
         break;
+      } else if (has_staged_.load(std::memory_order_relaxed) ||
+                 now - std::max(last_active, last_enqueue_ns_) < kDeepSleepAfterNs) {
+        sleep_ns = kPollNs;
+      } else {
+        deep_sleep_ = true;  // Issue wakes us explicitly from now on
+        sleep_ns = int64_t{3600} * 1'000'000'000;
+      }
+      if (!runnable) {
+        cv_.wait_for(lk, std::chrono::nanoseconds(sleep_ns));
+        if (!has_staged_.load(std::memory_order_relaxed)) continue;
       }
     }
+    std::lock_guard<std::mutex> exec(exec_mu_);
     if (!staged_.empty()) ServiceSends(false);
-    if (w) Execute(*w);
+    has_staged_.store(!staged_.empty(), std::memory_order_relaxed);
+    if (!runnable) continue;
+    while (std::shared_ptr<MpiWork> w = PopFront()) Execute(*w, int64_t{1} << 62);
+    last_active = NowNanos();
   }
+  std::lock_guard<std::mutex> exec(exec_mu_);
   ServiceSends(true);
 }
 
-void MpiCommunicator::Execute(MpiWork& w) {
+void MpiCommunicator::Execute(MpiWork& w, int64_t caller_deadline_ns) {
   RunFn run = std::move(w.run);
   w.run = nullptr;
   if (state_->poisoned()) {
@@ -167,8 +222,8 @@ void MpiCommunicator::Execute(MpiWork& w) {
     return;
   }
   const bool p2p = IsP2P(w.desc);
-  ExecContext ctx(*state_, p2p ? p2p_comm_ : comm_, w.desc, w.seq,
-                  NowNanos() + ToNanos(w.opts.timeout), &scratch_);
+  const int64_t deadline = std::min(NowNanos() + ToNanos(w.opts.timeout), caller_deadline_ns);
+  ExecContext ctx(*state_, p2p ? p2p_comm_ : comm_, w.desc, w.seq, deadline, &scratch_);
   if (!p2p) state_->board().Started(w.seq);
   Status s;
   if (!p2p && options_.debug_collectives) s = CheckSameCall(ctx);
@@ -180,6 +235,7 @@ void MpiCommunicator::Execute(MpiWork& w) {
     }
     state_->Poison(s);
   }
+  if (!staged_.empty()) has_staged_.store(true, std::memory_order_relaxed);
   w.Finish(std::move(s));
 }
 

@@ -22,12 +22,16 @@ CallDesc Desc(OpKind kind, DType dtype, ReduceOp op, int root, size_t count, int
   return d;
 }
 
+// Large operations wake the progress thread at once (they are worth a hand-off and may be
+// overlapped with compute); small ones are usually run by the caller's Wait.
+bool Eager(size_t count, DType dtype) { return count * DTypeSize(dtype) > (64u << 10); }
+
 }  // namespace
 
 WorkHandle MpiCommunicator::Allreduce(const void* send, void* recv, size_t count, DType dtype,
                                       ReduceOp op, const CollectiveOptions& opts) {
   CallDesc d = Desc(OpKind::kAllreduce, dtype, op, -1, count, 0, opts.algorithm);
-  return Issue(d, send, recv, opts, [=](ExecContext& ctx) {
+  return Issue(d, send, recv, opts, Eager(count, dtype), [=](ExecContext& ctx) {
     return RunAllreduce(ctx, send, recv, count, dtype, op, opts.algorithm);
   });
 }
@@ -36,7 +40,7 @@ WorkHandle MpiCommunicator::ReduceScatter(const void* send, void* recv, size_t r
                                           DType dtype, ReduceOp op,
                                           const CollectiveOptions& opts) {
   CallDesc d = Desc(OpKind::kReduceScatter, dtype, op, -1, recv_count, 0, opts.algorithm);
-  return Issue(d, send, recv, opts, [=](ExecContext& ctx) {
+  return Issue(d, send, recv, opts, Eager(recv_count * size(), dtype), [=](ExecContext& ctx) {
     return RunReduceScatter(ctx, send, recv, recv_count, dtype, op);
   });
 }
@@ -44,7 +48,7 @@ WorkHandle MpiCommunicator::ReduceScatter(const void* send, void* recv, size_t r
 WorkHandle MpiCommunicator::AllGather(const void* send, void* recv, size_t send_count,
                                       DType dtype, const CollectiveOptions& opts) {
   CallDesc d = Desc(OpKind::kAllGather, dtype, ReduceOp::kSum, -1, send_count, 0, opts.algorithm);
-  return Issue(d, send, recv, opts, [=](ExecContext& ctx) {
+  return Issue(d, send, recv, opts, Eager(send_count * size(), dtype), [=](ExecContext& ctx) {
     return RunAllGather(ctx, send, recv, send_count, dtype);
   });
 }
@@ -52,7 +56,7 @@ WorkHandle MpiCommunicator::AllGather(const void* send, void* recv, size_t send_
 WorkHandle MpiCommunicator::Broadcast(void* buf, size_t count, DType dtype, int root,
                                       const CollectiveOptions& opts) {
   CallDesc d = Desc(OpKind::kBroadcast, dtype, ReduceOp::kSum, root, count, 0, opts.algorithm);
-  return Issue(d, buf, buf, opts, [=](ExecContext& ctx) {
+  return Issue(d, buf, buf, opts, Eager(count, dtype), [=](ExecContext& ctx) {
     return RunBroadcast(ctx, buf, count, dtype, root);
   });
 }
@@ -60,7 +64,7 @@ WorkHandle MpiCommunicator::Broadcast(void* buf, size_t count, DType dtype, int 
 WorkHandle MpiCommunicator::Reduce(const void* send, void* recv, size_t count, DType dtype,
                                    ReduceOp op, int root, const CollectiveOptions& opts) {
   CallDesc d = Desc(OpKind::kReduce, dtype, op, root, count, 0, opts.algorithm);
-  return Issue(d, send, recv, opts, [=](ExecContext& ctx) {
+  return Issue(d, send, recv, opts, Eager(count, dtype), [=](ExecContext& ctx) {
     return RunReduce(ctx, send, recv, count, dtype, op, root);
   });
 }
@@ -69,14 +73,14 @@ WorkHandle MpiCommunicator::AllToAll(const void* send, void* recv, size_t count_
                                      DType dtype, const CollectiveOptions& opts) {
   CallDesc d = Desc(OpKind::kAllToAll, dtype, ReduceOp::kSum, -1, count_per_rank, 0,
                     opts.algorithm);
-  return Issue(d, send, recv, opts, [=](ExecContext& ctx) {
+  return Issue(d, send, recv, opts, Eager(count_per_rank * size(), dtype), [=](ExecContext& ctx) {
     return RunAllToAll(ctx, send, recv, count_per_rank, dtype);
   });
 }
 
 WorkHandle MpiCommunicator::Barrier(const CollectiveOptions& opts) {
   CallDesc d = Desc(OpKind::kBarrier, DType::kBytes, ReduceOp::kSum, -1, 0, 0, opts.algorithm);
-  return Issue(d, nullptr, nullptr, opts, [](ExecContext& ctx) { return RunBarrier(ctx); });
+  return Issue(d, nullptr, nullptr, opts, false, [](ExecContext& ctx) { return RunBarrier(ctx); });
 }
 
 WorkHandle MpiCommunicator::DeterministicAllreduceF32(const float* contributions, float* out,
@@ -84,7 +88,7 @@ WorkHandle MpiCommunicator::DeterministicAllreduceF32(const float* contributions
                                                       const CollectiveOptions& opts) {
   CallDesc d = Desc(OpKind::kDeterministicAllreduce, DType::kF32, ReduceOp::kSum, -1, count,
                     total_contributions, opts.algorithm);
-  return Issue(d, contributions, out, opts, [=](ExecContext& ctx) {
+  return Issue(d, contributions, out, opts, Eager(count, DType::kF32), [=](ExecContext& ctx) {
     return RunDeterministicAllreduce(ctx, contributions, out, count, total_contributions);
   });
 }
@@ -94,7 +98,7 @@ Result<std::shared_ptr<Communicator>> MpiCommunicator::Split(int color, int key,
   CallDesc d = Desc(OpKind::kSplit, DType::kBytes, ReduceOp::kSum, -1, 0, 0, opts.algorithm);
   auto result = std::make_shared<std::shared_ptr<Communicator>>();
   const MpiOptions options = options_;
-  WorkHandle w = Issue(d, nullptr, nullptr, opts, [=, this](ExecContext& ctx) -> Status {
+  WorkHandle w = Issue(d, nullptr, nullptr, opts, false, [=, this](ExecContext& ctx) -> Status {
     // MPI_Comm_split blocks until every rank calls it; an all-gather first makes the wait
     // for late ranks time out like any collective. Afterwards everybody is there.
     std::vector<int> all(2 * static_cast<size_t>(ctx.size()));
@@ -139,7 +143,8 @@ WorkHandle MpiCommunicator::Send(const void* buf, size_t count, DType dtype, int
   // complete without the matching Recv.
   auto staged = std::make_shared<std::vector<unsigned char>>(bytes);
   if (bytes > 0) std::memcpy(staged->data(), buf, bytes);
-  return Issue(d, buf, nullptr, opts, [=, this](ExecContext& ctx) {
+  // Eager: the peer's Recv must not depend on this rank waiting for its Send.
+  return Issue(d, buf, nullptr, opts, true, [=, this](ExecContext& ctx) {
     StagedSend s;
     s.bytes = std::move(*staged);
     s.deadline_ns = NowNanos() + static_cast<int64_t>(opts.timeout.count()) * 1'000'000;
@@ -166,7 +171,7 @@ WorkHandle MpiCommunicator::Recv(void* buf, size_t count, DType dtype, int peer,
   if (bytes > static_cast<size_t>(INT_MAX)) {
     return CompletedWork(Status::Unimplemented("recv of more than 2 GiB: split the message"));
   }
-  return Issue(d, nullptr, buf, opts, [=, this](ExecContext& ctx) -> Status {
+  return Issue(d, nullptr, buf, opts, Eager(count, dtype), [=, this](ExecContext& ctx) -> Status {
     MPI_Request req = MPI_REQUEST_NULL;
     MPI_Status st;
     st.MPI_ERROR = MPI_SUCCESS;

@@ -11,6 +11,9 @@ namespace {
 
 constexpr int kTagReduceScatter = 1;
 constexpr int kTagAllGather = 2;
+constexpr int kTagGather = 4;
+// Up to this many ranks, small reductions exchange inputs directly instead of MPI_Iallgather.
+constexpr int kDirectExchangeMaxRanks = 8;
 
 size_t NumSegments(size_t len, size_t seg) { return (len + seg - 1) / seg; }
 
@@ -133,19 +136,47 @@ Status PipelinedReduceScatter(ExecContext& ctx, const PipelineArgs& a) {
 
 Status GatherAndCombine(ExecContext& ctx, const void* send, size_t count, size_t elem_size,
                         void* out, const CombineFn& combine) {
-  const int n = ctx.size();
+  const int n = ctx.size(), me = ctx.rank();
   const size_t bytes = count * elem_size;
   unsigned char* all = ctx.Scratch(bytes * static_cast<size_t>(n));
-  MPI_Request req = MPI_REQUEST_NULL;
-  {
-    MpiCallGuard guard;
-    int rc = MPI_Iallgather(send, static_cast<int>(bytes), MPI_BYTE, all, static_cast<int>(bytes),
-                            MPI_BYTE, ctx.comm(), &req);
-    if (rc != MPI_SUCCESS) return ctx.Check(rc, "MPI_Iallgather");
-  }
-  LS_RETURN_IF_ERROR(ctx.WaitAll(&req, 1, nullptr, RequestKind::kCollective));
   std::vector<const void*> inputs(n);
   for (int q = 0; q < n; ++q) inputs[q] = all + static_cast<size_t>(q) * bytes;
+  if (n <= kDirectExchangeMaxRanks) {
+    // Few ranks: one message to and from every peer, all in flight at once. (MPI's
+    // nonblocking all-gather costs about twice the latency here.)
+    inputs[me] = send;
+    std::vector<MPI_Request> reqs;
+    reqs.reserve(2 * static_cast<size_t>(n));
+    {
+      MpiCallGuard guard;
+      for (int p = 0; p < n; ++p) {
+        if (p == me) continue;
+        reqs.emplace_back();
+        int rc = MPI_Irecv(all + static_cast<size_t>(p) * bytes, static_cast<int>(bytes), MPI_BYTE,
+                           p, kTagGather, ctx.comm(), &reqs.back());
+        if (rc == MPI_SUCCESS) {
+          reqs.emplace_back();
+          rc = MPI_Isend(send, static_cast<int>(bytes), MPI_BYTE, p, kTagGather, ctx.comm(),
+                         &reqs.back());
+        }
+        if (rc != MPI_SUCCESS) {
+          reqs.pop_back();
+          ctx.Abandon(reqs.data(), static_cast<int>(reqs.size()), RequestKind::kPointToPoint);
+          return ctx.Check(rc, "MPI_Isend/MPI_Irecv");
+        }
+      }
+    }
+    LS_RETURN_IF_ERROR(ctx.WaitAll(reqs, RequestKind::kPointToPoint));
+  } else {
+    MPI_Request req = MPI_REQUEST_NULL;
+    {
+      MpiCallGuard guard;
+      int rc = MPI_Iallgather(send, static_cast<int>(bytes), MPI_BYTE, all,
+                              static_cast<int>(bytes), MPI_BYTE, ctx.comm(), &req);
+      if (rc != MPI_SUCCESS) return ctx.Check(rc, "MPI_Iallgather");
+    }
+    LS_RETURN_IF_ERROR(ctx.WaitAll(&req, 1, nullptr, RequestKind::kCollective));
+  }
   combine(inputs.data(), out, count);
   return Status::Ok();
 }

@@ -1,5 +1,6 @@
 #include "lockstep/comm/threads/comm_impl.h"
 
+#include <algorithm>
 #include <cstring>
 #include <exception>
 
@@ -81,6 +82,7 @@ WorkHandle CommImpl::Enqueue(std::shared_ptr<Op> op) {
                                   " aborted: communicator destroyed"));
     } else {
       wake = op->eager || deep_sleep_;
+      last_enqueue_ns_ = op->enqueue_ns;
       if (op->eager) ++eager_pending_;
       queue_.push_back(op);
     }
@@ -115,7 +117,7 @@ void CommImpl::ProgressLoop() {
         sleep_ns = kLazyPickupNs - age;
       } else if (stopping) {
         return;
-      } else if (now - last_active < kDeepSleepAfterNs) {
+      } else if (now - std::max(last_active, last_enqueue_ns_) < kDeepSleepAfterNs) {
         sleep_ns = kPollNs;
       } else {
         deep_sleep_ = true;  // Enqueue wakes us explicitly from now on
