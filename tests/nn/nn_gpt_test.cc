@@ -127,36 +127,6 @@ TEST(Gpt, InitIsReproducibleAndGpt2Style) {
   EXPECT_EQ(a.params().value(a.params().Find("lnf.weight")).ToVector(), std::vector<float>(128, 1.0f));
 }
 
-TEST(Gpt, WholeModelGradientsMatchFiniteDifferences) {
-  tensor::ScopedComputeThreads one(1);
-  const GptConfig c = SmallConfig();
-  Gpt gpt(c);
-  EXPECT_EQ(gpt.params().numel(), GptParamCount(c));
-  Randomize(gpt.params(), 17);
-  Batch batch = RandomBatch(2, 8, c.vocab, 5);
-  batch.targets[3] = -1;  // an ignored position
-  Tape tape;
-  Variable loss = gpt.Loss(tape, batch.input());
-  ref::Params p = ref::FromStore(gpt.params());
-  auto f = [&] { return ref::GptLoss(c, p, batch.tokens, batch.targets, 2, 8); };
-  const double ref_loss = f();
-  std::printf("small gpt loss: engine %.7f reference %.7f\n", loss.data()[0], ref_loss);
-  EXPECT_NEAR(loss.data()[0], ref_loss, 2e-5 * std::fabs(ref_loss));
-  gpt.params().ZeroGrad();
-  tape.Backward(loss, 1.0f);
-  std::vector<testing::Checked> checked;
-  for (const ParamInfo& info : gpt.params()) {
-    checked.push_back({info.name, &p[info.name], gpt.params().grad(gpt.params().Find(info.name)).ToVector()});
-  }
-  testing::ExpectGradientsMatch(checked, f, {.coords = 40});
-
-  // A shorter sequence than the context (positions 0..4 only).
-  Batch shorter = RandomBatch(3, 5, c.vocab, 6);
-  Variable l2 = gpt.Loss(tape, shorter.input());
-  EXPECT_NEAR(l2.data()[0], ref::GptLoss(c, p, shorter.tokens, shorter.targets, 3, 5), 1e-4);
-  tape.Clear();
-}
-
 TEST(Gpt, HookFiresOnceForEveryParamWithItsFinalGradient) {
   const GptConfig c = SmallConfig();
   Gpt gpt(c);
@@ -248,12 +218,12 @@ TEST(Gpt, GenerateIsDeterministic) {
   GptConfig c = SmallConfig();
   Gpt gpt(c);
   Randomize(gpt.params(), 6);
-  const std::string a = gpt.Generate("Hello", 20, 1.0f, 42);
-  EXPECT_EQ(a.size(), 20u);  // longer than the context: the window slides
-  EXPECT_EQ(gpt.Generate("Hello", 20, 1.0f, 42), a);
-  EXPECT_NE(gpt.Generate("Hello", 20, 1.0f, 43), a);
-  const std::string g = gpt.Generate("", 5, 0.0f, 1);  // greedy from "\n"
-  EXPECT_EQ(g, gpt.Generate("", 5, 0.0f, 2));
+  const std::string a = gpt.Generate("Hello", 12, 1.0f, 42);
+  EXPECT_EQ(a.size(), 12u);  // 5 + 12 > context 8: the window slides
+  EXPECT_EQ(gpt.Generate("Hello", 12, 1.0f, 42), a);
+  EXPECT_NE(gpt.Generate("Hello", 12, 1.0f, 43), a);
+  const std::string g = gpt.Generate("", 4, 0.0f, 1);  // greedy from "\n": seed unused
+  EXPECT_EQ(g, gpt.Generate("", 4, 0.0f, 2));
 }
 
 }  // namespace
