@@ -2,6 +2,8 @@
 // (default and deterministic mode), for square sizes and the GPT-tiny training shapes,
 // plus the batched small GEMMs of causal attention.
 //   build/gemm_bench --benchmark_min_time=0.2
+// GFLOP/s counters are per CPU-second (benchmark's default), so they stay meaningful on a
+// loaded machine; compare rows measured in the same run.
 #include <benchmark/benchmark.h>
 #include <dnnl.h>
 
@@ -63,7 +65,8 @@ BENCHMARK(BM_Gemm<1>)->Name("Gemm")->Apply(Shapes);
 BENCHMARK(BM_Gemm<2>)->Name("Gemm_deterministic")->Apply(Shapes);
 
 // Causal attention of GPT-tiny (B=16, T=128, C=128, H=4). FLOP/s counts the dense
-// 4*B*H*T*T*hs forward and 8*B*H*T*T*hs backward GEMM work (the kernel skips ~3/8 of it).
+// 4*B*H*T*T*hs forward and 8*B*H*T*T*hs backward GEMM work (the causal kernel does about
+// half of it).
 void BM_Attention(benchmark::State& state) {
   SetComputeThreads(static_cast<int>(state.range(0)));
   const int64_t B = 16, T = 128, C = 128, H = 4, hs = C / H;

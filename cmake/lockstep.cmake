@@ -37,6 +37,12 @@ function(lockstep_tests layer)
     if(layer STREQUAL "cli")
       add_dependencies(${name} lockstep)
     endif()
-    gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 120)
+    # CLI tests run the real binary end to end: labelled 'slow' so the sanitizer pass of
+    # .ci/run can skip them (they are covered by the Release pass).
+    if(layer STREQUAL "cli")
+      gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 120 LABELS slow)
+    else()
+      gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 120)
+    endif()
   endforeach()
 endfunction()

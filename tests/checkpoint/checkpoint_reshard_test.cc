@@ -75,7 +75,10 @@ TEST(Reshard, ArbitraryRangesOfEveryTensor) {
       std::vector<char> got((e - b) * t.esize() + 1, '\x77');
       Status s = c->Read(t.name, b, e, got.data());
       ASSERT_TRUE(s.ok()) << t.name << " [" << b << ", " << e << "): " << s.ToString();
-      ASSERT_EQ(std::memcmp(got.data(), t.bytes.data() + b * t.esize(), (e - b) * t.esize()), 0) << t.name << " [" << b << ", " << e << ")";
+      if (e > b) {
+        ASSERT_EQ(std::memcmp(got.data(), t.bytes.data() + b * t.esize(), (e - b) * t.esize()), 0)
+            << t.name << " [" << b << ", " << e << ")";
+      }
       ASSERT_EQ(got.back(), '\x77');
     }
   }

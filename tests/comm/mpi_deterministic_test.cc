@@ -36,6 +36,10 @@ std::vector<float> Contributions(int64_t first, int64_t n, size_t count) {
   return all;
 }
 
+bool SameBits(const void* a, const void* b, size_t bytes) {
+  return bytes == 0 || std::memcmp(a, b, bytes) == 0;
+}
+
 std::vector<float> ThreadsDeterministic(int world, int64_t total, size_t count) {
   std::vector<float> result(count);
   testing::RunRanks(world, [&](Communicator& c) {
@@ -67,20 +71,20 @@ void CheckDeterministic() {
       std::vector<float> out(count, -1.0f);
       Status s = c.DeterministicAllreduceF32(mine.data(), out.data(), count, total)->Wait();
       ASSERT_TRUE(s.ok()) << s.ToString();
-      EXPECT_EQ(0, std::memcmp(out.data(), want.data(), count * sizeof(float)))
+      EXPECT_TRUE(SameBits(out.data(), want.data(), count * sizeof(float)))
           << "V=" << total << " count=" << count << " world=" << n;
       // In place: out aliases the contributions.
       s = c.DeterministicAllreduceF32(mine.data(), mine.data(), count, total)->Wait();
       ASSERT_TRUE(s.ok()) << s.ToString();
-      EXPECT_EQ(0, std::memcmp(mine.data(), want.data(), count * sizeof(float)))
+      EXPECT_TRUE(SameBits(mine.data(), want.data(), count * sizeof(float)))
           << "in place V=" << total << " count=" << count;
       // The threads backend at every world size that divides V, on rank 0 only (one process
       // suffices; each rank would compute the same).
-      if (r == 0 && (count == 13 || count == 40000)) {
+      if (r == 0 && total == 16 && (count == 13 || count == 40000)) {
         for (int world : {1, 2, 4, 8}) {
           if (total % world != 0) continue;
           std::vector<float> t = ThreadsDeterministic(world, total, count);
-          EXPECT_EQ(0, std::memcmp(t.data(), want.data(), count * sizeof(float)))
+          EXPECT_TRUE(SameBits(t.data(), want.data(), count * sizeof(float)))
               << "threads world " << world << " V=" << total << " count=" << count;
         }
       }
@@ -97,6 +101,7 @@ void CheckDeterministic() {
 }
 
 // Allreduce of rank r's vector Contribution(r) on `world` threads; rank 0's result.
+
 std::vector<unsigned char> ThreadsAllreduce(int world, DType dt, ReduceOp op, size_t count) {
   std::vector<unsigned char> result(count * DTypeSize(dt));
   testing::RunRanks(world, [&](Communicator& c) {
@@ -135,7 +140,7 @@ void CheckAllreduceMatchesThreads() {
           Status s = c.Allreduce(buf.data(), buf.data(), count, dt, op, o)->Wait();
           ASSERT_TRUE(s.ok()) << s.ToString();
           if (r == 0) {
-            EXPECT_EQ(0, std::memcmp(buf.data(), want.data(), buf.size()))
+            EXPECT_TRUE(SameBits(buf.data(), want.data(), buf.size()))
                 << "dtype=" << DTypeName(dt) << " op=" << ReduceOpName(op) << " count=" << count
                 << " algo=" << AlgorithmName(algo) << ": "
                 << testing::DescribeMismatch(dt, buf.data(), want.data(), count);

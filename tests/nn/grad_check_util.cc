@@ -8,10 +8,21 @@
 #include <numeric>
 
 #include "lockstep/core/rng.h"
+#include "lockstep/tensor/threads.h"
 
 namespace lockstep::nn::testing {
 
 namespace {
+
+// Every nn test runs its kernels on one compute thread: the layers' arithmetic does not
+// depend on the thread count (tests/tensor checks the kernels' threading), and OpenMP
+// barriers on an oversubscribed CI machine can turn a millisecond into a second.
+class OneComputeThread : public ::testing::Environment {
+ public:
+  void SetUp() override { tensor::SetComputeThreads(1); }
+};
+[[maybe_unused]] ::testing::Environment* const kOneThread =
+    ::testing::AddGlobalTestEnvironment(new OneComputeThread);
 
 std::vector<int64_t> PickCoords(const std::vector<float>& grad, int coords, uint64_t seed) {
   const int64_t n = static_cast<int64_t>(grad.size());

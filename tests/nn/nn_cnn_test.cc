@@ -106,19 +106,13 @@ TEST(Cnn, WholeModelGradientsMatchFiniteDifferences) {
       default: return staged.LossAfterFc();
     }
   };
-  // The shortcut agrees with the full reference on perturbed parameters.
-  p["conv1.weight"][40] += 0.01;
-  p["conv2.weight"][5000] -= 0.01;
-  const double full = ref::CnnLoss(p, pix, im.labels, 2);
-  p["conv2.weight"][5000] += 0.01;
-  p["conv1.weight"][40] -= 0.01;
-  p["conv1.weight"][40] += 0.01;
+  // The shortcuts agree with the full reference on perturbed parameters.
+  p["conv1.weight"][40] += 0.01;  // output channel 4 of conv1
   EXPECT_NEAR(staged.LossAfterConv1Channel(4), ref::CnnLoss(p, pix, im.labels, 2), 1e-12);
   p["conv1.weight"][40] -= 0.01;
-  p["conv2.weight"][5000] -= 0.01;
+  p["conv2.weight"][5000] -= 0.01;  // output channel 17 of conv2
   EXPECT_NEAR(staged.LossAfterConv2Channel(5000 / 288), ref::CnnLoss(p, pix, im.labels, 2), 1e-12);
   p["conv2.weight"][5000] += 0.01;
-  EXPECT_NE(full, ref_loss);
   testing::ExpectGradientsMatch(checked, f);
 }
 
@@ -135,7 +129,6 @@ TEST(Cnn, HookEvaluateAndFlops) {
   }();
   // Reverse forward order: fc first, conv1 last (weight and bias of a layer in one op).
   ASSERT_EQ(order.size(), 6u);
-  EXPECT_EQ(std::vector<int>(order.begin(), order.begin() + 2).size(), 2u);
   EXPECT_TRUE((order[0] == 4 && order[1] == 5) || (order[0] == 5 && order[1] == 4));
   EXPECT_TRUE((order[4] == 0 && order[5] == 1) || (order[4] == 1 && order[5] == 0));
   EvalResult r = cnn.Evaluate(im.input());

@@ -31,13 +31,13 @@ void BenchReport::Line(const BenchPoint& p) {
   wrong_ += p.wrong;
   const char* redop = Reduces(p.op) ? "sum" : "none";
   if (json_) {
-    nlohmann::json j = {{"op", BenchOpName(p.op)},  {"backend", backend_}, {"nproc", nproc_},
+    nlohmann::ordered_json j = {{"op", BenchOpName(p.op)},  {"backend", backend_}, {"nproc", nproc_},
                         {"bytes", p.bytes},         {"count", p.count},    {"type", "f32"},
                         {"redop", redop},           {"root", p.root},      {"iters", p.iters},
                         {"time_us", p.time_us},     {"algbw_gbs", p.algbw}, {"busbw_gbs", p.busbw},
                         {"wrong", p.wrong}};
     if (p.op == BenchOp::kAllreduce) {
-      j["mpi_busbw_gbs"] = p.mpi_busbw >= 0 ? nlohmann::json(p.mpi_busbw) : nlohmann::json();
+      j["mpi_busbw_gbs"] = p.mpi_busbw >= 0 ? nlohmann::ordered_json(p.mpi_busbw) : nlohmann::ordered_json();
     }
     std::printf("%s\n", j.dump().c_str());
   } else {

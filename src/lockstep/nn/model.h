@@ -43,6 +43,8 @@ class Model {
 
   // Mean loss over the batch, recorded on `tape` (unless its gradients are disabled).
   // Declares the parameter count to the tape. The input must stay valid until backward.
+  // The returned Variable's value (loss.data()[0]) stays valid after tape.Backward for as
+  // long as the caller holds it.
   virtual autograd::Variable Loss(autograd::Tape& tape, const ModelInput& in) = 0;
   // Forward only, on an internal no-grad tape whose buffers are reused between calls.
   virtual EvalResult Evaluate(const ModelInput& in) = 0;

@@ -1,8 +1,11 @@
 // Conv2d: a cached plan of oneDNN convolution primitives for one shape.
 // src/dst NCHW, weights OIHW, bias [OC], all fp32 and contiguous in the caller's buffers.
 // Internally the plan may run on oneDNN's preferred (blocked) layouts and reorder at the
-// edges; that choice is made once in the constructor. Engine and stream are thread_local
-// (one per rank thread), so a plan must be used by the thread that created it.
+// edges; that choice is made once in the constructor (per primitive, from measurements).
+// The CPU engine is shared (it is thread-safe) and each thread has its own stream, so a
+// plan may be used from any thread, but not from two threads at once (blocked plans own
+// reorder buffers). In deterministic mode the results do not depend on the thread count
+// (see conv.cc).
 #pragma once
 
 #include <cstdint>

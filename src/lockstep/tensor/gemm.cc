@@ -51,13 +51,13 @@ struct Tiling {
   int64_t tm, tn, mtiles, ntiles;
 };
 
-// At most 8 tiles of about 256 rows (or, for short M, up to 128-column strips): enough for
+// At most 8 tiles of about 256 rows (or, for short M, strips of >= 256 columns): enough for
 // a few threads, and big enough that dnnl_sgemm stays efficient and re-packing the shared
 // operand per tile is cheap. Depends on M and N only.
 Tiling ChooseTiling(int64_t M, int64_t N) {
   Tiling t;
   t.mtiles = std::clamp<int64_t>(CeilDiv(M, 256), 1, 8);
-  t.ntiles = std::clamp<int64_t>(8 / t.mtiles, 1, std::max<int64_t>(1, CeilDiv(N, 128)));
+  t.ntiles = std::clamp<int64_t>(8 / t.mtiles, 1, std::max<int64_t>(1, CeilDiv(N, 256)));
   t.tm = std::min(M, RoundUp(CeilDiv(M, t.mtiles), 8));
   t.tn = std::min(N, RoundUp(CeilDiv(N, t.ntiles), 8));
   t.mtiles = CeilDiv(M, t.tm);

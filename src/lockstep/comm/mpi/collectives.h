@@ -2,8 +2,7 @@
 // only nonblocking MPI operations on ctx.comm() and waits for them through ctx (deadline,
 // poisoning), and returns when this rank's part is done. Arguments were validated at issue.
 //
-// Choice of algorithm (measured on one machine with OpenMPI 4.1 over vader/CMA; see
-// docs/comm.md):
+// Choice of algorithm (measured on one machine with OpenMPI 4.1 over vader/CMA):
 //  - Reductions of more than kSmallReduceBytes: pipelined direct reduce-scatter. The vector
 //    is cut into one block per rank; each rank receives its block from every peer in
 //    segments (double-buffered), reduces the n inputs in rank order with ReduceRange (the

@@ -141,8 +141,8 @@ Status ExecContext::WaitAll(MPI_Request* reqs, int n, MPI_Status* statuses, Requ
     if (waited > 20'000'000) {
       timespec ts{0, 50'000};
       nanosleep(&ts, nullptr);
-    } else if (waited > 50'000) {
-      sched_yield();
+    } else if (waited > 5'000) {
+      sched_yield();  // cheap when nobody else wants the core
     }
   }
 }

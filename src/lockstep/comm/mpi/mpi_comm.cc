@@ -82,6 +82,7 @@ Result<std::shared_ptr<MpiCommunicator>> MpiCommunicator::Create(MPI_Comm comm,
   MPI_Comm p2p = MPI_COMM_NULL;
   {
     MpiCallGuard guard;
+    IgnoreMpiLeaks ignore;
     MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
     MPI_Comm_rank(comm, &rank);
     MPI_Comm_size(comm, &size);
@@ -121,6 +122,7 @@ void MpiCommunicator::Shutdown() {
     if (progress_.joinable()) progress_.join();  // runs what is queued, then drains sends
     if (MpiFinalized()) return;
     MpiCallGuard guard;
+    IgnoreMpiLeaks ignore;
     MPI_Comm_free(&p2p_comm_);
     MPI_Comm_free(&comm_);
   });

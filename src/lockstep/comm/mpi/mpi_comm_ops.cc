@@ -113,6 +113,7 @@ Result<std::shared_ptr<Communicator>> MpiCommunicator::Split(int color, int key,
     MPI_Comm child = MPI_COMM_NULL;
     {
       MpiCallGuard guard;
+      IgnoreMpiLeaks ignore;
       int rc = MPI_Comm_split(comm_, color < 0 ? MPI_UNDEFINED : color, key, &child);
       LS_RETURN_IF_ERROR(ctx.Check(rc, "MPI_Comm_split"));
     }

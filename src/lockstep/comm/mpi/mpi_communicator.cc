@@ -14,6 +14,7 @@ Result<std::shared_ptr<Communicator>> CreateMpiCommunicator(const MpiOptions& op
   MPI_Comm comm = MPI_COMM_NULL;
   {
     mpi_detail::MpiCallGuard guard;
+    mpi_detail::IgnoreMpiLeaks ignore;
     int rc = MPI_Comm_dup(MPI_COMM_WORLD, &comm);
     if (rc != MPI_SUCCESS) {
       return Status::Internal("MPI_Comm_dup(MPI_COMM_WORLD) failed: " +

@@ -22,6 +22,7 @@ std::unique_ptr<StatusBoard> StatusBoard::Create(MPI_Comm comm, int rank, int si
   std::unique_ptr<StatusBoard> board(new StatusBoard(rank, size));
   static_assert(std::atomic<uint64_t>::is_always_lock_free, "board needs lock-free atomics");
   MpiCallGuard guard;
+  IgnoreMpiLeaks ignore;
   // All ranks on one machine? (Shared memory across machines does not exist.)
   MPI_Comm node = MPI_COMM_NULL;
   int node_size = 0;
