@@ -3,7 +3,8 @@
 # run (issue 3). Prints tokens/s (gpt-tiny) and images/s (cnn-fashion) for both and their
 # ratio, and lockstep's achieved GFLOP/s of the training step against dnnl_sgemm's peak
 # measured in the same run.
-# Usage: bench/engine_vs_torch.sh [gpt_steps] [cnn_steps]    (needs scripts/setup.sh first)
+# Usage: bench/engine_vs_torch.sh [gpt_steps] [cnn_steps]
+# Needs scripts/setup.sh and Debian python3-torch (the peers run under /usr/bin/python3).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 GPT_STEPS=${1:-40}
@@ -26,7 +27,7 @@ build/lockstep train --config configs/gpt-tiny.toml --steps "$GPT_STEPS" --set t
   --set eval.batches=1 --set checkpoint.keep=1 --out "$tmp/gpt" >/dev/null 2>&1
 ls_tok=$(median "$tmp/gpt/metrics.jsonl" tokens_per_s)
 ls_gflops=$(median "$tmp/gpt/metrics.jsonl" gflops)
-pt_gpt=$(python3 "$PEERS/torch_gpt.py" --threads 1 --steps "$GPT_STEPS")
+pt_gpt=$(/usr/bin/python3 "$PEERS/torch_gpt.py" --threads 1 --steps "$GPT_STEPS")
 pt_tok=$(sed -n 's/.*tokens\/s=\([0-9.]*\).*/\1/p' <<<"$pt_gpt")
 
 build/lockstep train --config configs/cnn-fashion.toml --steps "$CNN_STEPS" --set train.threads=1 \
@@ -34,7 +35,7 @@ build/lockstep train --config configs/cnn-fashion.toml --steps "$CNN_STEPS" --se
 ls_img=$(median "$tmp/cnn/metrics.jsonl" samples_per_s)
 cnn_gflops=$(median "$tmp/cnn/metrics.jsonl" gflops)
 epochs=$(python3 -c "print($CNN_STEPS*64/60000)")
-pt_cnn=$(python3 "$PEERS/torch_cnn.py" --threads 1 --epochs "$epochs")
+pt_cnn=$(/usr/bin/python3 "$PEERS/torch_cnn.py" --threads 1 --epochs "$epochs")
 pt_img=$(sed -n 's/.*images\/s=\([0-9.]*\).*/\1/p' <<<"$pt_cnn")
 
 peak=$(OMP_NUM_THREADS=1 build/gemm_bench --benchmark_filter='^dnnl_sgemm/1024/1024/1024' --benchmark_format=json 2>/dev/null |

@@ -35,7 +35,7 @@ gx=$(stat "$tmp/gpt-tiny-2/metrics.jsonl" exposed_comm_ms step_ms)
 c1=$(stat "$tmp/cnn-fashion-1/metrics.jsonl" samples_per_s); c2=$(stat "$tmp/cnn-fashion-2/metrics.jsonl" samples_per_s)
 cx=$(stat "$tmp/cnn-fashion-2/metrics.jsonl" exposed_comm_ms step_ms)
 
-p1=$(python3 "$PEERS/torch_gpt.py" --threads 1 --steps "$GPT_STEPS" | sed -n 's/.*tokens\/s=\([0-9.]*\).*/\1/p')
+p1=$(/usr/bin/python3 "$PEERS/torch_gpt.py" --threads 1 --steps "$GPT_STEPS" | sed -n 's/.*tokens\/s=\([0-9.]*\).*/\1/p')
 p2=$(N=2 bash "$PEERS/torch_ddp.sh" --threads 1 --steps "$GPT_STEPS" 2>/dev/null | sed -n 's/.*tokens\/s=\([0-9.]*\).*/\1/p')
 
 python3 - "$g1" "$g2" "$gx" "$c1" "$c2" "$cx" "$p1" "$p2" "$BACKEND" <<'PY'
