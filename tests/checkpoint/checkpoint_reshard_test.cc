@@ -15,7 +15,7 @@ namespace {
 using namespace testing;
 
 // Counts the bytes read through it, per file name suffix.
-class CountingEnv final : public Env {
+class CountingEnv final : public ForwardingEnv {
  public:
   struct File final : RandomAccessFile {
     File(std::unique_ptr<RandomAccessFile> base, std::atomic<uint64_t>* n) : base(std::move(base)), n(n) {}
@@ -37,27 +37,12 @@ class CountingEnv final : public Env {
     }
     return std::unique_ptr<RandomAccessFile>(new File(std::move(f), counter));
   }
-  Result<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& p) override { return base_->NewWritableFile(p); }
-  Result<uint64_t> GetFileSize(const std::string& p) override { return base_->GetFileSize(p); }
-  bool FileExists(const std::string& p) override { return base_->FileExists(p); }
-  bool IsDirectory(const std::string& p) override { return base_->IsDirectory(p); }
-  Result<std::vector<std::string>> GetChildren(const std::string& d) override { return base_->GetChildren(d); }
-  Status CreateDir(const std::string& d) override { return base_->CreateDir(d); }
-  Status RemoveFile(const std::string& p) override { return base_->RemoveFile(p); }
-  Status RemoveDir(const std::string& d) override { return base_->RemoveDir(d); }
-  Status RenameFile(const std::string& a, const std::string& b) override { return base_->RenameFile(a, b); }
-  Status ExchangePaths(const std::string& a, const std::string& b) override { return base_->ExchangePaths(a, b); }
-  Status TruncateFile(const std::string& p, uint64_t n) override { return base_->TruncateFile(p, n); }
-  Status SyncDir(const std::string& d) override { return base_->SyncDir(d); }
   void Reset() {
     for (auto& r : rank) r = 0;
     other = 0;
   }
   std::atomic<uint64_t> rank[3] = {0, 0, 0};
   std::atomic<uint64_t> other{0};
-
- private:
-  Env* base_ = Env::Default();
 };
 
 TEST(Reshard, ArbitraryRangesOfEveryTensor) {

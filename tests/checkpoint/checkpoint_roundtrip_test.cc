@@ -201,5 +201,21 @@ TEST(RoundTripRetry, StaleTmpCleanedAndStepReplaced) {
   EXPECT_EQ(Children(tmp.path()), (std::vector<std::string>{"latest", "step-00000004"}));
 }
 
+// Where the file system cannot swap two directories atomically, re-saving a step falls back
+// to delete-then-rename.
+TEST(RoundTripRetry, StepReplacedWithoutExchange) {
+  struct NoExchange final : ForwardingEnv {
+    Status ExchangePaths(const std::string& a, const std::string& b) override {
+      return Status::Unimplemented(a + " <-> " + b + ": not here");
+    }
+  } env;
+  TempDir tmp;
+  std::vector<TestTensor> a = MakeModel(1), b = MakeModel(2);
+  ASSERT_TRUE(WriteCheckpoint(tmp.path(), 4, a, 2, {&env, 0}).ok());
+  ASSERT_TRUE(WriteCheckpoint(tmp.path(), 4, b, 2, {&env, 0}).ok());
+  EXPECT_TRUE(ExpectModel(tmp.path() + "/step-00000004", b).ok());
+  EXPECT_EQ(Children(tmp.path()), (std::vector<std::string>{"latest", "step-00000004"}));
+}
+
 }  // namespace
 }  // namespace lockstep::checkpoint

@@ -15,7 +15,31 @@
 
 namespace lockstep::checkpoint::testing {
 
-// A fresh empty directory under $TMPDIR, removed (with everything in it) by the destructor.
+// An Env that forwards everything to another; tests override what they need.
+class ForwardingEnv : public Env {
+ public:
+  explicit ForwardingEnv(Env* base = Env::Default()) : base_(base) {}
+  Result<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& p) override { return base_->NewWritableFile(p); }
+  Result<std::unique_ptr<RandomAccessFile>> NewRandomAccessFile(const std::string& p) override {
+    return base_->NewRandomAccessFile(p);
+  }
+  Result<uint64_t> GetFileSize(const std::string& p) override { return base_->GetFileSize(p); }
+  bool FileExists(const std::string& p) override { return base_->FileExists(p); }
+  bool IsDirectory(const std::string& p) override { return base_->IsDirectory(p); }
+  Result<std::vector<std::string>> GetChildren(const std::string& d) override { return base_->GetChildren(d); }
+  Status CreateDir(const std::string& d) override { return base_->CreateDir(d); }
+  Status RemoveFile(const std::string& p) override { return base_->RemoveFile(p); }
+  Status RemoveDir(const std::string& d) override { return base_->RemoveDir(d); }
+  Status RenameFile(const std::string& a, const std::string& b) override { return base_->RenameFile(a, b); }
+  Status ExchangePaths(const std::string& a, const std::string& b) override { return base_->ExchangePaths(a, b); }
+  Status TruncateFile(const std::string& p, uint64_t n) override { return base_->TruncateFile(p, n); }
+  Status SyncDir(const std::string& d) override { return base_->SyncDir(d); }
+
+ protected:
+  Env* base_;
+};
+
+// A fresh empty directory under /dev/shm (or $LOCKSTEP_TEST_TMPDIR, $TMPDIR, /tmp), removed (with everything in it) by the destructor.
 class TempDir {
  public:
   TempDir();

@@ -60,8 +60,8 @@ struct WriterOptions {
 
 // Keys Commit's `extra` should use (the caller decides what goes in; see
 // docs/checkpoint-format.md): "config_hash" (string; Checkpoint::CheckConfigHash reads it),
-// "layout" (object, e.g. {"dp":2,"tp":1,"pp":1,"zero":0}), "rng", "data_loader",
-// "optimizer_step", "schedule_step".
+// "layout" (object, e.g. {"dp":2,"tp":1,"pp":1,"zero":0}), "rng", "loader",
+// "optimizer_step".
 class CheckpointWriter {
  public:
   // root: <out>/checkpoints (created if missing). InvalidArgument for step < 0 or a rank

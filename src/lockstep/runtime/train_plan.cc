@@ -5,6 +5,7 @@
 
 #include <cerrno>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <thread>
@@ -90,7 +91,11 @@ Result<TrainPlan> PlanTraining(const TrainOptions& options, int world) {
   LS_RETURN_IF_ERROR(plan.config.CheckAllKeysKnown());
 
   unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-  plan.threads_per_worker = t.threads > 0 ? t.threads : std::max(1, static_cast<int>(cores) / world);
+  // Cores are shared by the workers on this machine only: under mpirun that is the local
+  // rank count, not the world size (two 64-core hosts with one rank each get 64 threads).
+  int local_workers = world;
+  if (const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE")) local_workers = std::max(1, std::atoi(local));
+  plan.threads_per_worker = t.threads > 0 ? t.threads : std::max(1, static_cast<int>(cores) / local_workers);
 
   plan.config_name = std::filesystem::path(options.config_path).stem().string();
   plan.out_dir = options.out_dir.empty() ? "runs/" + plan.config_name : options.out_dir;
