@@ -39,7 +39,7 @@ pt_cnn=$(/usr/bin/python3 "$PEERS/torch_cnn.py" --threads 1 --epochs "$epochs")
 pt_img=$(sed -n 's/.*images\/s=\([0-9.]*\).*/\1/p' <<<"$pt_cnn")
 
 peak=$(OMP_NUM_THREADS=1 build/gemm_bench --benchmark_filter='^dnnl_sgemm/M:1024/N:1024/K:1024' --benchmark_format=json 2>/dev/null |
-  python3 -c "import json,sys; print(max(b['GFLOP/s'] for b in json.load(sys.stdin)['benchmarks']))")
+  python3 -c "import json,sys; print(max(b['GFLOP/s'] for b in json.load(sys.stdin)['benchmarks']) / 1e9)")
 
 python3 - "$ls_tok" "$pt_tok" "$ls_img" "$pt_img" "$ls_gflops" "$cnn_gflops" "$peak" <<'PY'
 import sys
