@@ -77,3 +77,18 @@ TEST(CliErrors, EvalMissingCheckpoint) {
 
 }  // namespace
 }  // namespace lockstep::testing
+
+namespace lockstep::testing {
+namespace {
+
+// bench-comm checks every result exactly: a clean run exits 0, a bad op is a usage error.
+TEST(BenchComm, SmallSweepPassesAndBadOpIsUsageError) {
+  CommandResult ok = RunLockstep({"bench-comm", "--backend", "threads", "--nproc", "2", "--max-bytes", "64K"});
+  EXPECT_EQ(ok.exit_code, 0) << ok.err;
+  EXPECT_NE(ok.out.find("busbw"), std::string::npos) << ok.out;
+  EXPECT_EQ(RunLockstep({"bench-comm", "--nproc", "2", "--op", "foo"}).exit_code, 2);
+  EXPECT_EQ(RunLockstep({"bench-comm", "--min-bytes", "1M", "--max-bytes", "1K"}).exit_code, 2);
+}
+
+}  // namespace
+}  // namespace lockstep::testing
