@@ -90,7 +90,9 @@ void RunFaultSweep(bool crash, int keep) {
     ASSERT_EQ(env.fault_hit(), n <= total) << context;
     ASSERT_TRUE(env.DropUnsyncedData().ok());
     int64_t step = CheckRecovered(root, models, context);
-    if (saved.ok()) EXPECT_EQ(step, 2) << context;  // ok means durable
+    if (saved.ok()) {
+      EXPECT_EQ(step, 2) << context;  // ok means durable
+    }
     landed_on_new += step == 2;
     // The next save, on a healthy disk, succeeds and cleans up.
     ASSERT_TRUE(Save(root, 3, models[3], Env::Default(), keep).ok()) << context;

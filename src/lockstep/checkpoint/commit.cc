@@ -110,7 +110,9 @@ Status CheckpointWriter::Commit(const nlohmann::json& extra) {
   committed_ = true;
   if (swapped_old) {
     Status s = RemoveDirRecursive(env_, tmp_dir_);
-    if (!s.ok()) LS_LOG(WARN) << "checkpoint: removing the replaced " << final_dir_ << ": " << s.message();
+    if (!s.ok()) {
+      LS_LOG(WARN) << "checkpoint: removing the replaced " << final_dir_ << ": " << s.message();
+    }
   }
   Prune();
   return Status::Ok();
@@ -144,14 +146,18 @@ void CheckpointWriter::Prune() {
     } else if (std::optional<int64_t> t = ParseStepDirNameWithSuffix(c, ".tmp"); t && *t < step_) {
       s = RemoveDirRecursive(env_, path);  // a save that crashed before committing
     }
-    if (!s.ok()) LS_LOG(WARN) << "checkpoint pruning: " << s.message();
+    if (!s.ok()) {
+      LS_LOG(WARN) << "checkpoint pruning: " << s.message();
+    }
   }
   if (keep_ <= 0) return;
   std::sort(complete.begin(), complete.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
   for (size_t i = static_cast<size_t>(keep_); i < complete.size(); ++i) {
     if (complete[i].second == protect) continue;
     Status s = Discard(env_, complete[i].second);
-    if (!s.ok()) LS_LOG(WARN) << "checkpoint pruning: " << s.message();
+    if (!s.ok()) {
+      LS_LOG(WARN) << "checkpoint pruning: " << s.message();
+    }
   }
 }
 
