@@ -11,6 +11,7 @@
 #include "lockstep/core/rng.h"
 #include "lockstep/nn/gpt.h"
 #include "lockstep/tensor/threads.h"
+#include "nn/gpt_fixture.h"
 #include "nn/grad_check.h"
 #include "nn/reference.h"
 
@@ -19,59 +20,11 @@ namespace {
 
 using autograd::Tape;
 using autograd::Variable;
+using testing::Batch;
+using testing::RandomBatch;
 using testing::RandomVector;
-
-GptConfig SmallConfig() {
-  GptConfig c;
-  c.vocab = 256;
-  c.context = 8;
-  c.layers = 2;
-  c.heads = 2;
-  c.width = 16;
-  c.mlp_ratio = 4;
-  c.init_seed = 3;
-  return c;
-}
-
-struct Batch {
-  std::vector<int32_t> tokens, targets;
-  int64_t B, T;
-  ModelInput input() const {
-    ModelInput in;
-    in.tokens = tokens.data();
-    in.targets = targets.data();
-    in.batch = B;
-    in.seq = T;
-    return in;
-  }
-};
-
-Batch RandomBatch(int64_t B, int64_t T, int64_t vocab, uint64_t seed) {
-  Batch b{{}, {}, B, T};
-  Rng rng(seed, 1);
-  for (int64_t i = 0; i < B * T; ++i) {
-    b.tokens.push_back(static_cast<int32_t>(rng.Below(vocab)));
-    b.targets.push_back(static_cast<int32_t>(rng.Below(vocab)));
-  }
-  return b;
-}
-
-// Large random parameters (the GPT-2 init is nearly linear and would test little):
-// matrices and embeddings U(-0.5, 0.5), LayerNorm weights 1 + U(-0.3, 0.3), biases
-// U(-0.2, 0.2).
-void Randomize(ParameterStore& ps, uint64_t seed) {
-  for (const ParamInfo& p : ps) {
-    std::vector<float> v = RandomVector(p.numel, 1.0f, seed + p.offset);
-    const bool is_ln = p.name.find("ln") != std::string::npos;
-    const bool is_bias = p.name.size() > 5 && p.name.substr(p.name.size() - 5) == ".bias";
-    for (int64_t j = 0; j < p.numel; ++j) {
-      float x = v[j];
-      ps.flat_params()[p.offset + j] = is_ln && !is_bias ? 1.0f + 0.3f * x
-                                       : is_bias          ? 0.2f * x
-                                                          : 0.5f * x;
-    }
-  }
-}
+using testing::Randomize;
+using testing::SmallConfig;
 
 TEST(Gpt, ParameterCountLayoutAndNames) {
   Gpt gpt{GptConfig{}};
