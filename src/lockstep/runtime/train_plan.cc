@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "lockstep/data/distributed_sampler.h"
 #include "lockstep/nn/model.h"
 
 namespace lockstep::runtime {
@@ -54,12 +55,7 @@ Result<TrainPlan> PlanTraining(const TrainOptions& options, int world) {
   probe.reset();
 
   const TrainSection& t = plan.run.train;
-  if (t.batch_size % world != 0) {
-    int64_t lo = t.batch_size / world * world, hi = lo + world;
-    return Status::InvalidArgument("train.batch_size " + std::to_string(t.batch_size) +
-                                   " is not divisible by the world size " + std::to_string(world) +
-                                   " (try " + (lo > 0 ? std::to_string(lo) + " or " : "") + std::to_string(hi) + ")");
-  }
+  if (t.batch_size % world != 0) return data::BatchNotDivisibleError("train.batch_size", t.batch_size, world);
   int64_t local = t.batch_size / world;
   if (local % t.accum_steps != 0)
     return Status::InvalidArgument("train.accum_steps " + std::to_string(t.accum_steps) +
