@@ -96,5 +96,29 @@ TEST(MaxPool2x2, ValuesAndGradients) {
                        {.coords = 200});
 }
 
+// The fused layer the cnn uses must equal ReLU then pooling bit for bit, including windows
+// that are all negative (no gradient), ties, and exact zeros.
+TEST(ReluMaxPool2x2, BitIdenticalToReluThenPool) {
+  const int64_t N = 2, C = 3, H = 6, W = 10;
+  std::vector<float> xv = RandomVector(N * C * H * W, 1.0f, 91), r = RandomVector(N * C * 3 * 5, 1.0f, 92);
+  for (size_t i = 0; i < xv.size(); i += 7) xv[i] = 0.0f;
+  for (size_t i = 3; i + 1 < xv.size(); i += 11) xv[i + 1] = xv[i];
+  auto run = [&](bool fused, std::vector<float>* dx) {
+    Tape tape;
+    Variable x = Leaf(tape, {N, C, H, W}, xv);
+    Variable y = fused ? ReluMaxPool2x2Forward(tape, x) : MaxPool2x2Forward(tape, ReluForward(tape, x));
+    tape.Backward(ProbeLoss(tape, y, r), 1.0f);
+    *dx = x.grad().ToVector();
+    return y.value().ToVector();
+  };
+  std::vector<float> dx_fused, dx_plain;
+  std::vector<float> y_fused = run(true, &dx_fused), y_plain = run(false, &dx_plain);
+  EXPECT_EQ(y_fused, y_plain);
+  EXPECT_EQ(dx_fused, dx_plain);
+  int zero_grads = 0;
+  for (float g : dx_fused) zero_grads += g == 0.0f;
+  EXPECT_GT(zero_grads, 0);  // the test covers inputs that get no gradient
+}
+
 }  // namespace
 }  // namespace lockstep::nn

@@ -4,9 +4,17 @@
 
 namespace lockstep::nn {
 
-Variable MaxPool2x2Forward(Tape& tape, const Variable& x) {
+namespace {
+
+void CheckPoolInput(const Variable& x) {
   LS_CHECK(x.value().ndim() == 4 && x.shape()[2] % 2 == 0 && x.shape()[3] % 2 == 0)
       << "MaxPool2x2 expects [N, C, H, W] with even H, W; got " << x.value().ToString();
+}
+
+}  // namespace
+
+Variable MaxPool2x2Forward(Tape& tape, const Variable& x) {
+  CheckPoolInput(x);
   const int64_t N = x.shape()[0], C = x.shape()[1], H = x.shape()[2], W = x.shape()[3];
   const bool rec = tape.ShouldRecord({&x});
   Variable y = tape.NewActivation({N, C, H / 2, W / 2}, rec);
@@ -20,6 +28,24 @@ void MaxPool2x2Backward(const Variable& y, const Variable& x, const tensor::Tens
   if (!y.has_grad()) return;
   tensor::MaxPool2x2Backward(x.GradAccumulate(), argmax.data<int32_t>(), y.grad().data<float>(),
                              x.shape()[0], x.shape()[1], x.shape()[2], x.shape()[3]);
+}
+
+Variable ReluMaxPool2x2Forward(Tape& tape, const Variable& x) {
+  CheckPoolInput(x);
+  const int64_t N = x.shape()[0], C = x.shape()[1], H = x.shape()[2], W = x.shape()[3];
+  const bool rec = tape.ShouldRecord({&x});
+  Variable y = tape.NewActivation({N, C, H / 2, W / 2}, rec);
+  tensor::Tensor argmax = tape.NewBuffer({N, C, H / 2, W / 2}, tensor::DType::kI32);
+  tensor::ReluMaxPool2x2Forward(y.data(), argmax.data<int32_t>(), x.data(), N, C, H, W);
+  if (rec) {
+    tape.Record({x}, [y, x, argmax] {
+      if (!y.has_grad()) return;
+      tensor::ReluMaxPool2x2Backward(x.GradAccumulate(), argmax.data<int32_t>(), y.data(),
+                                     y.grad().data<float>(), x.shape()[0], x.shape()[1],
+                                     x.shape()[2], x.shape()[3]);
+    });
+  }
+  return y;
 }
 
 }  // namespace lockstep::nn
