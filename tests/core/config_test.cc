@@ -61,6 +61,20 @@ TEST(Config, HashIsOrderIndependent) {
   EXPECT_NE(a->Hash(), b->Hash());
 }
 
+TEST(Config, HashWithoutIgnoresOnlyTheNamedEntries) {
+  auto a = Config::Parse("[a]\nx = 1\ny = 2\n[b]\nz = 3\n", "a");
+  ASSERT_TRUE(a.ok());
+  Config b = *a;
+  ASSERT_TRUE(b.Override("a.y=5").ok());
+  ASSERT_TRUE(b.Override("b.z=9").ok());
+  EXPECT_NE(a->Hash(), b.Hash());
+  EXPECT_EQ(a->HashWithout({"a.y", "b"}), b.HashWithout({"a.y", "b"}));
+  EXPECT_NE(a->HashWithout({"a.y"}), b.HashWithout({"a.y"}));  // b.z still differs
+  ASSERT_TRUE(b.Override("a.x=7").ok());
+  EXPECT_NE(a->HashWithout({"a.y", "b"}), b.HashWithout({"a.y", "b"}));
+  EXPECT_EQ(a->Hash(), Config(*a).Hash());  // the original tree is not modified
+}
+
 TEST(ParseSize, Suffixes) {
   EXPECT_EQ(*ParseSize("4096", "x"), 4096);
   EXPECT_EQ(*ParseSize("64K", "x"), 65536);

@@ -208,6 +208,19 @@ uint64_t Config::Hash() const {
   return Xxh64(text.data(), text.size());
 }
 
+uint64_t Config::HashWithout(std::initializer_list<std::string_view> entries) const {
+  Config copy(*this);
+  for (std::string_view entry : entries) {
+    std::string_view section, name;
+    if (!SplitKey(entry, &section, &name)) {
+      copy.root_->erase(entry);
+    } else if (toml::table* t = (*copy.root_)[section].as_table()) {
+      t->erase(name);
+    }
+  }
+  return copy.Hash();
+}
+
 Result<int64_t> ParseSize(std::string_view text, std::string_view what) {
   std::string s(text);
   auto bad = [&] {

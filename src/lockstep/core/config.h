@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <set>
 #include <string>
@@ -55,6 +56,10 @@ class Config {
   // stored in checkpoints.
   std::string ToToml() const;
   uint64_t Hash() const;
+  // The hash of the tree without some entries: "section.key" drops one key, "section" a
+  // whole section. Checkpoints use it to tell a foreign run from one resumed with other
+  // thread counts, step counts or output settings.
+  uint64_t HashWithout(std::initializer_list<std::string_view> entries) const;
 
   const std::string& source() const { return source_; }
 

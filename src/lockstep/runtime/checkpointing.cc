@@ -1,7 +1,10 @@
 #include "lockstep/runtime/checkpointing.h"
 
 #include "lockstep/checkpoint/reader.h"
+#include "lockstep/checkpoint/resolve.h"
 #include "lockstep/checkpoint/writer.h"
+#include "lockstep/core/hash.h"
+#include "lockstep/core/log.h"
 
 namespace lockstep::runtime {
 
@@ -31,8 +34,76 @@ Status SaveCheckpoint(const std::string& root, int keep, const nn::ParameterStor
   nlohmann::json extra = {{"config_hash", c.config_hash},
                           {"layout", c.layout},
                           {"loader", data::LoaderStateToJson(c.loader)},
-                          {"optimizer_step", c.optimizer_step}};
+                          {"optimizer_step", c.optimizer_step},
+                          {"rng", c.rng}};
   return writer.Commit(extra);
+}
+
+std::string TrajectoryHash(const Config& config) {
+  return HexU64(config.HashWithout({"train.threads", "train.steps", "train.epochs", "train.log_every",
+                                    "train.accum_steps", "train.bucket_bytes", "eval", "checkpoint",
+                                    "data.dir"}));
+}
+
+Result<std::string> ResolveResume(const std::string& resume, const std::string& out_dir) {
+  if (resume.empty()) return std::string();
+  if (resume == "auto") {
+    const std::string root = out_dir + "/checkpoints";
+    Result<std::string> found = checkpoint::FindNewestValid(root, nullptr);
+    if (found.ok()) return found;
+    if (found.status().code() != StatusCode::kNotFound) return found.status();
+    LS_LOG(INFO) << "--resume auto: no valid checkpoint under " << root << ", starting from step 0";
+    return std::string();
+  }
+  // A checkpoints root (has `latest`) stands for the checkpoint `latest` names.
+  Result<std::string> latest = checkpoint::ResolveLatest(resume);
+  return latest.ok() ? *latest : resume;
+}
+
+namespace {
+
+Result<int64_t> IntField(const nlohmann::json& extra, const char* key, const std::string& dir) {
+  auto it = extra.find(key);
+  if (it == extra.end() || !it->is_number_integer())
+    return Status::Corruption(dir + "/manifest.json: extra." + key + " is missing or not an integer");
+  return it->get<int64_t>();
+}
+
+Status ReadTensor(const checkpoint::Checkpoint& ckpt, const std::string& name, const nn::ParamInfo& p,
+                  float* out) {
+  const checkpoint::TensorInfo* info = ckpt.Find(name);
+  if (info == nullptr)
+    return Status::InvalidArgument(ckpt.dir() + ": checkpoint has no tensor '" + name + "' (a different model or optimizer?)");
+  if (info->shape != p.shape)
+    return Status::InvalidArgument(ckpt.dir() + ": tensor '" + name + "' has a different shape than the model's");
+  return ckpt.Read(name, 0, p.numel, out);
+}
+
+}  // namespace
+
+Result<CheckpointContents> LoadTrainingState(const std::string& dir, const std::string& expected_hash,
+                                             nn::ParameterStore* params,
+                                             const std::vector<OptimizerStateBuffer>& optimizer) {
+  LS_ASSIGN_OR_RETURN(checkpoint::Checkpoint ckpt, checkpoint::Checkpoint::Open(dir));
+  LS_RETURN_IF_ERROR(ckpt.CheckConfigHash(expected_hash));
+  for (const nn::ParamInfo& p : *params) {
+    LS_RETURN_IF_ERROR(ReadTensor(ckpt, "model." + p.name, p, params->flat_params() + p.offset));
+    for (const OptimizerStateBuffer& buf : optimizer)
+      LS_RETURN_IF_ERROR(ReadTensor(ckpt, "optim." + buf.kind + "." + p.name, p, buf.values.data() + p.offset));
+  }
+  const nlohmann::json& extra = ckpt.extra();
+  CheckpointContents c;
+  c.step = ckpt.step();
+  LS_ASSIGN_OR_RETURN(c.optimizer_step, IntField(extra, "optimizer_step", dir));
+  auto loader = extra.find("loader");
+  if (loader == extra.end()) return Status::Corruption(dir + "/manifest.json: extra.loader is missing");
+  Result<data::LoaderState> state = data::LoaderStateFromJson(*loader);
+  if (!state.ok()) return Status::Corruption(dir + "/manifest.json: extra.loader: " + state.status().message());
+  c.loader = *state;
+  c.config_hash = expected_hash;
+  if (auto it = extra.find("layout"); it != extra.end()) c.layout = *it;
+  if (auto it = extra.find("rng"); it != extra.end()) c.rng = *it;
+  return c;
 }
 
 Result<nlohmann::json> LoadParameters(const std::string& dir, nn::ParameterStore* params) {

@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "lockstep/core/config.h"
 #include "lockstep/core/result.h"
 #include "lockstep/data/loader_state.h"
 #include "lockstep/nn/parameter_store.h"
@@ -31,7 +32,20 @@ struct CheckpointContents {
   data::LoaderState loader;
   std::string config_hash;        // 16 hex digits
   nlohmann::json layout;          // {"world": N, "dp": N, "tp": 1, "pp": 1, "zero": 0}
+  nlohmann::json rng;             // {"kind": "philox4x32-10", "seed": S}: every stream derives from it
 };
+
+// The config hash a checkpoint carries: every key that shapes the training trajectory (model,
+// data, optimizer, batch, seed), but not thread counts, step counts, logging, evaluation,
+// checkpoint settings or data.dir, so a run resumed on another machine or extended with
+// --steps is still "the same run", while a checkpoint of another model or recipe is foreign.
+std::string TrajectoryHash(const Config& config);
+
+// --resume: "" (start fresh), "auto" (the newest checkpoint under <out>/checkpoints that
+// verifies; corrupt ones are skipped with a warning; "" when there is none) or a directory
+// (a step-XXXXXXXX checkpoint, or a checkpoints root whose `latest` is used). Returns the
+// checkpoint directory to load, or "".
+Result<std::string> ResolveResume(const std::string& resume, const std::string& out_dir);
 
 // Writes <root>/step-XXXXXXXX and moves `latest` to it (rank 0 only).
 Status SaveCheckpoint(const std::string& root, int keep, const nn::ParameterStore& params,
@@ -40,5 +54,12 @@ Status SaveCheckpoint(const std::string& root, int keep, const nn::ParameterStor
 // Loads parameter values by name from a checkpoint directory into `params` (shapes must
 // match), verifying the checksum of everything read. Returns the manifest's extra().
 Result<nlohmann::json> LoadParameters(const std::string& dir, nn::ParameterStore* params);
+
+// Everything a resumed run needs, read and verified from `dir`: parameters, each optimizer
+// buffer (by the same names SaveCheckpoint writes), the step counters and the loader
+// position. A checkpoint of another configuration (TrajectoryHash differs) is refused.
+Result<CheckpointContents> LoadTrainingState(const std::string& dir, const std::string& expected_hash,
+                                             nn::ParameterStore* params,
+                                             const std::vector<OptimizerStateBuffer>& optimizer);
 
 }  // namespace lockstep::runtime

@@ -27,4 +27,9 @@ class MetricsLog {
   std::string path_;
 };
 
+// Rewrites `path` (atomically: temporary file, fsync, rename) keeping only the rows whose
+// "step" is at most `step` and rows without a step; unparsable lines (a row torn by a crash)
+// are dropped. A missing file is fine (nothing to trim).
+Status TrimMetricsAfter(const std::string& path, int64_t step);
+
 }  // namespace lockstep::runtime

@@ -15,7 +15,6 @@ namespace {
 
 // Flags that belong to later parts of lockstep are refused clearly rather than ignored.
 Status CheckSupported(const TrainOptions& o) {
-  if (!o.resume.empty()) return Status::InvalidArgument("--resume is not supported yet");
   if (o.max_restarts > 0) return Status::InvalidArgument("--max-restarts is not supported yet");
   if (!o.inject_fault.empty()) return Status::InvalidArgument("--inject-fault is not supported yet");
   if (o.zero != 0) return Status::InvalidArgument("--zero " + std::to_string(o.zero) + " is not supported yet (only 0)");

@@ -12,6 +12,7 @@
 
 #include "lockstep/data/distributed_sampler.h"
 #include "lockstep/nn/model.h"
+#include "lockstep/runtime/checkpointing.h"
 
 namespace lockstep::runtime {
 
@@ -96,6 +97,7 @@ Result<TrainPlan> PlanTraining(const TrainOptions& options, int world) {
   plan.config_name = std::filesystem::path(options.config_path).stem().string();
   plan.out_dir = options.out_dir.empty() ? "runs/" + plan.config_name : options.out_dir;
   LS_RETURN_IF_ERROR(MakeDirs(plan.out_dir));
+  LS_ASSIGN_OR_RETURN(plan.resume_dir, ResolveResume(options.resume, plan.out_dir));
   return plan;
 }
 

@@ -29,6 +29,7 @@ struct TrainPlan {
   int64_t total_steps = 0;
   int64_t eval_every = 0;   // resolved: steps between validations (0 = only at the end)
   std::shared_ptr<const SharedData> data;
+  std::string resume_dir;   // checkpoint to resume from ("" = start at step 0)
 };
 
 // Reads the config, applies overrides and flags, validates every key and value (bad input

@@ -55,6 +55,10 @@ class Optimizer {
     else sgd_->Step(params, grads, lr);
   }
   int64_t step() const { return adamw_ ? adamw_->step() : sgd_->step(); }
+  void set_step(int64_t step) {
+    if (adamw_) adamw_->set_step(step);
+    else sgd_->set_step(step);
+  }
   // Flat state buffers laid out like the parameters, for checkpoints.
   std::vector<OptimizerStateBuffer> StateBuffers() {
     if (adamw_) return {{"exp_avg", adamw_->mutable_m()}, {"exp_avg_sq", adamw_->mutable_v()}};
@@ -79,6 +83,7 @@ class Trainer {
 
  private:
   Status Setup();
+  Status Resume();
   Status TrainStep(int64_t step);
   Status Validate(int64_t step);
   Status Save(int64_t step);
@@ -117,6 +122,7 @@ class Trainer {
   double last_val_acc_ = NAN;
   profile::TraceRecorder trace_;
   int64_t origin_ns_ = 0;  // rank 0's start: the trace's time zero on every rank
+  int64_t start_step_ = 0;  // steps already done (from the checkpoint resumed)
 };
 
 Status Trainer::Setup() {
@@ -129,6 +135,7 @@ Status Trainer::Setup() {
   LS_ASSIGN_OR_RETURN(optim::LrSchedule sched, optim::LrSchedule::Create(plan_.optim.schedule));
   schedule_.emplace(sched);
   ddp_ = std::make_unique<parallel::DataParallel>(comm_, &model_->params(), plan_.run.train.bucket_bytes);
+  if (!plan_.resume_dir.empty()) LS_RETURN_IF_ERROR(Resume());
   LS_RETURN_IF_ERROR(ddp_->BroadcastParameters());
   if (trace_.enabled()) {
     ddp_->set_trace(&trace_);
@@ -141,14 +148,34 @@ Status Trainer::Setup() {
     shard_losses_.assign(static_cast<size_t>(per_rank), 0.0f);
   }
   if (lead()) {
-    LS_ASSIGN_OR_RETURN(MetricsLog log, MetricsLog::Open(plan_.out_dir + "/metrics.jsonl", false));
+    const std::string path = plan_.out_dir + "/metrics.jsonl";
+    // A resumed run keeps the rows up to its checkpoint and drops what the lost steps wrote.
+    if (start_step_ > 0) LS_RETURN_IF_ERROR(TrimMetricsAfter(path, start_step_));
+    LS_ASSIGN_OR_RETURN(MetricsLog log, MetricsLog::Open(path, start_step_ > 0));
     metrics_.emplace(std::move(log));
     progress_.emplace(plan_.total_steps, plan_.run.train.log_every);
     LS_LOG(INFO) << "training " << model_->name() << " (" << model_->params().numel() << " parameters) on "
                  << world_ << " worker(s), backend " << comm_->backend_name() << ", "
                  << plan_.threads_per_worker << " compute thread(s) each, " << plan_.total_steps << " steps"
                  << (plan_.options.deterministic ? ", deterministic" : "") << "; output in " << plan_.out_dir;
+    if (start_step_ > 0) {
+      LS_LOG(INFO) << "resumed from " << plan_.resume_dir << " at step " << start_step_;
+      LS_RETURN_IF_ERROR(metrics_->Write({{"event", "resume"}, {"step", start_step_}, {"checkpoint", plan_.resume_dir}}));
+    }
   }
+  return Status::Ok();
+}
+
+// Every rank reads the whole (replicated) state; the reader verifies each checksum it touches.
+Status Trainer::Resume() {
+  LS_ASSIGN_OR_RETURN(CheckpointContents c, LoadTrainingState(plan_.resume_dir, TrajectoryHash(plan_.config),
+                                                              &model_->params(), optimizer_->StateBuffers()));
+  if (c.step > plan_.total_steps)
+    return Status::InvalidArgument(plan_.resume_dir + " is at step " + std::to_string(c.step) + ", past this run's " +
+                                   std::to_string(plan_.total_steps) + " steps (pass a larger --steps)");
+  optimizer_->set_step(c.optimizer_step);
+  LS_RETURN_IF_ERROR(data_->Restore(c.loader));
+  start_step_ = c.step;
   return Status::Ok();
 }
 
@@ -273,7 +300,8 @@ Status Trainer::Save(int64_t step) {
   c.step = step;
   c.optimizer_step = optimizer_->step();
   c.loader = data_->State();
-  c.config_hash = HexU64(plan_.config.Hash());
+  c.config_hash = TrajectoryHash(plan_.config);
+  c.rng = {{"kind", "philox4x32-10"}, {"seed", plan_.run.train.seed}};
   c.layout = {{"world", world_}, {"dp", world_}, {"tp", 1}, {"pp", 1}, {"zero", 0}};
   LS_RETURN_IF_ERROR(SaveCheckpoint(plan_.out_dir + "/checkpoints", static_cast<int>(plan_.run.checkpoint.keep),
                                     model_->params(), optimizer_->StateBuffers(), c));
@@ -324,7 +352,8 @@ Status Trainer::Finish() {
 
 Status Trainer::Run() {
   LS_RETURN_IF_ERROR(Setup());
-  for (int64_t step = 0; step < plan_.total_steps; ++step) {
+  if (start_step_ == plan_.total_steps) LS_RETURN_IF_ERROR(Validate(start_step_));  // nothing left to train
+  for (int64_t step = start_step_; step < plan_.total_steps; ++step) {
     LS_RETURN_IF_ERROR(TrainStep(step));
     bool last = step + 1 == plan_.total_steps;
     if (last || (plan_.eval_every > 0 && (step + 1) % plan_.eval_every == 0))
