@@ -10,6 +10,7 @@
 #include "lockstep/core/config.h"
 #include "lockstep/runtime/checkpoint_inspect.h"
 #include "lockstep/runtime/evaluate.h"
+#include "lockstep/runtime/supervisor.h"
 #include "lockstep/runtime/train.h"
 
 namespace lockstep::cli {
@@ -55,6 +56,9 @@ int Main(int argc, char** argv) {
   t->add_option("--trace", train.trace_file, "write a Chrome trace (JSON) of the run");
   t->add_option("--max-restarts", train.max_restarts, "restart failed workers up to R times")->check(CLI::Range(0, 1000));
   t->add_option("--inject-fault", train.inject_fault, "fault to inject, e.g. kill:rank=1:step=37");
+  t->add_option("--heartbeat-timeout", train.heartbeat_timeout_s,
+                "with --max-restarts: seconds without progress before a worker counts as hung")
+      ->check(CLI::Range(0.1, 1e6));
   t->add_option("--layout", train.layout, "parallel layout, e.g. dp=2,tp=2,pp=1");
   t->add_option("--zero", train.zero, "ZeRO stage 0|1|2|3")->check(CLI::Range(0, 3));
 
@@ -99,6 +103,8 @@ int Main(int argc, char** argv) {
   };
   if (t->parsed()) {
     if (!require(!train.config_path.empty(), "--config")) return 2;
+    // The supervisor comes first: it runs the whole job (mpirun included) as its child.
+    if (train.max_restarts > 0 && !comm::InsideMpirun()) return ExitCodeFor(runtime::RunSupervised(train));
     if (train.backend == "mpi" && !comm::InsideMpirun())
       return comm::RelaunchUnderMpirun(train.nproc, argc, argv, {});
     return ExitCodeFor(runtime::RunTrain(train));

@@ -9,7 +9,8 @@
 namespace lockstep::runtime {
 
 Status SaveCheckpoint(const std::string& root, int keep, const nn::ParameterStore& params,
-                      const std::vector<OptimizerStateBuffer>& optimizer, const CheckpointContents& c) {
+                      const std::vector<OptimizerStateBuffer>& optimizer, const CheckpointContents& c,
+                      const std::function<void()>& before_commit) {
   std::vector<checkpoint::ShardRef> pieces;
   for (const nn::ParamInfo& p : params) {
     checkpoint::ShardRef ref;
@@ -31,6 +32,7 @@ Status SaveCheckpoint(const std::string& root, int keep, const nn::ParameterStor
   LS_ASSIGN_OR_RETURN(checkpoint::CheckpointWriter writer,
                       checkpoint::CheckpointWriter::Begin(root, c.step, 0, 1, options));
   LS_RETURN_IF_ERROR(writer.WriteShard(pieces));
+  if (before_commit) before_commit();
   nlohmann::json extra = {{"config_hash", c.config_hash},
                           {"layout", c.layout},
                           {"loader", data::LoaderStateToJson(c.loader)},

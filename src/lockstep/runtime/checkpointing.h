@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <vector>
@@ -48,8 +49,11 @@ std::string TrajectoryHash(const Config& config);
 Result<std::string> ResolveResume(const std::string& resume, const std::string& out_dir);
 
 // Writes <root>/step-XXXXXXXX and moves `latest` to it (rank 0 only).
+// before_commit (may be empty) runs after the shard is on disk and before the manifest is
+// written: the point where --inject-fault kill:...:during=checkpoint strikes.
 Status SaveCheckpoint(const std::string& root, int keep, const nn::ParameterStore& params,
-                      const std::vector<OptimizerStateBuffer>& optimizer, const CheckpointContents& contents);
+                      const std::vector<OptimizerStateBuffer>& optimizer, const CheckpointContents& contents,
+                      const std::function<void()>& before_commit = {});
 
 // Loads parameter values by name from a checkpoint directory into `params` (shapes must
 // match), verifying the checksum of everything read. Returns the manifest's extra().

@@ -15,8 +15,6 @@ namespace {
 
 // Flags that belong to later parts of lockstep are refused clearly rather than ignored.
 Status CheckSupported(const TrainOptions& o) {
-  if (o.max_restarts > 0) return Status::InvalidArgument("--max-restarts is not supported yet");
-  if (!o.inject_fault.empty()) return Status::InvalidArgument("--inject-fault is not supported yet");
   if (o.zero != 0) return Status::InvalidArgument("--zero " + std::to_string(o.zero) + " is not supported yet (only 0)");
   if (!o.layout.empty() && o.layout != "dp=" + std::to_string(o.nproc))
     return Status::InvalidArgument("--layout " + o.layout + " is not supported yet (only dp=N)");

@@ -20,6 +20,7 @@ struct TrainOptions {
   bool deterministic = false;
   std::string trace_file;
   int max_restarts = 0;
+  double heartbeat_timeout_s = 300;    // supervisor: a rank silent this long is hung
   std::string inject_fault;
   std::string layout;                  // "dp=A,tp=B,pp=C" (any order)
   int zero = 0;

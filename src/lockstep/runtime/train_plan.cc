@@ -33,6 +33,11 @@ Status MakeDirs(const std::string& dir) {
 
 }  // namespace
 
+std::string OutDirFor(const TrainOptions& options) {
+  if (!options.out_dir.empty()) return options.out_dir;
+  return "runs/" + std::filesystem::path(options.config_path).stem().string();
+}
+
 Result<TrainPlan> PlanTraining(const TrainOptions& options, int world) {
   TrainPlan plan;
   plan.options = options;
@@ -95,7 +100,8 @@ Result<TrainPlan> PlanTraining(const TrainOptions& options, int world) {
   plan.threads_per_worker = t.threads > 0 ? t.threads : std::max(1, static_cast<int>(cores) / local_workers);
 
   plan.config_name = std::filesystem::path(options.config_path).stem().string();
-  plan.out_dir = options.out_dir.empty() ? "runs/" + plan.config_name : options.out_dir;
+  plan.out_dir = OutDirFor(options);
+  LS_ASSIGN_OR_RETURN(plan.fault, ParseFaultSpec(options.inject_fault, world, plan.total_steps));
   LS_RETURN_IF_ERROR(MakeDirs(plan.out_dir));
   LS_ASSIGN_OR_RETURN(plan.resume_dir, ResolveResume(options.resume, plan.out_dir));
   return plan;

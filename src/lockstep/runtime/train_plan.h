@@ -10,6 +10,7 @@
 
 #include "lockstep/core/config.h"
 #include "lockstep/optim/optim_config.h"
+#include "lockstep/runtime/fault_injection.h"
 #include "lockstep/runtime/run_config.h"
 #include "lockstep/runtime/shared_data.h"
 #include "lockstep/runtime/train_options.h"
@@ -29,12 +30,16 @@ struct TrainPlan {
   int64_t total_steps = 0;
   int64_t eval_every = 0;   // resolved: steps between validations (0 = only at the end)
   std::shared_ptr<const SharedData> data;
+  FaultSpec fault;          // --inject-fault
   std::string resume_dir;   // checkpoint to resume from ("" = start at step 0)
 };
 
 // Reads the config, applies overrides and flags, validates every key and value (bad input
 // is InvalidArgument naming the key or flag), loads the datasets and creates --out.
 Result<TrainPlan> PlanTraining(const TrainOptions& options, int world);
+
+// --out, or runs/<config file stem> when it is not given.
+std::string OutDirFor(const TrainOptions& options);
 
 // Loads a config file and applies --set overrides (shared by train and eval).
 Result<Config> LoadConfigWithOverrides(const std::string& path, const std::vector<std::string>& overrides);

@@ -23,6 +23,7 @@
 #include "lockstep/profile/trace.h"
 #include "lockstep/runtime/checkpointing.h"
 #include "lockstep/runtime/eval_loop.h"
+#include "lockstep/runtime/heartbeat.h"
 #include "lockstep/runtime/metrics_log.h"
 #include "lockstep/runtime/progress.h"
 #include "lockstep/runtime/shared_data.h"
@@ -123,6 +124,7 @@ class Trainer {
   profile::TraceRecorder trace_;
   int64_t origin_ns_ = 0;  // rank 0's start: the trace's time zero on every rank
   int64_t start_step_ = 0;  // steps already done (from the checkpoint resumed)
+  Heartbeat heartbeat_{rank_};
 };
 
 Status Trainer::Setup() {
@@ -294,7 +296,10 @@ Status Trainer::Validate(int64_t step) {
 }
 
 Status Trainer::Save(int64_t step) {
-  if (!lead()) return Status::Ok();  // data-parallel state is replicated: rank 0 writes it all
+  if (!lead()) {  // data-parallel state is replicated: rank 0 writes it all
+    InjectDuringCheckpoint(plan_.fault, rank_);
+    return Status::Ok();
+  }
   Stopwatch clock;
   CheckpointContents c;
   c.step = step;
@@ -304,7 +309,8 @@ Status Trainer::Save(int64_t step) {
   c.rng = {{"kind", "philox4x32-10"}, {"seed", plan_.run.train.seed}};
   c.layout = {{"world", world_}, {"dp", world_}, {"tp", 1}, {"pp", 1}, {"zero", 0}};
   LS_RETURN_IF_ERROR(SaveCheckpoint(plan_.out_dir + "/checkpoints", static_cast<int>(plan_.run.checkpoint.keep),
-                                    model_->params(), optimizer_->StateBuffers(), c));
+                                    model_->params(), optimizer_->StateBuffers(), c,
+                                    [&] { InjectDuringCheckpoint(plan_.fault, rank_); }));
   char line[160];
   std::snprintf(line, sizeof(line), "step %lld: checkpoint saved in %.0f ms", static_cast<long long>(step), clock.ElapsedMs());
   progress_->Print(line);
@@ -353,13 +359,17 @@ Status Trainer::Finish() {
 Status Trainer::Run() {
   LS_RETURN_IF_ERROR(Setup());
   if (start_step_ == plan_.total_steps) LS_RETURN_IF_ERROR(Validate(start_step_));  // nothing left to train
+  heartbeat_.Beat();
   for (int64_t step = start_step_; step < plan_.total_steps; ++step) {
+    InjectAtStep(plan_.fault, rank_, step);
     LS_RETURN_IF_ERROR(TrainStep(step));
+    heartbeat_.Beat();
     bool last = step + 1 == plan_.total_steps;
     if (last || (plan_.eval_every > 0 && (step + 1) % plan_.eval_every == 0))
       LS_RETURN_IF_ERROR(Validate(step + 1));
     const int64_t every = plan_.run.checkpoint.every;
     if (last || (every > 0 && (step + 1) % every == 0)) LS_RETURN_IF_ERROR(Save(step + 1));
+    heartbeat_.Beat();
   }
   return Finish();
 }
