@@ -70,7 +70,7 @@ int Main(int argc, char** argv) {
 
   std::string inspect_dir;
   CLI::App* in = app.add_subcommand("inspect", "print a checkpoint's manifest and verify its checksums");
-  in->add_option("CHECKPOINT_DIR", inspect_dir, "checkpoint directory")->required();
+  in->add_option("CHECKPOINT_DIR", inspect_dir, "checkpoint directory (or a checkpoints root: its latest)")->required();
 
   BenchCommArgs bench;
   std::string min_bytes = "8", max_bytes = "64M";

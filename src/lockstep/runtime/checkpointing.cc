@@ -11,6 +11,12 @@ namespace lockstep::runtime {
 Status SaveCheckpoint(const std::string& root, int keep, const nn::ParameterStore& params,
                       const std::vector<OptimizerStateBuffer>& optimizer, const CheckpointContents& c,
                       const std::function<void()>& before_commit) {
+  return SaveCheckpointFrom(root, keep, params, params.flat_params(), optimizer, c, before_commit);
+}
+
+Status SaveCheckpointFrom(const std::string& root, int keep, const nn::ParameterStore& params,
+                          const float* values, const std::vector<OptimizerStateBuffer>& optimizer,
+                          const CheckpointContents& c, const std::function<void()>& before_commit) {
   std::vector<checkpoint::ShardRef> pieces;
   for (const nn::ParamInfo& p : params) {
     checkpoint::ShardRef ref;
@@ -19,7 +25,7 @@ Status SaveCheckpoint(const std::string& root, int keep, const nn::ParameterStor
     ref.begin = 0;
     ref.end = p.numel;
     ref.name = "model." + p.name;
-    ref.data = params.flat_params() + p.offset;
+    ref.data = values + p.offset;
     pieces.push_back(ref);
     for (const OptimizerStateBuffer& buf : optimizer) {
       ref.name = "optim." + buf.kind + "." + p.name;

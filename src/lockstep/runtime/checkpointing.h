@@ -55,6 +55,12 @@ Status SaveCheckpoint(const std::string& root, int keep, const nn::ParameterStor
                       const std::vector<OptimizerStateBuffer>& optimizer, const CheckpointContents& contents,
                       const std::function<void()>& before_commit = {});
 
+// The same, with the parameter values read from `values` (a copy laid out like
+// params.flat_params(); params supplies names, shapes and offsets).
+Status SaveCheckpointFrom(const std::string& root, int keep, const nn::ParameterStore& params,
+                          const float* values, const std::vector<OptimizerStateBuffer>& optimizer,
+                          const CheckpointContents& contents, const std::function<void()>& before_commit);
+
 // Loads parameter values by name from a checkpoint directory into `params` (shapes must
 // match), verifying the checksum of everything read. Returns the manifest's extra().
 Result<nlohmann::json> LoadParameters(const std::string& dir, nn::ParameterStore* params);

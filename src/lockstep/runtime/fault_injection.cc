@@ -16,7 +16,7 @@ std::atomic<bool> fired{false};
 
 Status Bad(const std::string& spec, const std::string& why) {
   return Status::InvalidArgument("--inject-fault '" + spec + "': " + why +
-                                 " (expected kill:rank=R:step=S, kill:rank=R:during=checkpoint or hang:rank=R:step=S)");
+                                 " (expected kill:rank=R:step=S, kill:rank=R:during=checkpoint[:step=S] or hang:rank=R:step=S)");
 }
 
 bool ParseInt(const std::string& s, int64_t* out) {
@@ -44,7 +44,8 @@ Result<FaultSpec> ParseFaultSpec(const std::string& spec, int world, int64_t tot
   std::vector<std::string> parts;
   std::stringstream ss(spec);
   for (std::string p; std::getline(ss, p, ':');) parts.push_back(p);
-  if (parts.size() != 3) return Bad(spec, "wrong number of fields");
+  if (parts.size() != 3 && !(parts.size() == 4 && parts[2] == "during=checkpoint"))
+    return Bad(spec, "wrong number of fields");
   if (parts[0] == "kill") f.kind = FaultSpec::Kind::kKill;
   else if (parts[0] == "hang") f.kind = FaultSpec::Kind::kHang;
   else return Bad(spec, "unknown fault '" + parts[0] + "'");
@@ -55,9 +56,10 @@ Result<FaultSpec> ParseFaultSpec(const std::string& spec, int world, int64_t tot
   if (parts[2] == "during=checkpoint") {
     if (f.kind != FaultSpec::Kind::kKill) return Bad(spec, "during=checkpoint is a kill");
     f.during_checkpoint = true;
-    return f;
+    if (parts.size() == 3) return f;
   }
-  if (parts[2].rfind("step=", 0) != 0 || !ParseInt(parts[2].substr(5), &f.step)) return Bad(spec, "bad step");
+  const std::string& step = parts.back();
+  if (step.rfind("step=", 0) != 0 || !ParseInt(step.substr(5), &f.step)) return Bad(spec, "bad step");
   if (f.step < 1 || f.step > total_steps)
     return Bad(spec, "step " + std::to_string(f.step) + " is not in this run's 1.." + std::to_string(total_steps));
   return f;
@@ -69,8 +71,8 @@ void InjectAtStep(const FaultSpec& spec, int rank, int64_t step) {
   Fire(spec, rank, ("at step " + std::to_string(spec.step)).c_str());
 }
 
-void InjectDuringCheckpoint(const FaultSpec& spec, int rank) {
-  if (!spec.during_checkpoint || rank != spec.rank) return;
+void InjectDuringCheckpoint(const FaultSpec& spec, int rank, int64_t step) {
+  if (!spec.during_checkpoint || rank != spec.rank || (spec.step != 0 && spec.step != step)) return;
   if (fired.exchange(true)) return;
   Fire(spec, rank, "while writing a checkpoint");
 }

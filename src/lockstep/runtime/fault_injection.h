@@ -6,6 +6,8 @@
 //   kill:rank=R:step=S              SIGKILL as step S (1-based) begins on rank R
 //   kill:rank=R:during=checkpoint   SIGKILL on rank R while its first checkpoint is being
 //                                   written (after its shard is on disk, before the commit)
+//   kill:rank=R:during=checkpoint:step=S
+//                                   the same, in the checkpoint of step S
 //   hang:rank=R:step=S              rank R sleeps forever as step S begins
 //
 // Under --max-restarts the supervisor injects the fault into the first attempt only.
@@ -22,7 +24,7 @@ struct FaultSpec {
   enum class Kind { kNone, kKill, kHang };
   Kind kind = Kind::kNone;
   int rank = 0;
-  int64_t step = 0;               // 0 with during_checkpoint
+  int64_t step = 0;               // with during_checkpoint: 0 = the first checkpoint
   bool during_checkpoint = false;
 };
 
@@ -32,8 +34,8 @@ struct FaultSpec {
 Result<FaultSpec> ParseFaultSpec(const std::string& spec, int world, int64_t total_steps);
 
 // Fire the fault if it is due: at the start of 0-based step `step` on `rank`, or while
-// `rank` writes a checkpoint. Fires at most once per process.
+// `rank` writes the checkpoint of step `step`. Fires at most once per process.
 void InjectAtStep(const FaultSpec& spec, int rank, int64_t step);
-void InjectDuringCheckpoint(const FaultSpec& spec, int rank);
+void InjectDuringCheckpoint(const FaultSpec& spec, int rank, int64_t step);
 
 }  // namespace lockstep::runtime

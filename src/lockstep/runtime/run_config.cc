@@ -54,6 +54,7 @@ Result<RunConfig> ReadRunConfig(const Config& c) {
 
   LS_ASSIGN_OR_RETURN(r.checkpoint.every, c.GetInt("checkpoint.every", r.checkpoint.every));
   LS_ASSIGN_OR_RETURN(r.checkpoint.keep, c.GetInt("checkpoint.keep", r.checkpoint.keep));
+  LS_ASSIGN_OR_RETURN(r.checkpoint.async, c.GetBool("checkpoint.async", r.checkpoint.async));
   LS_RETURN_IF_ERROR(NonNegative("checkpoint.every", r.checkpoint.every));
   LS_RETURN_IF_ERROR(Positive("checkpoint.keep", r.checkpoint.keep));
 

@@ -32,6 +32,7 @@ struct EvalSection {
 struct CheckpointSection {
   int64_t every = 0;             // steps; 0 = only at the end
   int64_t keep = 3;
+  bool async = true;             // write in the background from a staging copy
 };
 
 

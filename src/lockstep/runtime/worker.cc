@@ -21,6 +21,7 @@
 #include "lockstep/optim/sgd.h"
 #include "lockstep/parallel/data_parallel.h"
 #include "lockstep/profile/trace.h"
+#include "lockstep/runtime/async_checkpoint.h"
 #include "lockstep/runtime/checkpointing.h"
 #include "lockstep/runtime/eval_loop.h"
 #include "lockstep/runtime/heartbeat.h"
@@ -88,6 +89,9 @@ class Trainer {
   Status TrainStep(int64_t step);
   Status Validate(int64_t step);
   Status Save(int64_t step);
+  // Logs checkpoints that finished writing in the background; `wait` blocks for one in flight.
+  Status ReportSaves(bool wait);
+  Status LogSave(const SaveReport& r);
   Status Finish();
   Status WriteTrace();
   // Runs fn() and records it on the trace as [start, end).
@@ -125,6 +129,7 @@ class Trainer {
   int64_t origin_ns_ = 0;  // rank 0's start: the trace's time zero on every rank
   int64_t start_step_ = 0;  // steps already done (from the checkpoint resumed)
   Heartbeat heartbeat_{rank_};
+  std::unique_ptr<AsyncCheckpointSaver> saver_;  // rank 0
 };
 
 Status Trainer::Setup() {
@@ -297,10 +302,12 @@ Status Trainer::Validate(int64_t step) {
 
 Status Trainer::Save(int64_t step) {
   if (!lead()) {  // data-parallel state is replicated: rank 0 writes it all
-    InjectDuringCheckpoint(plan_.fault, rank_);
+    InjectDuringCheckpoint(plan_.fault, rank_, step);
     return Status::Ok();
   }
-  Stopwatch clock;
+  if (!saver_)
+    saver_ = std::make_unique<AsyncCheckpointSaver>(plan_.out_dir + "/checkpoints",
+                                                    static_cast<int>(plan_.run.checkpoint.keep), plan_.run.checkpoint.async);
   CheckpointContents c;
   c.step = step;
   c.optimizer_step = optimizer_->step();
@@ -308,13 +315,33 @@ Status Trainer::Save(int64_t step) {
   c.config_hash = TrajectoryHash(plan_.config);
   c.rng = {{"kind", "philox4x32-10"}, {"seed", plan_.run.train.seed}};
   c.layout = {{"world", world_}, {"dp", world_}, {"tp", 1}, {"pp", 1}, {"zero", 0}};
-  LS_RETURN_IF_ERROR(SaveCheckpoint(plan_.out_dir + "/checkpoints", static_cast<int>(plan_.run.checkpoint.keep),
-                                    model_->params(), optimizer_->StateBuffers(), c,
-                                    [&] { InjectDuringCheckpoint(plan_.fault, rank_); }));
-  char line[160];
-  std::snprintf(line, sizeof(line), "step %lld: checkpoint saved in %.0f ms", static_cast<long long>(step), clock.ElapsedMs());
+  std::vector<SaveReport> finished;
+  const FaultSpec fault = plan_.fault;
+  const int rank = rank_;
+  LS_RETURN_IF_ERROR(saver_->Save(model_->params(), optimizer_->StateBuffers(), c,
+                                  [fault, rank, step] { InjectDuringCheckpoint(fault, rank, step); }, &finished));
+  for (const SaveReport& r : finished) LS_RETURN_IF_ERROR(LogSave(r));
+  return Status::Ok();
+}
+
+Status Trainer::ReportSaves(bool wait) {
+  if (!saver_) return Status::Ok();
+  std::optional<Result<SaveReport>> r = wait ? saver_->Wait() : saver_->Poll();
+  if (!r) return Status::Ok();
+  if (!r->ok()) return r->status();
+  return LogSave(**r);
+}
+
+// One metrics row per committed checkpoint: what the step waited (stall_ms) and what the
+// write cost (write_ms, bytes, MB/s), so the async save's benefit is visible in every run.
+Status Trainer::LogSave(const SaveReport& r) {
+  const double mb_per_s = r.write_ms > 0 ? r.bytes / 1e6 / (r.write_ms / 1e3) : 0;
+  char line[200];
+  std::snprintf(line, sizeof(line), "step %lld: checkpoint saved (%.1f MB in %.0f ms, %.0f MB/s; step stalled %.1f ms)",
+                static_cast<long long>(r.step), r.bytes / 1e6, r.write_ms, mb_per_s, r.stall_ms);
   progress_->Print(line);
-  return metrics_->Write({{"event", "checkpoint"}, {"step", step}, {"save_ms", clock.ElapsedMs()}});
+  return metrics_->Write({{"event", "checkpoint"}, {"step", r.step}, {"async", r.async}, {"stall_ms", r.stall_ms},
+                          {"write_ms", r.write_ms}, {"bytes", r.bytes}, {"mb_per_s", mb_per_s}});
 }
 
 // Every rank's events travel to rank 0 (size, then bytes), which writes one file.
@@ -340,6 +367,7 @@ Status Trainer::WriteTrace() {
 }
 
 Status Trainer::Finish() {
+  LS_RETURN_IF_ERROR(ReportSaves(/*wait=*/true));  // `done` only once the last checkpoint is committed
   if (trace_.enabled()) LS_RETURN_IF_ERROR(WriteTrace());
   std::string hash = WeightsXxh64(model_->params());
   if (!lead()) return Status::Ok();
@@ -369,6 +397,7 @@ Status Trainer::Run() {
       LS_RETURN_IF_ERROR(Validate(step + 1));
     const int64_t every = plan_.run.checkpoint.every;
     if (last || (every > 0 && (step + 1) % every == 0)) LS_RETURN_IF_ERROR(Save(step + 1));
+    LS_RETURN_IF_ERROR(ReportSaves(/*wait=*/false));
     heartbeat_.Beat();
   }
   return Finish();

@@ -1,0 +1,68 @@
+// Asynchronous checkpoint save (checkpoint.async = true, the default). Save() copies the
+// parameters and optimizer state into a staging buffer owned by the saver (the only part the
+// training step waits for: one memcpy of the state) and writes the checkpoint from that copy
+// on a background thread while training goes on. At most one save is in flight: a new Save()
+// first waits for the previous one, so checkpoints commit in step order and the staging
+// buffer is reused without reallocating.
+//
+// With async = false, Save() writes before returning (the same files, the same commit), which
+// is what the stall of an async save is measured against.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <atomic>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "lockstep/core/result.h"
+#include "lockstep/runtime/checkpointing.h"
+
+namespace lockstep::runtime {
+
+struct SaveReport {
+  int64_t step = 0;
+  double stall_ms = 0;   // time the training step waited in Save() (snapshot, earlier save)
+  double write_ms = 0;   // writing and committing the checkpoint (files fsynced, latest moved)
+  int64_t bytes = 0;     // tensor bytes written
+  bool async = false;
+};
+
+class AsyncCheckpointSaver {
+ public:
+  AsyncCheckpointSaver(std::string root, int keep, bool async) : root_(std::move(root)), keep_(keep), async_(async) {}
+  ~AsyncCheckpointSaver();  // waits for a save in flight (its result is dropped)
+  AsyncCheckpointSaver(const AsyncCheckpointSaver&) = delete;
+  AsyncCheckpointSaver& operator=(const AsyncCheckpointSaver&) = delete;
+
+  // Starts saving the current state as checkpoint contents.step. `finished` receives the
+  // report of the previous save if Save had to wait for it. before_commit as in
+  // SaveCheckpoint (runs on the writing thread). A failure of the previous save is returned.
+  Status Save(const nn::ParameterStore& params, const std::vector<OptimizerStateBuffer>& optimizer,
+              const CheckpointContents& contents, std::function<void()> before_commit,
+              std::vector<SaveReport>* finished);
+
+  // The report of a save that has finished since the last call (never blocks), or nullopt.
+  std::optional<Result<SaveReport>> Poll();
+  // Waits for the save in flight; nullopt when there is none.
+  std::optional<Result<SaveReport>> Wait();
+
+ private:
+  void Join();
+
+  std::string root_;
+  int keep_;
+  bool async_;
+  // Staging copy: parameters, then each optimizer buffer, each params.numel() floats.
+  std::vector<float> staging_;
+  std::vector<OptimizerStateBuffer> staged_optimizer_;
+  nn::ParameterStore const* layout_ = nullptr;  // names, shapes and offsets of the tensors
+  std::thread writer_;
+  std::atomic<bool> done_{false};
+  Status status_;
+  SaveReport report_;
+};
+
+}  // namespace lockstep::runtime
