@@ -90,5 +90,20 @@ TEST(BenchComm, SmallSweepPassesAndBadOpIsUsageError) {
   EXPECT_EQ(RunLockstep({"bench-comm", "--min-bytes", "1M", "--max-bytes", "1K"}).exit_code, 2);
 }
 
+// --inject-fault specs are checked before anything runs: malformed, unknown kind, a rank
+// outside the world, a step outside the run.
+TEST(CliErrors, BadFaultSpecs) {
+  auto run = [](const std::string& spec) {
+    return RunLockstep({"train", "--config", "configs/gpt-tiny.toml", "--steps", "5", "--inject-fault", spec});
+  };
+  ExpectUsageError(run("kill"), "--inject-fault 'kill'");
+  ExpectUsageError(run("explode:rank=0:step=1"), "unknown fault");
+  ExpectUsageError(run("kill:rank=1:step=2"), "rank 1 is not in a world of 1");
+  ExpectUsageError(run("kill:rank=0:step=6"), "step 6 is not in this run's 1..5");
+  ExpectUsageError(run("kill:rank=0:step=0"), "step 0");
+  ExpectUsageError(run("hang:rank=0:during=checkpoint"), "during=checkpoint is a kill");
+  ExpectUsageError(run("kill:rank=x:step=1"), "bad rank");
+}
+
 }  // namespace
 }  // namespace lockstep::testing

@@ -19,7 +19,8 @@ namespace {
 // Bad input exits 2, failures at run time exit 1 (DESIGN.md, CLI contract).
 int ExitCodeFor(const Status& s) {
   if (s.ok()) return 0;
-  std::fprintf(stderr, "lockstep: error: %s\n", s.message().c_str());
+  // An empty message: the error was already printed (by the supervised worker).
+  if (!s.message().empty()) std::fprintf(stderr, "lockstep: error: %s\n", s.message().c_str());
   return s.code() == StatusCode::kInvalidArgument || s.code() == StatusCode::kNotFound ? 2 : 1;
 }
 

@@ -55,7 +55,7 @@ std::vector<std::string> ChildArgs(const TrainOptions& o, const std::string& out
 }
 
 // Starts the child in its own process group (so the whole job can be signalled at once).
-Result<pid_t> Spawn(const std::vector<std::string>& args, const std::string& heartbeat_dir) {
+Result<pid_t> Spawn(const std::vector<std::string>& args, const std::string& heartbeat_dir, bool restart) {
   std::vector<char*> argv;
   for (const std::string& s : args) argv.push_back(const_cast<char*>(s.c_str()));
   argv.push_back(nullptr);
@@ -67,6 +67,8 @@ Result<pid_t> Spawn(const std::vector<std::string>& args, const std::string& hea
     ::signal(SIGINT, SIG_DFL);
     ::signal(SIGTERM, SIG_DFL);
     ::setenv(kHeartbeatDirEnv, heartbeat_dir.c_str(), 1);
+    if (restart) ::setenv(kRestartEnv, "1", 1);
+    else ::unsetenv(kRestartEnv);
     ::execv("/proc/self/exe", argv.data());
     std::fprintf(stderr, "lockstep: supervisor: cannot start the worker: %s\n", std::strerror(errno));
     ::_exit(127);
@@ -148,7 +150,7 @@ Status RunSupervised(const TrainOptions& options) {
     std::string resume = options.resume;
     if (attempt > 0) resume = LatestIdentity(root) == stale_latest ? options.resume : "auto";
     for (const auto& e : fs::directory_iterator(heartbeat_dir, ec)) fs::remove(e.path(), ec);
-    LS_ASSIGN_OR_RETURN(pid_t pid, Spawn(ChildArgs(options, out_dir, resume, attempt == 0), heartbeat_dir));
+    LS_ASSIGN_OR_RETURN(pid_t pid, Spawn(ChildArgs(options, out_dir, resume, attempt == 0), heartbeat_dir, attempt > 0));
     { std::ofstream(out_dir + "/worker.pid", std::ios::trunc) << pid << "\n"; }
     const auto launched = std::chrono::steady_clock::now();
     int status = 0;
@@ -179,7 +181,7 @@ Status RunSupervised(const TrainOptions& options) {
       return Status::Ok();
     }
     if (reaped && WIFEXITED(status) && WEXITSTATUS(status) == 2)
-      return Status::InvalidArgument("the worker stopped on bad input (exit status 2); not restarting");
+      return Status::InvalidArgument("");  // bad input: the worker printed the one-line error; not retried
     if (cause.empty()) cause = "worker " + DescribeExit(status);
     StopGroup(pid, reaped);
     last_cause = cause;

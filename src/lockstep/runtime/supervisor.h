@@ -16,6 +16,10 @@
 
 namespace lockstep::runtime {
 
+// Set in the environment of a restarted attempt: even when it starts from step 0 (nothing
+// committed yet) it keeps metrics.jsonl (the supervisor's restart rows) instead of truncating.
+inline constexpr const char* kRestartEnv = "LOCKSTEP_SUPERVISED_RESTART";
+
 // argv0: unused (the child is /proc/self/exe). Returns Ok when an attempt finished the run.
 Status RunSupervised(const TrainOptions& options);
 

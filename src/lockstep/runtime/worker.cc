@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <optional>
 #include <type_traits>
@@ -29,6 +30,7 @@
 #include "lockstep/runtime/progress.h"
 #include "lockstep/runtime/shared_data.h"
 #include "lockstep/runtime/step_stats.h"
+#include "lockstep/runtime/supervisor.h"
 #include "lockstep/runtime/weights_hash.h"
 #include "lockstep/tensor/threads.h"
 
@@ -157,8 +159,9 @@ Status Trainer::Setup() {
   if (lead()) {
     const std::string path = plan_.out_dir + "/metrics.jsonl";
     // A resumed run keeps the rows up to its checkpoint and drops what the lost steps wrote.
-    if (start_step_ > 0) LS_RETURN_IF_ERROR(TrimMetricsAfter(path, start_step_));
-    LS_ASSIGN_OR_RETURN(MetricsLog log, MetricsLog::Open(path, start_step_ > 0));
+    const bool keep_rows = start_step_ > 0 || std::getenv(kRestartEnv) != nullptr;
+    if (keep_rows) LS_RETURN_IF_ERROR(TrimMetricsAfter(path, start_step_));
+    LS_ASSIGN_OR_RETURN(MetricsLog log, MetricsLog::Open(path, keep_rows));
     metrics_.emplace(std::move(log));
     progress_.emplace(plan_.total_steps, plan_.run.train.log_every);
     LS_LOG(INFO) << "training " << model_->name() << " (" << model_->params().numel() << " parameters) on "
