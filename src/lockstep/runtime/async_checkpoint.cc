@@ -42,25 +42,42 @@ Status AsyncCheckpointSaver::Save(const nn::ParameterStore& params, const std::v
     finished->push_back(r);
     return Status::Ok();
   }
-  // Snapshot: the one part of an async save the step waits for.
-  staging_.resize(static_cast<size_t>(n) * (1 + optimizer.size()));
-  std::memcpy(staging_.data(), params.flat_params(), static_cast<size_t>(n) * sizeof(float));
-  staged_optimizer_.clear();
-  for (size_t i = 0; i < optimizer.size(); ++i) {
-    float* dst = staging_.data() + static_cast<size_t>(n) * (i + 1);
-    std::memcpy(dst, optimizer[i].values.data(), static_cast<size_t>(n) * sizeof(float));
-    staged_optimizer_.push_back({optimizer[i].kind, std::span<float>(dst, static_cast<size_t>(n))});
-  }
   layout_ = &params;
   report_ = SaveReport{contents.step, stall.ElapsedMs(), 0, bytes, true};
   done_.store(false, std::memory_order_relaxed);
-  writer_ = std::thread([this, contents, before_commit = std::move(before_commit)] {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    snapshot_taken_ = false;
+  }
+  writer_ = std::thread([this, n, optimizer, contents, before_commit = std::move(before_commit)] {
     Stopwatch write;
+    // Allocated here, not in Save(): the first save's page faults stay off the training thread.
+    staging_.resize(static_cast<size_t>(n) * (1 + optimizer.size()));
+    std::memcpy(staging_.data(), layout_->flat_params(), static_cast<size_t>(n) * sizeof(float));
+    staged_optimizer_.clear();
+    for (size_t i = 0; i < optimizer.size(); ++i) {
+      float* dst = staging_.data() + static_cast<size_t>(n) * (i + 1);
+      std::memcpy(dst, optimizer[i].values.data(), static_cast<size_t>(n) * sizeof(float));
+      staged_optimizer_.push_back({optimizer[i].kind, std::span<float>(dst, static_cast<size_t>(n))});
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      snapshot_taken_ = true;
+    }
+    snapshot_cv_.notify_all();
     status_ = SaveCheckpointFrom(root_, keep_, *layout_, staging_.data(), staged_optimizer_, contents, before_commit);
     report_.write_ms = write.ElapsedMs();
     done_.store(true, std::memory_order_release);
   });
   return Status::Ok();
+}
+
+void AsyncCheckpointSaver::WaitForSnapshot() {
+  Stopwatch waited;
+  std::unique_lock<std::mutex> lock(mu_);
+  if (snapshot_taken_) return;
+  snapshot_cv_.wait(lock, [this] { return snapshot_taken_; });
+  report_.stall_ms += waited.ElapsedMs();
 }
 
 }  // namespace lockstep::runtime

@@ -1,9 +1,11 @@
-// Asynchronous checkpoint save (checkpoint.async = true, the default). Save() copies the
-// parameters and optimizer state into a staging buffer owned by the saver (the only part the
-// training step waits for: one memcpy of the state) and writes the checkpoint from that copy
-// on a background thread while training goes on. At most one save is in flight: a new Save()
-// first waits for the previous one, so checkpoints commit in step order and the staging
-// buffer is reused without reallocating.
+// Asynchronous checkpoint save (checkpoint.async = true, the default). Save() returns at once;
+// a background thread first copies the parameters and optimizer state into a staging buffer
+// owned by the saver, then writes the checkpoint from that copy while training goes on.
+// The state does not change until the next optimizer update, so the copy overlaps the next
+// step's forward and backward passes: the trainer calls WaitForSnapshot() just before it
+// updates the parameters, and only waits if the copy is not done by then. At most one save is
+// in flight: a new Save() first waits for the previous one, so checkpoints commit in step
+// order and the staging buffer is reused without reallocating.
 //
 // With async = false, Save() writes before returning (the same files, the same commit), which
 // is what the stall of an async save is measured against.
@@ -12,6 +14,8 @@
 #include <cstdint>
 #include <functional>
 #include <atomic>
+#include <condition_variable>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -40,9 +44,13 @@ class AsyncCheckpointSaver {
   // Starts saving the current state as checkpoint contents.step. `finished` receives the
   // report of the previous save if Save had to wait for it. before_commit as in
   // SaveCheckpoint (runs on the writing thread). A failure of the previous save is returned.
+  // `params` and the optimizer buffers must not change before WaitForSnapshot() returns.
   Status Save(const nn::ParameterStore& params, const std::vector<OptimizerStateBuffer>& optimizer,
               const CheckpointContents& contents, std::function<void()> before_commit,
               std::vector<SaveReport>* finished);
+
+  // Blocks until the snapshot of the save in flight (if any) is taken; the wait counts as stall.
+  void WaitForSnapshot();
 
   // The report of a save that has finished since the last call (never blocks), or nullopt.
   std::optional<Result<SaveReport>> Poll();
@@ -61,6 +69,9 @@ class AsyncCheckpointSaver {
   nn::ParameterStore const* layout_ = nullptr;  // names, shapes and offsets of the tensors
   std::thread writer_;
   std::atomic<bool> done_{false};
+  std::mutex mu_;
+  std::condition_variable snapshot_cv_;
+  bool snapshot_taken_ = true;  // guarded by mu_
   Status status_;
   SaveReport report_;
 };

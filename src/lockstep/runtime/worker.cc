@@ -254,6 +254,7 @@ Status Trainer::TrainStep(int64_t step) {
   if (plan_.optim.grad_clip > 0)
     optim::ClipByGlobalNorm(params.flat_grads(), params.numel(), plan_.optim.grad_clip, grad_norm);
   float lr = schedule_->LrAt(step);
+  if (saver_) saver_->WaitForSnapshot();  // an async save may still be copying the parameters
   optimizer_->Step(params.flat_params(), params.flat_grads(), lr);
   trace_.Add("optimizer", "compute", optim_clock_start, NowNanos());
   double optim_ms = optim_clock.ElapsedMs();
