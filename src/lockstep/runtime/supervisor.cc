@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -93,6 +94,8 @@ double SecondsSince(const fs::file_time_type& t) {
 
 // The rank whose heartbeat is oldest, and how old it is; before any rank has beaten, the
 // time since launch stands in.
+constexpr double kStartupGraceS = 60;
+
 std::pair<std::string, double> StalestHeartbeat(const std::string& dir, double since_launch) {
   std::pair<std::string, double> worst{"", -1};
   std::error_code ec;
@@ -168,7 +171,11 @@ Status RunSupervised(const TrainOptions& options) {
       }
       double since_launch = std::chrono::duration<double>(std::chrono::steady_clock::now() - launched).count();
       auto [who, age] = StalestHeartbeat(heartbeat_dir, since_launch);
-      if (age > options.heartbeat_timeout_s) {
+      // Start-up (process launch, data and checkpoint loading) gets at least kStartupGraceS
+      // before the first beat, so a short --heartbeat-timeout does not misfire on a slow start.
+      const bool started = who.rfind("every rank", 0) != 0;
+      const double limit = started ? options.heartbeat_timeout_s : std::max(options.heartbeat_timeout_s, kStartupGraceS);
+      if (age > limit) {
         char buf[160];
         std::snprintf(buf, sizeof(buf), "no heartbeat from %s for %.0f s (hung)", who.c_str(), age);
         cause = buf;

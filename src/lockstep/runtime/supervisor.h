@@ -1,7 +1,8 @@
 // Supervisor: `lockstep train --max-restarts R`. The process the user started becomes a
 // supervisor; the training job (one process for the threads backend, mpirun and its ranks for
 // MPI) runs as a child process group under it. A worker that exits non-zero, dies from a
-// signal, or stops beating its heartbeat for --heartbeat-timeout seconds (a hang) fails the
+// signal, or stops beating its heartbeat for --heartbeat-timeout seconds (a hang; before the
+// first beat, start-up gets at least 60 s) fails the
 // attempt: the supervisor stops the whole group (SIGTERM, then SIGKILL after a grace period)
 // and starts it again with --resume auto, up to R times, logging each restart and its cause
 // (stderr and a {"event":"restart"} row in metrics.jsonl). Bad input (exit status 2) is not
