@@ -105,5 +105,17 @@ TEST(CliErrors, BadFaultSpecs) {
   ExpectUsageError(run("kill:rank=x:step=1"), "bad rank");
 }
 
+// --layout: the product of the factors must be the world size, and the error names them.
+TEST(CliErrors, BadLayouts) {
+  auto run = [](std::vector<std::string> extra) {
+    std::vector<std::string> a = {"train", "--config", "configs/gpt-tiny.toml", "--steps", "1"};
+    a.insert(a.end(), extra.begin(), extra.end());
+    return RunLockstep(a);
+  };
+  ExpectUsageError(run({"--nproc", "4", "--layout", "dp=2,tp=2,pp=2"}), "dp × tp × pp = 2 × 2 × 2 = 8 workers, but the world has 4");
+  ExpectUsageError(run({"--nproc", "2", "--layout", "dp=2,ep=2"}), "unknown factor 'ep'");
+  ExpectUsageError(run({"--nproc", "2", "--layout", "tp=2"}), "not supported yet");
+}
+
 }  // namespace
 }  // namespace lockstep::testing

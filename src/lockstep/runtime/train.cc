@@ -7,6 +7,7 @@
 #include "lockstep/comm/mpi/launch.h"
 #include "lockstep/comm/mpi/mpi_communicator.h"
 #include "lockstep/comm/threads/threads_world.h"
+#include "lockstep/parallel/mesh.h"
 #include "lockstep/runtime/train_plan.h"
 #include "lockstep/runtime/worker.h"
 
@@ -15,9 +16,10 @@ namespace {
 
 // Flags that belong to later parts of lockstep are refused clearly rather than ignored.
 Status CheckSupported(const TrainOptions& o) {
+  LS_ASSIGN_OR_RETURN(parallel::ParallelDims dims, parallel::ParallelDims::Parse(o.layout, o.nproc, o.zero));
   if (o.zero != 0) return Status::InvalidArgument("--zero " + std::to_string(o.zero) + " is not supported yet (only 0)");
-  if (!o.layout.empty() && o.layout != "dp=" + std::to_string(o.nproc))
-    return Status::InvalidArgument("--layout " + o.layout + " is not supported yet (only dp=N)");
+  if (dims.tp > 1 || dims.pp > 1)
+    return Status::InvalidArgument("--layout " + o.layout + " is not supported yet (only data parallel: tp=1, pp=1)");
   return Status::Ok();
 }
 
