@@ -7,6 +7,7 @@
 #include <fstream>
 #include <sstream>
 
+#include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 namespace lockstep::testing {
@@ -70,6 +71,27 @@ std::vector<std::string> TinyGptFlags() {
   return {"--config", "configs/gpt-tiny.toml", "--set", "model.layers=1", "--set", "model.width=32",
           "--set", "model.heads=2", "--set", "model.context=32", "--set", "train.batch_size=8",
           "--set", "optim.warmup_steps=1", "--set", "eval.batches=2", "--set", "train.log_every=1"};
+}
+
+std::vector<std::string> TinyTrainArgs(const std::string& out, int steps, int checkpoint_every,
+                                       const std::vector<std::string>& extra) {
+  std::vector<std::string> args = TinyGptFlags();
+  args.insert(args.begin(), "train");
+  for (const std::string& e : {std::string("--steps"), std::to_string(steps), std::string("--out"), out,
+                               std::string("--set"), "checkpoint.every=" + std::to_string(checkpoint_every),
+                               std::string("--set"), std::string("checkpoint.keep=5")})
+    args.push_back(e);
+  args.insert(args.end(), extra.begin(), extra.end());
+  return args;
+}
+
+std::string TrainTiny(const std::string& prefix, int steps, int checkpoint_every,
+                      const std::vector<std::string>& extra) {
+  std::string dir = MakeTempDir(prefix);
+  CommandResult r = RunLockstep(TinyTrainArgs(dir, steps, checkpoint_every, extra));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(DoneHash(dir).size(), 16u) << r.err;
+  return dir;
 }
 
 }  // namespace lockstep::testing

@@ -28,4 +28,14 @@ std::string DoneHash(const std::string& run_dir);
 // Flags that shrink gpt-tiny to a model that trains in well under a second per step.
 std::vector<std::string> TinyGptFlags();
 
+// `train` + TinyGptFlags() + --steps, --out, a checkpoint every `checkpoint_every` steps
+// (keeping 5), then `extra`.
+std::vector<std::string> TinyTrainArgs(const std::string& out, int steps, int checkpoint_every,
+                                       const std::vector<std::string>& extra);
+
+// Runs TinyTrainArgs into a fresh directory named after `prefix`, expecting success and a
+// done line; returns the directory.
+std::string TrainTiny(const std::string& prefix, int steps, int checkpoint_every,
+                      const std::vector<std::string>& extra);
+
 }  // namespace lockstep::testing

@@ -17,23 +17,11 @@ namespace {
 constexpr int kSteps = 8;
 
 std::vector<std::string> Flags(const std::string& out, std::vector<std::string> extra) {
-  std::vector<std::string> args = TinyGptFlags();
-  args.insert(args.begin(), "train");
-  for (auto& e : std::vector<std::string>{"--steps", std::to_string(kSteps), "--out", out, "--set",
-                                          "checkpoint.every=4", "--set", "checkpoint.keep=5"})
-    args.push_back(e);
-  args.insert(args.end(), extra.begin(), extra.end());
-  return args;
+  return TinyTrainArgs(out, kSteps, 4, extra);
 }
 
 // Trains kSteps into a fresh directory; returns it.
-std::string Uninterrupted(std::vector<std::string> extra) {
-  std::string dir = MakeTempDir("resume-full");
-  CommandResult r = RunLockstep(Flags(dir, extra));
-  EXPECT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_EQ(DoneHash(dir).size(), 16u);
-  return dir;
-}
+std::string Uninterrupted(std::vector<std::string> extra) { return TrainTiny("resume-full", kSteps, 4, extra); }
 
 std::string Step4(const std::string& run) { return run + "/checkpoints/step-00000004"; }
 

@@ -16,20 +16,11 @@ namespace {
 constexpr int kSteps = 8;
 
 std::vector<std::string> Flags(const std::string& out, std::vector<std::string> extra) {
-  std::vector<std::string> args = TinyGptFlags();
-  args.insert(args.begin(), "train");
-  for (auto& e : std::vector<std::string>{"--steps", std::to_string(kSteps), "--out", out, "--set",
-                                          "checkpoint.every=2", "--set", "checkpoint.keep=5"})
-    args.push_back(e);
-  args.insert(args.end(), extra.begin(), extra.end());
-  return args;
+  return TinyTrainArgs(out, kSteps, 2, extra);
 }
 
 std::string UninterruptedHash(std::vector<std::string> extra) {
-  std::string dir = MakeTempDir("sup-full");
-  CommandResult r = RunLockstep(Flags(dir, extra));
-  EXPECT_EQ(r.exit_code, 0) << r.err;
-  return DoneHash(dir);
+  return DoneHash(TrainTiny("sup-full", kSteps, 2, extra));
 }
 
 // A step in [1, kSteps], different from run to run; the trace names it so a failure reproduces.

@@ -11,17 +11,24 @@ void CheckPoolInput(const Variable& x) {
       << "MaxPool2x2 expects [N, C, H, W] with even H, W; got " << x.value().ToString();
 }
 
-}  // namespace
-
-Variable MaxPool2x2Forward(Tape& tape, const Variable& x) {
+// The shared shape of both pools: output and argmax of [N, C, H/2, W/2], the forward kernel
+// fn(y, argmax, x, N, C, H, W), and the backward recorded when the tape records.
+template <typename Kernel, typename Backward>
+Variable Pool2x2(Tape& tape, const Variable& x, Kernel kernel, Backward backward) {
   CheckPoolInput(x);
   const int64_t N = x.shape()[0], C = x.shape()[1], H = x.shape()[2], W = x.shape()[3];
   const bool rec = tape.ShouldRecord({&x});
   Variable y = tape.NewActivation({N, C, H / 2, W / 2}, rec);
   tensor::Tensor argmax = tape.NewBuffer({N, C, H / 2, W / 2}, tensor::DType::kI32);
-  tensor::MaxPool2x2Forward(y.data(), argmax.data<int32_t>(), x.data(), N, C, H, W);
-  if (rec) tape.Record({x}, [y, x, argmax] { MaxPool2x2Backward(y, x, argmax); });
+  kernel(y.data(), argmax.data<int32_t>(), x.data(), N, C, H, W);
+  if (rec) tape.Record({x}, [y, x, argmax, backward] { backward(y, x, argmax); });
   return y;
+}
+
+}  // namespace
+
+Variable MaxPool2x2Forward(Tape& tape, const Variable& x) {
+  return Pool2x2(tape, x, tensor::MaxPool2x2Forward, MaxPool2x2Backward);
 }
 
 void MaxPool2x2Backward(const Variable& y, const Variable& x, const tensor::Tensor& argmax) {
@@ -31,21 +38,13 @@ void MaxPool2x2Backward(const Variable& y, const Variable& x, const tensor::Tens
 }
 
 Variable ReluMaxPool2x2Forward(Tape& tape, const Variable& x) {
-  CheckPoolInput(x);
-  const int64_t N = x.shape()[0], C = x.shape()[1], H = x.shape()[2], W = x.shape()[3];
-  const bool rec = tape.ShouldRecord({&x});
-  Variable y = tape.NewActivation({N, C, H / 2, W / 2}, rec);
-  tensor::Tensor argmax = tape.NewBuffer({N, C, H / 2, W / 2}, tensor::DType::kI32);
-  tensor::ReluMaxPool2x2Forward(y.data(), argmax.data<int32_t>(), x.data(), N, C, H, W);
-  if (rec) {
-    tape.Record({x}, [y, x, argmax] {
-      if (!y.has_grad()) return;
-      tensor::ReluMaxPool2x2Backward(x.GradAccumulate(), argmax.data<int32_t>(), y.data(),
-                                     y.grad().data<float>(), x.shape()[0], x.shape()[1],
-                                     x.shape()[2], x.shape()[3]);
-    });
-  }
-  return y;
+  return Pool2x2(tape, x, tensor::ReluMaxPool2x2Forward,
+                 [](const Variable& y, const Variable& x, const tensor::Tensor& argmax) {
+                   if (!y.has_grad()) return;
+                   tensor::ReluMaxPool2x2Backward(x.GradAccumulate(), argmax.data<int32_t>(), y.data(),
+                                                  y.grad().data<float>(), x.shape()[0], x.shape()[1],
+                                                  x.shape()[2], x.shape()[3]);
+                 });
 }
 
 }  // namespace lockstep::nn
