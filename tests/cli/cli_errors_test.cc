@@ -115,6 +115,7 @@ TEST(CliErrors, BadLayouts) {
   ExpectUsageError(run({"--nproc", "4", "--layout", "dp=2,tp=2,pp=2"}), "dp × tp × pp = 2 × 2 × 2 = 8 workers, but the world has 4");
   ExpectUsageError(run({"--nproc", "2", "--layout", "dp=2,ep=2"}), "unknown factor 'ep'");
   ExpectUsageError(run({"--nproc", "2", "--layout", "tp=2"}), "not supported yet");
+  ExpectUsageError(run({"--nproc", "2", "--zero", "2"}), "--zero 2 is not supported yet");
 }
 
 }  // namespace

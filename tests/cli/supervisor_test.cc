@@ -120,11 +120,12 @@ TEST(Supervisor, KillDuringACheckpointLeavesLatestValid) {
   ExpectRecovered(sup, r, want, "SIGKILL");
 }
 
+// The timeout leaves room for an fsync on a loaded disk (a CI machine building in parallel).
 TEST(Supervisor, HungWorkerIsDetectedByItsHeartbeat) {
   const std::string want = UninterruptedHash({});
   std::string dir = MakeTempDir("sup-hang");
   CommandResult r = RunLockstep(Flags(
-      dir, {"--max-restarts", "2", "--heartbeat-timeout", "2", "--inject-fault", "hang:rank=0:step=5"}));
+      dir, {"--max-restarts", "2", "--heartbeat-timeout", "6", "--inject-fault", "hang:rank=0:step=5"}));
   EXPECT_NE(r.err.find("(hung)"), std::string::npos) << r.err;
   ExpectRecovered(dir, r, want, "no heartbeat from rank-0");
 }

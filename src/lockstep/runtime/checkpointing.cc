@@ -1,5 +1,7 @@
 #include "lockstep/runtime/checkpointing.h"
 
+#include <algorithm>
+
 #include "lockstep/checkpoint/reader.h"
 #include "lockstep/checkpoint/resolve.h"
 #include "lockstep/checkpoint/writer.h"
@@ -16,29 +18,45 @@ Status SaveCheckpoint(const std::string& root, int keep, const nn::ParameterStor
 
 Status SaveCheckpointFrom(const std::string& root, int keep, const nn::ParameterStore& params,
                           const float* values, const std::vector<OptimizerStateBuffer>& optimizer,
-                          const CheckpointContents& c, const std::function<void()>& before_commit) {
+                          const CheckpointContents& c, const std::function<void()>& before_commit,
+                          const ShardWriteContext& shard) {
   std::vector<checkpoint::ShardRef> pieces;
   for (const nn::ParamInfo& p : params) {
     checkpoint::ShardRef ref;
     ref.global_shape = p.shape;
     ref.dtype = checkpoint::DType::kF32;
-    ref.begin = 0;
-    ref.end = p.numel;
-    ref.name = "model." + p.name;
-    ref.data = values + p.offset;
-    pieces.push_back(ref);
+    if (shard.rank == 0) {
+      ref.name = "model." + p.name;
+      ref.begin = 0;
+      ref.end = p.numel;
+      ref.data = values + p.offset;
+      pieces.push_back(ref);
+    }
     for (const OptimizerStateBuffer& buf : optimizer) {
+      // The part of this parameter inside the buffer's range, in flat coordinates.
+      const int64_t lo = std::max(p.offset, buf.begin);
+      const int64_t hi = std::min(p.offset + p.numel, buf.begin + static_cast<int64_t>(buf.values.size()));
+      if (lo >= hi) continue;
       ref.name = "optim." + buf.kind + "." + p.name;
-      ref.data = buf.values.data() + p.offset;
+      ref.begin = lo - p.offset;
+      ref.end = hi - p.offset;
+      ref.data = buf.values.data() + (lo - buf.begin);
       pieces.push_back(ref);
     }
   }
   checkpoint::WriterOptions options;
   options.keep = keep;
   LS_ASSIGN_OR_RETURN(checkpoint::CheckpointWriter writer,
-                      checkpoint::CheckpointWriter::Begin(root, c.step, 0, 1, options));
-  LS_RETURN_IF_ERROR(writer.WriteShard(pieces));
+                      checkpoint::CheckpointWriter::Begin(root, c.step, shard.rank, shard.world, options));
+  Status written = writer.WriteShard(pieces);
   if (before_commit) before_commit();
+  if (shard.world > 1) {
+    const bool all = shard.all_ok(written.ok());
+    if (!written.ok()) return written;
+    if (!all) return Status::Aborted("checkpoint of step " + std::to_string(c.step) + ": another rank failed to write its shard");
+  }
+  LS_RETURN_IF_ERROR(written);
+  if (shard.rank != 0) return Status::Ok();
   nlohmann::json extra = {{"config_hash", c.config_hash},
                           {"layout", c.layout},
                           {"loader", data::LoaderStateToJson(c.loader)},
@@ -78,13 +96,13 @@ Result<int64_t> IntField(const nlohmann::json& extra, const char* key, const std
 }
 
 Status ReadTensor(const checkpoint::Checkpoint& ckpt, const std::string& name, const nn::ParamInfo& p,
-                  float* out) {
+                  int64_t begin, int64_t end, float* out) {
   const checkpoint::TensorInfo* info = ckpt.Find(name);
   if (info == nullptr)
     return Status::InvalidArgument(ckpt.dir() + ": checkpoint has no tensor '" + name + "' (a different model or optimizer?)");
   if (info->shape != p.shape)
     return Status::InvalidArgument(ckpt.dir() + ": tensor '" + name + "' has a different shape than the model's");
-  return ckpt.Read(name, 0, p.numel, out);
+  return ckpt.Read(name, begin, end, out);
 }
 
 }  // namespace
@@ -95,9 +113,15 @@ Result<CheckpointContents> LoadTrainingState(const std::string& dir, const std::
   LS_ASSIGN_OR_RETURN(checkpoint::Checkpoint ckpt, checkpoint::Checkpoint::Open(dir));
   LS_RETURN_IF_ERROR(ckpt.CheckConfigHash(expected_hash));
   for (const nn::ParamInfo& p : *params) {
-    LS_RETURN_IF_ERROR(ReadTensor(ckpt, "model." + p.name, p, params->flat_params() + p.offset));
-    for (const OptimizerStateBuffer& buf : optimizer)
-      LS_RETURN_IF_ERROR(ReadTensor(ckpt, "optim." + buf.kind + "." + p.name, p, buf.values.data() + p.offset));
+    LS_RETURN_IF_ERROR(ReadTensor(ckpt, "model." + p.name, p, 0, p.numel, params->flat_params() + p.offset));
+    for (const OptimizerStateBuffer& buf : optimizer) {
+      // Only the elements of this rank's range: any layout's shards serve any other's ranges.
+      const int64_t lo = std::max(p.offset, buf.begin);
+      const int64_t hi = std::min(p.offset + p.numel, buf.begin + static_cast<int64_t>(buf.values.size()));
+      if (lo >= hi) continue;
+      LS_RETURN_IF_ERROR(ReadTensor(ckpt, "optim." + buf.kind + "." + p.name, p, lo - p.offset, hi - p.offset,
+                                    buf.values.data() + (lo - buf.begin)));
+    }
   }
   const nlohmann::json& extra = ckpt.extra();
   CheckpointContents c;

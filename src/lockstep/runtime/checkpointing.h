@@ -21,10 +21,23 @@
 
 namespace lockstep::runtime {
 
-// One named flat optimizer-state buffer laid out like the parameters (AdamW m, v; SGD momentum).
+// One named flat optimizer-state buffer laid out like the parameters (AdamW m, v; SGD
+// momentum), or a contiguous range of it (a ZeRO shard): values[i] belongs to flat element
+// begin + i.
 struct OptimizerStateBuffer {
   std::string kind;          // "exp_avg", "exp_avg_sq", "momentum"
-  std::span<float> values;   // params.numel() floats
+  std::span<float> values;   // params.numel() floats, or the shard's
+  int64_t begin = 0;
+};
+
+// Which part of a checkpoint this rank writes. world 1: everything. With world > 1 (ZeRO)
+// every rank calls the save: rank 0 writes the parameters, each rank its optimizer shard,
+// then all_ok (a collective: true when every rank's write succeeded) decides whether rank 0
+// commits.
+struct ShardWriteContext {
+  int rank = 0;
+  int world = 1;
+  std::function<bool(bool ok)> all_ok;
 };
 
 struct CheckpointContents {
@@ -59,7 +72,8 @@ Status SaveCheckpoint(const std::string& root, int keep, const nn::ParameterStor
 // params.flat_params(); params supplies names, shapes and offsets).
 Status SaveCheckpointFrom(const std::string& root, int keep, const nn::ParameterStore& params,
                           const float* values, const std::vector<OptimizerStateBuffer>& optimizer,
-                          const CheckpointContents& contents, const std::function<void()>& before_commit);
+                          const CheckpointContents& contents, const std::function<void()>& before_commit,
+                          const ShardWriteContext& shard = {});
 
 // Loads parameter values by name from a checkpoint directory into `params` (shapes must
 // match), verifying the checksum of everything read. Returns the manifest's extra().

@@ -17,7 +17,7 @@ namespace {
 // Flags that belong to later parts of lockstep are refused clearly rather than ignored.
 Status CheckSupported(const TrainOptions& o) {
   LS_ASSIGN_OR_RETURN(parallel::ParallelDims dims, parallel::ParallelDims::Parse(o.layout, o.nproc, o.zero));
-  if (o.zero != 0) return Status::InvalidArgument("--zero " + std::to_string(o.zero) + " is not supported yet (only 0)");
+  if (o.zero > 1) return Status::InvalidArgument("--zero " + std::to_string(o.zero) + " is not supported yet (only 0 and 1)");
   if (dims.tp > 1 || dims.pp > 1)
     return Status::InvalidArgument("--layout " + o.layout + " is not supported yet (only data parallel: tp=1, pp=1)");
   return Status::Ok();

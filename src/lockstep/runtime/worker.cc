@@ -21,6 +21,7 @@
 #include "lockstep/optim/lr_schedule.h"
 #include "lockstep/optim/sgd.h"
 #include "lockstep/parallel/data_parallel.h"
+#include "lockstep/parallel/zero.h"
 #include "lockstep/profile/trace.h"
 #include "lockstep/runtime/async_checkpoint.h"
 #include "lockstep/runtime/checkpointing.h"
@@ -37,13 +38,14 @@
 namespace lockstep::runtime {
 namespace {
 
-// AdamW or SGD over the whole flat buffer (every data-parallel rank steps all of it).
+// AdamW or SGD over `owned`: the whole flat buffer (every data-parallel rank steps all of
+// it), or with ZeRO-1 this rank's shard of it.
 class Optimizer {
  public:
-  static Result<Optimizer> Create(const optim::OptimConfig& cfg, const nn::ParameterStore& params) {
+  static Result<Optimizer> Create(const optim::OptimConfig& cfg, const nn::ParameterStore& params,
+                                  optim::FlatRange all) {
     std::vector<optim::ParamGroupSpan> groups;
     for (const nn::ParamInfo& p : params) groups.push_back({p.offset, p.numel, p.decay});
-    optim::FlatRange all{0, params.numel()};
     Optimizer o;
     if (cfg.kind == optim::OptimizerKind::kAdamW) {
       LS_ASSIGN_OR_RETURN(auto a, optim::AdamW::Create(cfg.adamw, groups, all));
@@ -63,11 +65,14 @@ class Optimizer {
     if (adamw_) adamw_->set_step(step);
     else sgd_->set_step(step);
   }
-  // Flat state buffers laid out like the parameters, for checkpoints.
-  std::vector<OptimizerStateBuffer> StateBuffers() {
-    if (adamw_) return {{"exp_avg", adamw_->mutable_m()}, {"exp_avg_sq", adamw_->mutable_v()}};
+  // Flat state buffers laid out like the parameters of the owned range, for checkpoints.
+  std::vector<OptimizerStateBuffer> StateBuffers(int64_t begin) {
+    if (adamw_) return {{"exp_avg", adamw_->mutable_m(), begin}, {"exp_avg_sq", adamw_->mutable_v(), begin}};
     if (sgd_->mutable_momentum_buffer().empty()) return {};
-    return {{"momentum", sgd_->mutable_momentum_buffer()}};
+    return {{"momentum", sgd_->mutable_momentum_buffer(), begin}};
+  }
+  int64_t StateBytes(int64_t owned) {
+    return static_cast<int64_t>(StateBuffers(0).size()) * owned * static_cast<int64_t>(sizeof(float));
   }
 
  private:
@@ -91,6 +96,12 @@ class Trainer {
   Status TrainStep(int64_t step);
   Status Validate(int64_t step);
   Status Save(int64_t step);
+  Status SaveSharded(int64_t step);
+  CheckpointContents Contents(int64_t step);
+  nlohmann::json Layout() const {
+    return {{"world", world_}, {"dp", world_}, {"tp", 1}, {"pp", 1}, {"zero", zero_}};
+  }
+  Status LogMemory();  // this rank's parameter, gradient and optimizer-state bytes
   // Logs checkpoints that finished writing in the background; `wait` blocks for one in flight.
   Status ReportSaves(bool wait);
   Status LogSave(const SaveReport& r);
@@ -131,7 +142,11 @@ class Trainer {
   int64_t origin_ns_ = 0;  // rank 0's start: the trace's time zero on every rank
   int64_t start_step_ = 0;  // steps already done (from the checkpoint resumed)
   Heartbeat heartbeat_{rank_};
-  std::unique_ptr<AsyncCheckpointSaver> saver_;  // rank 0
+  std::unique_ptr<AsyncCheckpointSaver> saver_;  // rank 0, replicated states
+  const int zero_ = plan_.options.zero;           // ZeRO stage (0 or 1)
+  optim::FlatRange owned_;                         // the part of the flat buffer this rank updates
+  std::unique_ptr<parallel::ShardedParamGather> gather_;  // ZeRO-1: re-assembles the parameters
+  nlohmann::json memory_row_;
 };
 
 Status Trainer::Setup() {
@@ -139,13 +154,17 @@ Status Trainer::Setup() {
   tensor::SetDeterministicCompute(plan_.options.deterministic);
   LS_ASSIGN_OR_RETURN(model_, nn::MakeModel(config_));
   LS_ASSIGN_OR_RETURN(data_, RankData::Create(plan_.data, plan_.run, rank_, world_));
-  LS_ASSIGN_OR_RETURN(Optimizer opt, Optimizer::Create(plan_.optim, model_->params()));
+  const int64_t numel = model_->params().numel();
+  owned_ = zero_ > 0 ? parallel::ShardRange(numel, rank_, world_) : optim::FlatRange{0, numel};
+  if (zero_ > 0) gather_ = std::make_unique<parallel::ShardedParamGather>(comm_, numel);
+  LS_ASSIGN_OR_RETURN(Optimizer opt, Optimizer::Create(plan_.optim, model_->params(), owned_));
   optimizer_.emplace(std::move(opt));
   LS_ASSIGN_OR_RETURN(optim::LrSchedule sched, optim::LrSchedule::Create(plan_.optim.schedule));
   schedule_.emplace(sched);
   ddp_ = std::make_unique<parallel::DataParallel>(comm_, &model_->params(), plan_.run.train.bucket_bytes);
   if (!plan_.resume_dir.empty()) LS_RETURN_IF_ERROR(Resume());
   LS_RETURN_IF_ERROR(ddp_->BroadcastParameters());
+  LS_RETURN_IF_ERROR(LogMemory());
   if (trace_.enabled()) {
     ddp_->set_trace(&trace_);
     origin_ns_ = NowNanos();
@@ -179,7 +198,7 @@ Status Trainer::Setup() {
 // Every rank reads the whole (replicated) state; the reader verifies each checksum it touches.
 Status Trainer::Resume() {
   LS_ASSIGN_OR_RETURN(CheckpointContents c, LoadTrainingState(plan_.resume_dir, TrajectoryHash(plan_.config),
-                                                              &model_->params(), optimizer_->StateBuffers()));
+                                                              &model_->params(), optimizer_->StateBuffers(owned_.begin)));
   if (c.step > plan_.total_steps)
     return Status::InvalidArgument(plan_.resume_dir + " is at step " + std::to_string(c.step) + ", past this run's " +
                                    std::to_string(plan_.total_steps) + " steps (pass a larger --steps)");
@@ -255,7 +274,8 @@ Status Trainer::TrainStep(int64_t step) {
     optim::ClipByGlobalNorm(params.flat_grads(), params.numel(), plan_.optim.grad_clip, grad_norm);
   float lr = schedule_->LrAt(step);
   if (saver_) saver_->WaitForSnapshot();  // an async save may still be copying the parameters
-  optimizer_->Step(params.flat_params(), params.flat_grads(), lr);
+  optimizer_->Step(params.flat_params() + owned_.begin, params.flat_grads() + owned_.begin, lr);
+  if (gather_) LS_RETURN_IF_ERROR(Traced("param all-gather", "comm", [&] { return gather_->Gather(params.flat_params()); }));
   trace_.Add("optimizer", "compute", optim_clock_start, NowNanos());
   double optim_ms = optim_clock.ElapsedMs();
 
@@ -305,6 +325,7 @@ Status Trainer::Validate(int64_t step) {
 }
 
 Status Trainer::Save(int64_t step) {
+  if (zero_ > 0) return SaveSharded(step);
   if (!lead()) {  // data-parallel state is replicated: rank 0 writes it all
     InjectDuringCheckpoint(plan_.fault, rank_, step);
     return Status::Ok();
@@ -312,20 +333,64 @@ Status Trainer::Save(int64_t step) {
   if (!saver_)
     saver_ = std::make_unique<AsyncCheckpointSaver>(plan_.out_dir + "/checkpoints",
                                                     static_cast<int>(plan_.run.checkpoint.keep), plan_.run.checkpoint.async);
+  CheckpointContents c = Contents(step);
+  std::vector<SaveReport> finished;
+  const FaultSpec fault = plan_.fault;
+  const int rank = rank_;
+  LS_RETURN_IF_ERROR(saver_->Save(model_->params(), optimizer_->StateBuffers(0), c,
+                                  [fault, rank, step] { InjectDuringCheckpoint(fault, rank, step); }, &finished));
+  for (const SaveReport& r : finished) LS_RETURN_IF_ERROR(LogSave(r));
+  return Status::Ok();
+}
+
+// The bytes of the three flat buffers each rank holds (what ZeRO shards), from their sizes.
+// Rank 0's row goes to metrics.jsonl just before the done line (see Finish).
+Status Trainer::LogMemory() {
+  const int64_t numel = model_->params().numel();
+  memory_row_ = {{"event", "memory"},
+                 {"rank", rank_},
+                 {"zero", zero_},
+                 {"params_bytes", numel * 4},
+                 {"grads_bytes", numel * 4},
+                 {"optimizer_bytes", optimizer_->StateBytes(owned_.size())}};
+  LS_LOG(INFO) << "memory: parameters " << numel * 4 << " B, gradients " << numel * 4 << " B, optimizer state "
+               << optimizer_->StateBytes(owned_.size()) << " B (zero=" << zero_ << ")";
+  return Status::Ok();
+}
+
+CheckpointContents Trainer::Contents(int64_t step) {
   CheckpointContents c;
   c.step = step;
   c.optimizer_step = optimizer_->step();
   c.loader = data_->State();
   c.config_hash = TrajectoryHash(plan_.config);
   c.rng = {{"kind", "philox4x32-10"}, {"seed", plan_.run.train.seed}};
-  c.layout = {{"world", world_}, {"dp", world_}, {"tp", 1}, {"pp", 1}, {"zero", 0}};
-  std::vector<SaveReport> finished;
+  c.layout = Layout();
+  return c;
+}
+
+// ZeRO: every rank writes its optimizer shard (rank 0 also the parameters), synchronously:
+// the ranks must agree that every shard is on disk before rank 0 commits, and that agreement
+// is a collective the training thread makes.
+Status Trainer::SaveSharded(int64_t step) {
+  Stopwatch clock;
+  ShardWriteContext shard;
+  shard.rank = rank_;
+  shard.world = world_;
+  shard.all_ok = [this](bool ok) {
+    int32_t mine = ok ? 1 : 0, all = 0;
+    Status s = comm_->Allreduce(&mine, &all, 1, comm::DType::kI32, comm::ReduceOp::kMin)->Wait();
+    return s.ok() && all == 1;
+  };
   const FaultSpec fault = plan_.fault;
   const int rank = rank_;
-  LS_RETURN_IF_ERROR(saver_->Save(model_->params(), optimizer_->StateBuffers(), c,
-                                  [fault, rank, step] { InjectDuringCheckpoint(fault, rank, step); }, &finished));
-  for (const SaveReport& r : finished) LS_RETURN_IF_ERROR(LogSave(r));
-  return Status::Ok();
+  std::vector<OptimizerStateBuffer> state = optimizer_->StateBuffers(owned_.begin);
+  LS_RETURN_IF_ERROR(SaveCheckpointFrom(plan_.out_dir + "/checkpoints", static_cast<int>(plan_.run.checkpoint.keep),
+                                        model_->params(), model_->params().flat_params(), state, Contents(step),
+                                        [fault, rank, step] { InjectDuringCheckpoint(fault, rank, step); }, shard));
+  if (!lead()) return Status::Ok();
+  const double ms = clock.ElapsedMs();
+  return LogSave({step, ms, ms, model_->params().numel() * 4 + optimizer_->StateBytes(model_->params().numel()), false});
 }
 
 Status Trainer::ReportSaves(bool wait) {
@@ -376,6 +441,7 @@ Status Trainer::Finish() {
   std::string hash = WeightsXxh64(model_->params());
   if (!lead()) return Status::Ok();
   progress_->Finish();
+  LS_RETURN_IF_ERROR(metrics_->Write(memory_row_));  // before `done`, which stays the last line
   LS_RETURN_IF_ERROR(metrics_->Write({{"event", "done"}, {"step", plan_.total_steps}, {"weights_xxh64", hash}}));
   std::printf("done: %lld steps, val_loss %.4f", static_cast<long long>(plan_.total_steps), last_val_loss_);
   if (!std::isnan(last_val_acc_)) std::printf(", val_acc %.4f", last_val_acc_);
