@@ -37,7 +37,11 @@ TEST(Zero1, MatchesOneWorkerAndShardsTheOptimizerState) {
   nlohmann::json full = MemoryRow(one), shard = MemoryRow(four);
   ASSERT_FALSE(full.empty());
   ASSERT_FALSE(shard.empty());
-  const int64_t psi = full["params_bytes"].get<int64_t>() / 4;
+  const int64_t psi = full["parameters"].get<int64_t>();
+  // Parameters and gradients as the allocator counts them: one flat buffer each.
+  EXPECT_EQ(full["params_bytes"].get<int64_t>(), 4 * psi);
+  EXPECT_EQ(full["grads_bytes"].get<int64_t>(), 4 * psi);
+  EXPECT_GT(full["peak_activation_bytes"].get<int64_t>(), 0);
   EXPECT_EQ(full["optimizer_bytes"].get<int64_t>(), 8 * psi);
   EXPECT_EQ(shard["optimizer_bytes"].get<int64_t>(), 8 * ((psi + 3) / 4));
   EXPECT_EQ(shard["params_bytes"].get<int64_t>(), 4 * psi);

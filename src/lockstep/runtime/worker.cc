@@ -33,6 +33,7 @@
 #include "lockstep/runtime/step_stats.h"
 #include "lockstep/runtime/supervisor.h"
 #include "lockstep/runtime/weights_hash.h"
+#include "lockstep/tensor/memory.h"
 #include "lockstep/tensor/threads.h"
 
 namespace lockstep::runtime {
@@ -71,8 +72,9 @@ class Optimizer {
     if (sgd_->mutable_momentum_buffer().empty()) return {};
     return {{"momentum", sgd_->mutable_momentum_buffer(), begin}};
   }
-  int64_t StateBytes(int64_t owned) {
-    return static_cast<int64_t>(StateBuffers(0).size()) * owned * static_cast<int64_t>(sizeof(float));
+  int64_t StateBytes(int64_t owned) const {
+    const int64_t buffers = adamw_ ? 2 : (sgd_->momentum_buffer().empty() ? 0 : 1);
+    return buffers * owned * static_cast<int64_t>(sizeof(float));
   }
 
  private:
@@ -84,9 +86,9 @@ float ScalarOf(const autograd::Variable& v) { return v.value().data<float>()[0];
 
 class Trainer {
  public:
-  Trainer(const TrainPlan& plan, std::shared_ptr<comm::Communicator> comm)
+  Trainer(const TrainPlan& plan, std::shared_ptr<comm::Communicator> comm, const tensor::MemoryTracker* memory)
       : plan_(plan), comm_(std::move(comm)), rank_(comm_->rank()), world_(comm_->size()),
-        config_(plan.config), trace_(comm_->rank(), !plan.options.trace_file.empty()) {}
+        config_(plan.config), trace_(comm_->rank(), !plan.options.trace_file.empty()), memory_(memory) {}
 
   Status Run();
 
@@ -102,6 +104,7 @@ class Trainer {
     return {{"world", world_}, {"dp", world_}, {"tp", 1}, {"pp", 1}, {"zero", zero_}};
   }
   Status LogMemory();  // this rank's parameter, gradient and optimizer-state bytes
+  nlohmann::json MemoryRow() const;
   // Logs checkpoints that finished writing in the background; `wait` blocks for one in flight.
   Status ReportSaves(bool wait);
   Status LogSave(const SaveReport& r);
@@ -146,7 +149,7 @@ class Trainer {
   const int zero_ = plan_.options.zero;           // ZeRO stage (0 or 1)
   optim::FlatRange owned_;                         // the part of the flat buffer this rank updates
   std::unique_ptr<parallel::ShardedParamGather> gather_;  // ZeRO-1: re-assembles the parameters
-  nlohmann::json memory_row_;
+  const tensor::MemoryTracker* memory_;  // this rank's tensor bytes (installed by RunWorker)
 };
 
 Status Trainer::Setup() {
@@ -343,18 +346,24 @@ Status Trainer::Save(int64_t step) {
   return Status::Ok();
 }
 
-// The bytes of the three flat buffers each rank holds (what ZeRO shards), from their sizes.
-// Rank 0's row goes to metrics.jsonl just before the done line (see Finish).
+// This rank's bytes: parameters and gradients as lockstep's allocator counts them (the flat
+// buffers), optimizer state from the optimizer's owned range (optim/ keeps it in plain
+// vectors), and the peak of activation tensors so far.
+nlohmann::json Trainer::MemoryRow() const {
+  return {{"event", "memory"},
+          {"rank", rank_},
+          {"zero", zero_},
+          {"parameters", model_->params().numel()},
+          {"params_bytes", memory_->Current(tensor::MemoryTag::kParameter)},
+          {"grads_bytes", memory_->Current(tensor::MemoryTag::kGradient)},
+          {"optimizer_bytes", optimizer_->StateBytes(owned_.size())},
+          {"peak_activation_bytes", memory_->Peak(tensor::MemoryTag::kActivation)}};
+}
+
 Status Trainer::LogMemory() {
-  const int64_t numel = model_->params().numel();
-  memory_row_ = {{"event", "memory"},
-                 {"rank", rank_},
-                 {"zero", zero_},
-                 {"params_bytes", numel * 4},
-                 {"grads_bytes", numel * 4},
-                 {"optimizer_bytes", optimizer_->StateBytes(owned_.size())}};
-  LS_LOG(INFO) << "memory: parameters " << numel * 4 << " B, gradients " << numel * 4 << " B, optimizer state "
-               << optimizer_->StateBytes(owned_.size()) << " B (zero=" << zero_ << ")";
+  nlohmann::json row = MemoryRow();
+  LS_LOG(INFO) << "memory: parameters " << row["params_bytes"] << " B, gradients " << row["grads_bytes"]
+               << " B, optimizer state " << row["optimizer_bytes"] << " B (zero=" << zero_ << ")";
   return Status::Ok();
 }
 
@@ -441,7 +450,7 @@ Status Trainer::Finish() {
   std::string hash = WeightsXxh64(model_->params());
   if (!lead()) return Status::Ok();
   progress_->Finish();
-  LS_RETURN_IF_ERROR(metrics_->Write(memory_row_));  // before `done`, which stays the last line
+  LS_RETURN_IF_ERROR(metrics_->Write(MemoryRow()));  // before `done`, which stays the last line
   LS_RETURN_IF_ERROR(metrics_->Write({{"event", "done"}, {"step", plan_.total_steps}, {"weights_xxh64", hash}}));
   std::printf("done: %lld steps, val_loss %.4f", static_cast<long long>(plan_.total_steps), last_val_loss_);
   if (!std::isnan(last_val_acc_)) std::printf(", val_acc %.4f", last_val_acc_);
@@ -477,8 +486,15 @@ Status Trainer::Run() {
 
 Status RunWorker(const TrainPlan& plan, std::shared_ptr<comm::Communicator> comm) {
   if (comm->size() > 1) log::SetThreadPrefix("[rank " + std::to_string(comm->rank()) + "] ");
-  Trainer trainer(plan, comm);
-  Status s = trainer.Run();
+  // Each rank counts its own tensors (ranks may be threads of one process). The trainer and
+  // every tensor it owns are gone before the tracker is.
+  tensor::MemoryTracker memory;
+  tensor::ScopedTracker scope(&memory);
+  Status s;
+  {
+    Trainer trainer(plan, comm, &memory);
+    s = trainer.Run();
+  }
   // A failed rank must not leave its peers blocked in a collective until the timeout.
   if (!s.ok()) comm->Abort(s);
   return s;
