@@ -18,7 +18,10 @@ constexpr PipeSchedule kBoth[] = {PipeSchedule::kGPipe, PipeSchedule::k1F1B};
 
 std::string Names(const std::vector<PipeOp>& ops) {
   std::string s;
-  for (const PipeOp& op : ops) s += (s.empty() ? "" : " ") + PipeOpName(op);
+  for (const PipeOp& op : ops) {
+    if (!s.empty()) s += ' ';
+    s += PipeOpName(op);
+  }
   return s;
 }
 
