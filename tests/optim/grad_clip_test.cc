@@ -51,7 +51,7 @@ std::vector<float> Random(int64_t n) {
 }
 
 TEST(GradClip, NormMatchesHighPrecisionSum) {
-  const int64_t n = 3 * kNormBlock + 123;
+  const int64_t n = 3 * 4096 + 123;
   std::vector<float> g = Random(n);
   long double ref = 0;
   for (float x : g) ref += static_cast<long double>(x) * x;
@@ -59,16 +59,49 @@ TEST(GradClip, NormMatchesHighPrecisionSum) {
   EXPECT_NEAR(norm, std::sqrt(static_cast<double>(ref)), 1e-12 * norm);
 }
 
-TEST(GradClip, BlockPartialsFromShardsCombineToTheSameBits) {
-  // Two "shards" split on a block boundary, each computing its own partials: gathered in
-  // order they give exactly the single-buffer norm.
-  const int64_t n = 5 * kNormBlock + 77;
-  std::vector<float> g = Random(n);
-  std::vector<double> partials;
-  AppendBlockSumsOfSquares(g.data(), 2 * kNormBlock, &partials);
-  AppendBlockSumsOfSquares(g.data() + 2 * kNormBlock, n - 2 * kNormBlock, &partials);
-  ASSERT_EQ(partials.size(), 6u);
-  EXPECT_EQ(std::sqrt(CombineBlockSums(partials)), GlobalGradNorm(g.data(), n));
+TEST(ExactSquareSum, AnyPartitionGivesTheSameBits) {
+  // Values spanning many binades (tiny, subnormal, huge), cut into pieces three different
+  // ways and merged in different orders, also through the i64 words an allreduce would sum.
+  std::vector<float> g = Random(10007);
+  g[5] = 1e-40f;   // subnormal
+  g[6] = 3e38f;    // near FLT_MAX: its square overflows float but not the accumulator
+  g[7] = -2.5e-30f;
+  g[8] = -0.0f;
+  const double whole = GlobalGradNorm(g.data(), static_cast<int64_t>(g.size()));
+  for (int64_t cut : {1, 4096, 9999}) {
+    ExactSquareSum a, b;
+    a.Add(g.data(), cut);
+    b.Add(g.data() + cut, static_cast<int64_t>(g.size()) - cut);
+    ExactSquareSum ba = b;
+    ba.Merge(a);
+    EXPECT_EQ(NormOf(ba), whole) << cut;
+    int64_t wa[ExactSquareSum::kWords], wb[ExactSquareSum::kWords];
+    a.ToWords(wa);
+    b.ToWords(wb);
+    for (int i = 0; i < ExactSquareSum::kWords; ++i) wa[i] += wb[i];
+    EXPECT_EQ(NormOf(ExactSquareSum::FromWords(wa)), whole) << cut;
+  }
+  // The huge element dominates: the norm is 3e38 to double precision.
+  EXPECT_NEAR(whole, 3e38, 3e38 * 1e-7);
+}
+
+TEST(ExactSquareSum, IsExactWhereDoubleSumsAreNot) {
+  // 2^60 + 1 + 1 + ... : a double accumulator started with the big term loses the ones.
+  std::vector<float> g(1025, 1.0f);
+  g[0] = 1073741824.0f;  // 2^30, square 2^60
+  ExactSquareSum s;
+  s.Add(g.data(), static_cast<int64_t>(g.size()));
+  EXPECT_EQ(s.Value(), 1152921504606846976.0 + 1024.0);  // 2^60 + 1024 is a double
+}
+
+TEST(ExactSquareSum, NanWinsOverInfinity) {
+  std::vector<float> g = {1.0f, std::numeric_limits<float>::infinity()};
+  ExactSquareSum s;
+  s.Add(g.data(), 2);
+  EXPECT_TRUE(std::isinf(s.Value()));
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  s.Add(&nan, 1);
+  EXPECT_TRUE(std::isnan(s.Value()));
 }
 
 }  // namespace

@@ -36,15 +36,23 @@ void Tape::DeclareParams(int num_params) {
 }
 
 void Tape::Record(std::initializer_list<Variable> grad_targets, BackwardFn fn) {
+  RecordOp(grad_targets.begin(), grad_targets.end(), std::move(fn));
+}
+
+void Tape::Record(const std::vector<Variable>& grad_targets, BackwardFn fn) {
+  RecordOp(grad_targets.data(), grad_targets.data() + grad_targets.size(), std::move(fn));
+}
+
+void Tape::RecordOp(const Variable* begin, const Variable* end, BackwardFn fn) {
   LS_CHECK(!in_backward_) << "Tape::Record during Backward";
   LS_CHECK(grad_enabled_) << "Tape::Record with gradients disabled";
   Op op;
   op.fn = std::move(fn);
-  for (const Variable& v : grad_targets) {
-    if (v.defined() && v.is_parameter()) {
-      EnsureParam(v.param_index());
-      ++pending_[v.param_index()];
-      op.params.push_back(v.param_index());
+  for (const Variable* v = begin; v != end; ++v) {
+    if (v->defined() && v->is_parameter()) {
+      EnsureParam(v->param_index());
+      ++pending_[v->param_index()];
+      op.params.push_back(v->param_index());
     }
   }
   ops_.push_back(std::move(op));
@@ -54,16 +62,32 @@ void Tape::Backward(const Variable& loss, float grad_scale) {
   LS_CHECK(loss.defined() && loss.numel() == 1)
       << "Tape::Backward: the loss must hold exactly one element";
   LS_CHECK(!in_backward_) << "Tape::Backward re-entered";
-  in_backward_ = true;
-  // Which parameters were used at all, before the counts run down.
-  std::vector<char> used(num_params_, 0);
-  for (int p = 0; p < num_params_; ++p) used[p] = pending_[p] > 0;
-
   if (loss.requires_grad()) {
     bool fresh = false;
     float* g = loss.GradForWrite(&fresh);
     g[0] = fresh ? grad_scale : g[0] + grad_scale;
   }
+  RunBackward();
+}
+
+void Tape::BackwardFrom(const Variable& output, const float* grad) {
+  LS_CHECK(output.defined()) << "Tape::BackwardFrom: undefined output";
+  LS_CHECK(!in_backward_) << "Tape::BackwardFrom re-entered";
+  if (output.requires_grad()) {
+    bool fresh = false;
+    float* g = output.GradForWrite(&fresh);
+    const int64_t n = output.numel();
+    if (fresh) std::copy(grad, grad + n, g);
+    else for (int64_t i = 0; i < n; ++i) g[i] += grad[i];
+  }
+  RunBackward();
+}
+
+void Tape::RunBackward() {
+  in_backward_ = true;
+  // Which parameters were used at all, before the counts run down.
+  std::vector<char> used(num_params_, 0);
+  for (int p = 0; p < num_params_; ++p) used[p] = pending_[p] > 0;
   for (size_t i = ops_.size(); i-- > 0;) {
     Op& op = ops_[i];
     op.fn();

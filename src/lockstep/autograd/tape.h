@@ -62,6 +62,8 @@ class Tape {
   // parameters among them are counted for the gradient-ready hook (a parameter listed
   // twice counts twice). Only call when ShouldRecord() was true.
   void Record(std::initializer_list<Variable> grad_targets, BackwardFn fn);
+  // The same for ops over a run-time number of inputs (tensor-parallel slices).
+  void Record(const std::vector<Variable>& grad_targets, BackwardFn fn);
 
   void DeclareParams(int num_params);
   void SetParamReadyHook(ParamReadyHook hook) { hook_ = std::move(hook); }
@@ -70,6 +72,10 @@ class Tape {
   // 1/accumulation_steps, a loss scale, ...), runs every closure newest first, fires the
   // hook for every declared parameter, then releases the ops (as Clear()).
   void Backward(const Variable& loss, float grad_scale);
+  // Backward from a non-scalar output (a pipeline stage's activation): `grad` (same numel as
+  // `output`) is accumulated into output's gradient, then everything runs as in Backward.
+  // An output that does not require grad (nothing recorded) only fires the hook.
+  void BackwardFrom(const Variable& output, const float* grad);
   // Drops recorded ops and recycles activation buffers without running anything.
   void Clear();
 
@@ -97,6 +103,8 @@ class Tape {
     std::vector<int> params;  // parameter indices this op accumulates into
   };
   void EnsureParam(int index);
+  void RecordOp(const Variable* begin, const Variable* end, BackwardFn fn);
+  void RunBackward();
 
   std::vector<Op> ops_;
   std::vector<int> pending_;   // per parameter: recorded ops not yet run

@@ -119,7 +119,10 @@ EvalResult Gpt::Evaluate(const ModelInput& in) {
   return r;
 }
 
-double Gpt::TrainFlopsPerSample() const {
+double Gpt::TrainFlopsPerSample() const { return GptTrainFlopsPerSample(c_); }
+
+double GptTrainFlopsPerSample(const GptConfig& c) {
+  const GptConfig& c_ = c;
   const double C = static_cast<double>(c_.width), T = static_cast<double>(c_.context);
   const double L = static_cast<double>(c_.layers), V = static_cast<double>(c_.vocab);
   const double r = static_cast<double>(c_.mlp_ratio);

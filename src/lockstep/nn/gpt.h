@@ -37,6 +37,8 @@ struct GptConfig {
 Status ValidateGptConfig(const GptConfig& c);
 // Parameter count of the architecture (the peer's sum(p.numel())).
 int64_t GptParamCount(const GptConfig& c);
+// Forward + backward FLOPs of one sequence (see Model::TrainFlopsPerSample).
+double GptTrainFlopsPerSample(const GptConfig& c);
 
 class Gpt : public Model {
  public:

@@ -53,6 +53,11 @@ int ParameterStore::Add(std::string name, tensor::Shape shape, Init init, bool d
 }
 
 void ParameterStore::Finalize(uint64_t init_seed) {
+  Allocate();
+  Initialize(init_seed);
+}
+
+void ParameterStore::Allocate() {
   LS_CHECK(!finalized_) << "ParameterStore::Finalize called twice";
   LS_CHECK(numel_ > 0) << "ParameterStore::Finalize with no parameters";
   params_ = Tensor::Empty({numel_}, tensor::DType::kF32, MemoryTag::kParameter);
@@ -65,7 +70,6 @@ void ParameterStore::Finalize(uint64_t init_seed) {
         Tensor::FromStorage(grads_.storage(), p.offset, p.shape), i));
   }
   finalized_ = true;
-  Initialize(init_seed);
 }
 
 void ParameterStore::Initialize(uint64_t init_seed) {

@@ -60,6 +60,9 @@ class ParameterStore {
   // Allocates the two flat buffers (MemoryTag::kParameter / kGradient), creates the views,
   // initialises values from init_seed and zeroes gradients.
   void Finalize(uint64_t init_seed);
+  // Finalize without initialising values (they are uninitialised): for models whose
+  // parameters are pieces of larger tensors and initialise them by global element index.
+  void Allocate();
   // Re-initialises all values from `init_seed` (as Finalize did).
   void Initialize(uint64_t init_seed);
   bool finalized() const { return finalized_; }

@@ -1,31 +1,20 @@
 // Global gradient norm and clipping (torch.nn.utils.clip_grad_norm_ semantics), computed so the
-// result is the same bits however the flat gradient buffer is partitioned.
-//
-// Why blocks: a norm over a sharded buffer (ZeRO) is a sum of per-shard partial sums, and a
-// floating-point sum depends on its grouping. Here the sum of squares is defined over fixed
-// blocks of kNormBlock elements counted from flat element 0: each block's partial is computed
-// in double by one fixed recipe, and the partials are added in block order. A shard that
-// starts on a block boundary computes its blocks' partials itself; gathering all partials and
-// combining them in order gives exactly the single-buffer result.
+// result is the same bits however the gradient is partitioned over ranks (ZeRO shards, tensor-
+// and pipeline-parallel pieces): the sum of squares is exact (exact_square_sum.h), so each rank
+// adds the elements it owns into an ExactSquareSum, the partial sums are merged by an integer
+// allreduce, and the one rounding to double happens on the exact total.
 #pragma once
 
 #include <cstdint>
-#include <span>
-#include <vector>
+
+#include "lockstep/optim/exact_square_sum.h"
 
 namespace lockstep::optim {
 
-inline constexpr int64_t kNormBlock = 4096;
-
-// Appends one partial sum of squares per kNormBlock elements of x (the last may be shorter).
-// x[0] must be a block boundary of the flat buffer for partials to combine with other ranges'.
-void AppendBlockSumsOfSquares(const float* x, int64_t n, std::vector<double>* partials);
-
-// Sum of partials in order (left to right): the canonical combination.
-double CombineBlockSums(std::span<const double> partials);
-
-// sqrt of the canonical sum of squares of grads[0..n): deterministic, double accumulation.
+// sqrt of the exact sum of squares of grads[0..n) (NaN/inf if any element is).
 double GlobalGradNorm(const float* grads, int64_t n);
+// sqrt of a (merged) exact sum of squares.
+double NormOf(const ExactSquareSum& sum);
 
 // PyTorch: clip_coef = max_norm / (norm + 1e-6); if clip_coef < 1 the gradients are multiplied
 // by (float)clip_coef. Returns the factor applied (1.0 when nothing was clipped). A shard

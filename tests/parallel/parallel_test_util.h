@@ -1,0 +1,48 @@
+// Helpers for the parallel/ tests: ranks as threads of one ThreadsWorld (the first failure
+// rethrown after all joined), a tiny GPT config and token batches, and canonical tensors:
+// the whole-model values a rank's local (tensor- or pipeline-parallel) buffer stands for,
+// so results of different layouts can be compared element by element.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "lockstep/comm/communicator.h"
+#include "lockstep/nn/gpt.h"
+#include "lockstep/parallel/stage_model.h"
+
+namespace lockstep::parallel::testing {
+
+void RunRanks(int world_size, const std::function<void(std::shared_ptr<comm::Communicator>)>& fn);
+
+// vocab 64, context 16, 2 layers, 4 heads, width 32, MLP x4.
+nn::GptConfig TinyGpt();
+
+struct TokenBatch {
+  std::vector<int32_t> tokens, targets;
+  int64_t B = 0, T = 0;
+  nn::ModelInput input() const;
+};
+TokenBatch RandomTokens(int64_t B, int64_t T, int64_t vocab, uint64_t seed);
+
+using Canonical = std::map<std::string, std::vector<float>>;
+
+// Adds the global elements `flat` (a buffer laid out like m.params()) holds into `out`,
+// creating zero-filled full tensors as needed.
+void AddToCanonical(const StageModel& m, const float* flat, Canonical* out);
+// Sets m's parameter values from full tensors (every tensor of m must be in c).
+void LoadCanonical(const Canonical& c, StageModel& m);
+// Random full tensors for every tensor name of the model: U(-0.5, 0.5), LayerNorm weights
+// 1 + U(-0.3, 0.3) (the GPT-2 init is nearly linear and would test little).
+Canonical RandomCanonical(const nn::GptConfig& c, uint64_t seed);
+
+// Elements whose bits differ between a and b over the tensors both hold ("" if none).
+std::string CompareBits(const Canonical& a, const Canonical& b);
+// Largest |a - b| / (max |a| + 1e-12) over each tensor, the worst tensor.
+double MaxRelativeDifference(const Canonical& a, const Canonical& b);
+
+}  // namespace lockstep::parallel::testing
