@@ -114,7 +114,19 @@ TEST(CliErrors, BadLayouts) {
   };
   ExpectUsageError(run({"--nproc", "4", "--layout", "dp=2,tp=2,pp=2"}), "dp × tp × pp = 2 × 2 × 2 = 8 workers, but the world has 4");
   ExpectUsageError(run({"--nproc", "2", "--layout", "dp=2,ep=2"}), "unknown factor 'ep'");
-  ExpectUsageError(run({"--nproc", "2", "--layout", "tp=2"}), "not supported yet");
+  ExpectUsageError(run({"--nproc", "8", "--layout", "tp=8"}),
+                   "model.heads = 4 is not divisible by the tensor-parallel degree tp = 8");
+  ExpectUsageError(run({"--nproc", "8", "--layout", "pp=8"}),
+                   "--layout pp=8: the model has 4 layers; each pipeline stage needs at least one (use pp <= 4)");
+  ExpectUsageError(run({"--nproc", "2", "--layout", "pp=2", "--set", "train.pp_microbatches=3"}),
+                   "train.pp_microbatches = 3 does not divide the per-replica batch 16");
+  ExpectUsageError(run({"--nproc", "2", "--layout", "pp=2", "--set", "train.accum_steps=2"}),
+                   "with pipeline parallelism gradients accumulate over train.pp_microbatches");
+  ExpectUsageError(run({"--nproc", "2", "--layout", "tp=2", "--deterministic", "--set", "train.det_tp_slices=1"}),
+                   "--deterministic with tp=2 needs train.det_tp_slices divisible by 2, got 1");
+  ExpectUsageError(RunLockstep({"train", "--config", "configs/cnn-fashion.toml", "--steps", "1", "--nproc", "2", "--layout",
+                                "tp=2"}),
+                   "tensor and pipeline parallelism need model.kind = \"gpt\"");
   ExpectUsageError(run({"--nproc", "2", "--zero", "2"}), "--zero 2 is not supported yet");
 }
 

@@ -5,6 +5,21 @@
 
 namespace lockstep::nn {
 
+Result<GptConfig> ReadGptConfig(const Config& cfg) {
+  GptConfig c;
+  LS_ASSIGN_OR_RETURN(int64_t seed, cfg.GetInt("model.init_seed", 0));
+  if (seed < 0) return Status::InvalidArgument("model.init_seed: " + std::to_string(seed) + " is invalid; expected >= 0");
+  LS_ASSIGN_OR_RETURN(c.vocab, cfg.GetInt("model.vocab", c.vocab));
+  LS_ASSIGN_OR_RETURN(c.context, cfg.GetInt("model.context", c.context));
+  LS_ASSIGN_OR_RETURN(c.layers, cfg.GetInt("model.layers", c.layers));
+  LS_ASSIGN_OR_RETURN(c.heads, cfg.GetInt("model.heads", c.heads));
+  LS_ASSIGN_OR_RETURN(c.width, cfg.GetInt("model.width", c.width));
+  LS_ASSIGN_OR_RETURN(c.mlp_ratio, cfg.GetInt("model.mlp_ratio", c.mlp_ratio));
+  c.init_seed = static_cast<uint64_t>(seed);
+  LS_RETURN_IF_ERROR(ValidateGptConfig(c));
+  return c;
+}
+
 Result<std::unique_ptr<Model>> MakeModel(const Config& cfg) {
   LS_ASSIGN_OR_RETURN(std::string kind, cfg.GetString("model.kind", ""));
   LS_ASSIGN_OR_RETURN(int64_t seed, cfg.GetInt("model.init_seed", 0));
@@ -13,15 +28,7 @@ Result<std::unique_ptr<Model>> MakeModel(const Config& cfg) {
                                    " is invalid; expected >= 0");
   }
   if (kind == "gpt") {
-    GptConfig c;
-    LS_ASSIGN_OR_RETURN(c.vocab, cfg.GetInt("model.vocab", c.vocab));
-    LS_ASSIGN_OR_RETURN(c.context, cfg.GetInt("model.context", c.context));
-    LS_ASSIGN_OR_RETURN(c.layers, cfg.GetInt("model.layers", c.layers));
-    LS_ASSIGN_OR_RETURN(c.heads, cfg.GetInt("model.heads", c.heads));
-    LS_ASSIGN_OR_RETURN(c.width, cfg.GetInt("model.width", c.width));
-    LS_ASSIGN_OR_RETURN(c.mlp_ratio, cfg.GetInt("model.mlp_ratio", c.mlp_ratio));
-    c.init_seed = static_cast<uint64_t>(seed);
-    LS_RETURN_IF_ERROR(ValidateGptConfig(c));
+    LS_ASSIGN_OR_RETURN(GptConfig c, ReadGptConfig(cfg));
     return std::unique_ptr<Model>(std::make_unique<Gpt>(c));
   }
   if (kind == "cnn") {

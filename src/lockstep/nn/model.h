@@ -62,4 +62,8 @@ class Model {
 // InvalidArgument messages naming the key.
 Result<std::unique_ptr<Model>> MakeModel(const Config& cfg);
 
+struct GptConfig;
+// The model.* keys of a GPT (model.kind = "gpt"), validated.
+Result<GptConfig> ReadGptConfig(const Config& cfg);
+
 }  // namespace lockstep::nn

@@ -44,6 +44,12 @@ Status SaveCheckpointFrom(const std::string& root, int keep, const nn::Parameter
       pieces.push_back(ref);
     }
   }
+  return SaveShardRefs(root, keep, pieces, c, before_commit, shard);
+}
+
+Status SaveShardRefs(const std::string& root, int keep, const std::vector<checkpoint::ShardRef>& pieces,
+                     const CheckpointContents& c, const std::function<void()>& before_commit,
+                     const ShardWriteContext& shard) {
   checkpoint::WriterOptions options;
   options.keep = keep;
   LS_ASSIGN_OR_RETURN(checkpoint::CheckpointWriter writer,
@@ -123,6 +129,11 @@ Result<CheckpointContents> LoadTrainingState(const std::string& dir, const std::
                                     buf.values.data() + (lo - buf.begin)));
     }
   }
+  return ReadContents(ckpt, expected_hash);
+}
+
+Result<CheckpointContents> ReadContents(const checkpoint::Checkpoint& ckpt, const std::string& expected_hash) {
+  const std::string& dir = ckpt.dir();
   const nlohmann::json& extra = ckpt.extra();
   CheckpointContents c;
   c.step = ckpt.step();

@@ -14,6 +14,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "lockstep/checkpoint/reader.h"
+#include "lockstep/checkpoint/writer.h"
 #include "lockstep/core/config.h"
 #include "lockstep/core/result.h"
 #include "lockstep/data/loader_state.h"
@@ -74,6 +76,17 @@ Status SaveCheckpointFrom(const std::string& root, int keep, const nn::Parameter
                           const float* values, const std::vector<OptimizerStateBuffer>& optimizer,
                           const CheckpointContents& contents, const std::function<void()>& before_commit,
                           const ShardWriteContext& shard = {});
+
+// Writes this rank's pieces (names already "model.<param>" / "optim.<kind>.<param>") into
+// <root>/step-XXXXXXXX; with shard.world > 1 every rank calls it and rank 0 commits once all
+// agree (ShardWriteContext). The pieces of all ranks must tile every tensor.
+Status SaveShardRefs(const std::string& root, int keep, const std::vector<checkpoint::ShardRef>& pieces,
+                     const CheckpointContents& contents, const std::function<void()>& before_commit,
+                     const ShardWriteContext& shard);
+
+// The manifest's step, optimizer step, loader position, layout and rng of an open checkpoint
+// (the caller checked its config hash, which is copied in).
+Result<CheckpointContents> ReadContents(const checkpoint::Checkpoint& ckpt, const std::string& expected_hash);
 
 // Loads parameter values by name from a checkpoint directory into `params` (shapes must
 // match), verifying the checksum of everything read. Returns the manifest's extra().

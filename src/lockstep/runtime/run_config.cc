@@ -36,6 +36,14 @@ Result<RunConfig> ReadRunConfig(const Config& c) {
   LS_ASSIGN_OR_RETURN(t.accum_steps, c.GetInt("train.accum_steps", t.accum_steps));
   LS_ASSIGN_OR_RETURN(t.det_shards, c.GetInt("train.det_shards", t.det_shards));
   LS_ASSIGN_OR_RETURN(t.bucket_bytes, c.GetSize("train.bucket_bytes", t.bucket_bytes));
+  LS_ASSIGN_OR_RETURN(t.det_tp_slices, c.GetInt("train.det_tp_slices", t.det_tp_slices));
+  LS_ASSIGN_OR_RETURN(t.pp_microbatches, c.GetInt("train.pp_microbatches", t.pp_microbatches));
+  LS_ASSIGN_OR_RETURN(t.pp_schedule, c.GetString("train.pp_schedule", t.pp_schedule));
+  LS_RETURN_IF_ERROR(NonNegative("train.pp_microbatches", t.pp_microbatches));
+  LS_RETURN_IF_ERROR(OneOf("train.pp_schedule", t.pp_schedule, {"gpipe", "1f1b"}));
+  if (t.det_tp_slices < 0 || (t.det_tp_slices & (t.det_tp_slices - 1)) != 0)
+    return Status::InvalidArgument("config key 'train.det_tp_slices' must be 0 (auto) or a power of two, got " +
+                                   std::to_string(t.det_tp_slices));
   LS_RETURN_IF_ERROR(Positive("train.batch_size", t.batch_size));
   LS_RETURN_IF_ERROR(NonNegative("train.steps", t.steps));
   LS_RETURN_IF_ERROR(NonNegative("train.epochs", t.epochs));

@@ -23,6 +23,11 @@ struct TrainSection {
   int64_t accum_steps = 1;       // micro-batches per step (gradient accumulation)
   int64_t det_shards = 8;        // deterministic mode: canonical micro-shards per global batch
   int64_t bucket_bytes = 25 << 20;  // DDP gradient bucket size
+  // Deterministic mode with tensor parallelism: canonical slices of every split layer
+  // (parallel/tp_context.h); 0 = the largest power of two <= 8 dividing the model's heads.
+  int64_t det_tp_slices = 0;
+  int64_t pp_microbatches = 0;   // pipeline micro-batches per step; 0 = 2 x pp
+  std::string pp_schedule = "1f1b";  // gpipe | 1f1b
 };
 
 struct EvalSection {

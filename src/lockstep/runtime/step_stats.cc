@@ -23,10 +23,16 @@ Result<GatheredStep> GatherStep(comm::Communicator& comm, const RankStepRecord& 
   LS_ASSIGN_OR_RETURN(std::vector<RankStepRecord> all, AllGatherPod(comm, mine));
   GatheredStep g;
   int64_t latest = mine.compute_end_ns;
+  int pipelined = 0;
   for (const RankStepRecord& r : all) {
     g.loss += r.loss_part;
     latest = std::max(latest, r.compute_end_ns);
+    if (r.pipe_total_ms > 0) {
+      g.mean_bubble += 1.0 - r.pipe_busy_ms / r.pipe_total_ms;
+      ++pipelined;
+    }
   }
+  if (pipelined > 0) g.mean_bubble /= pipelined;
   g.wait_ms = (latest - mine.compute_end_ns) * 1e-6;
   return g;
 }

@@ -13,11 +13,14 @@ namespace lockstep::runtime {
 struct RankStepRecord {
   double loss_part = 0;      // this rank's share of the global-batch mean loss
   int64_t compute_end_ns = 0;  // when this rank's backward ended (steady clock)
+  double pipe_busy_ms = 0;     // pipeline: time inside this stage's forward/backward passes
+  double pipe_total_ms = 0;    // pipeline: the whole schedule (0 without a pipeline)
 };
 
 struct GatheredStep {
   double loss = 0;           // global-batch mean loss
   double wait_ms = 0;        // this rank: how long after its backward the slowest one ended
+  double mean_bubble = 0;    // pipeline: mean over ranks of 1 - busy/total
 };
 
 Result<GatheredStep> GatherStep(comm::Communicator& comm, const RankStepRecord& mine);

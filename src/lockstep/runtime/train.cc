@@ -14,12 +14,11 @@
 namespace lockstep::runtime {
 namespace {
 
-// Flags that belong to later parts of lockstep are refused clearly rather than ignored.
+// The layout flags are checked before anything starts (under mpirun every rank would print
+// the same error otherwise); the rest of the layout is checked by PlanLayout.
 Status CheckSupported(const TrainOptions& o) {
-  LS_ASSIGN_OR_RETURN(parallel::ParallelDims dims, parallel::ParallelDims::Parse(o.layout, o.nproc, o.zero));
+  LS_RETURN_IF_ERROR(parallel::ParallelDims::Parse(o.layout, o.nproc, o.zero).status());
   if (o.zero > 1) return Status::InvalidArgument("--zero " + std::to_string(o.zero) + " is not supported yet (only 0 and 1)");
-  if (dims.tp > 1 || dims.pp > 1)
-    return Status::InvalidArgument("--layout " + o.layout + " is not supported yet (only data parallel: tp=1, pp=1)");
   return Status::Ok();
 }
 

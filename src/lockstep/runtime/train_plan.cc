@@ -54,31 +54,20 @@ Result<TrainPlan> PlanTraining(const TrainOptions& options, int world) {
   }
   LS_ASSIGN_OR_RETURN(plan.run, ReadRunConfig(plan.config));
 
-  // The model reads [model]; building it here validates those keys before any thread starts.
-  LS_ASSIGN_OR_RETURN(std::unique_ptr<nn::Model> probe, nn::MakeModel(plan.config));
+  // Validates [model] before any thread starts (a GPT only by its keys: building a large one
+  // here would cost the memory a sharded run exists to avoid).
+  LS_ASSIGN_OR_RETURN(std::string kind, plan.config.GetString("model.kind", ""));
+  if (kind != "gpt") LS_RETURN_IF_ERROR(nn::MakeModel(plan.config).status());
   int64_t context = 0;
   LS_ASSIGN_OR_RETURN(context, plan.config.GetInt("model.context", 128));
-  probe.reset();
-
+  LS_ASSIGN_OR_RETURN(plan.layout, PlanLayout(options, plan.config, plan.run, world));
+  const int dp = plan.layout.dims.dp;
   const TrainSection& t = plan.run.train;
-  if (t.batch_size % world != 0) return data::BatchNotDivisibleError("train.batch_size", t.batch_size, world);
-  int64_t local = t.batch_size / world;
-  if (local % t.accum_steps != 0)
-    return Status::InvalidArgument("train.accum_steps " + std::to_string(t.accum_steps) +
-                                   " does not divide the per-worker batch " + std::to_string(local));
-  if (options.deterministic) {
-    if (t.det_shards % world != 0)
-      return Status::InvalidArgument("--deterministic needs a world size dividing train.det_shards=" +
-                                     std::to_string(t.det_shards) + " (1, 2, 4, ...), got " + std::to_string(world));
-    if (t.batch_size % t.det_shards != 0)
-      return Status::InvalidArgument("--deterministic needs train.batch_size divisible by train.det_shards=" +
-                                     std::to_string(t.det_shards));
-  }
 
   LS_ASSIGN_OR_RETURN(plan.data, LoadSharedData(plan.run, context));
 
   // Steps per epoch come from the sampler's view of the dataset (the same for every rank).
-  LS_ASSIGN_OR_RETURN(auto probe_data, RankData::Create(plan.data, plan.run, 0, world));
+  LS_ASSIGN_OR_RETURN(auto probe_data, RankData::Create(plan.data, plan.run, 0, dp));
   plan.steps_per_epoch = probe_data->StepsPerEpoch();
   if (plan.steps_per_epoch <= 0)
     return Status::InvalidArgument("the dataset holds less than one global batch of train.batch_size=" +

@@ -11,6 +11,7 @@
 #include "lockstep/core/config.h"
 #include "lockstep/optim/optim_config.h"
 #include "lockstep/runtime/fault_injection.h"
+#include "lockstep/runtime/layout_plan.h"
 #include "lockstep/runtime/run_config.h"
 #include "lockstep/runtime/shared_data.h"
 #include "lockstep/runtime/train_options.h"
@@ -32,6 +33,7 @@ struct TrainPlan {
   std::shared_ptr<const SharedData> data;
   FaultSpec fault;          // --inject-fault
   std::string resume_dir;   // checkpoint to resume from ("" = start at step 0)
+  LayoutPlan layout;        // dp x tp x pp, ZeRO stage, canonical slices, pipeline partition
 };
 
 // Reads the config, applies overrides and flags, validates every key and value (bad input
