@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "lockstep/comm/reduce_f32.h"
+
 #if defined(__AVX2__)
 #include <immintrin.h>
 #endif
@@ -63,9 +65,7 @@ void F32ToBf16(const float* in, uint16_t* out, size_t count) {
 namespace {
 
 constexpr size_t kBlock = 1024;  // elements per block: the accumulator stays in L1
-// Outputs larger than this (in all, per call) are written with non-temporal stores: they
-// cannot stay in the last-level cache anyway, and streaming skips the read-for-ownership of
-// every destination line (a third of the memory traffic of an out-of-place allreduce).
+// Outputs larger than this (in all) are written with non-temporal stores (StreamOutputs).
 constexpr size_t kStreamBytes = size_t{8} << 20;
 
 // dst[0, bytes) = src[0, bytes); streaming stores when `stream` (fenced by the caller).
@@ -151,9 +151,8 @@ void CombineInt(ReduceOp op, T* __restrict acc, const T* __restrict in, size_t n
 
 template <typename T, typename U>
 void ReduceIntRange(ReduceOp op, const void* const* inputs, int n_inputs, void* const* outputs,
-                    int n_outputs, size_t begin, size_t end, int avg_divisor) {
+                    int n_outputs, size_t begin, size_t end, int avg_divisor, bool stream) {
   T acc[kBlock];
-  const bool stream = (end - begin) * sizeof(T) * n_outputs >= kStreamBytes;
   for (size_t b = begin; b < end; b += kBlock) {
     const size_t n = std::min(kBlock, end - b);
     std::memcpy(acc, static_cast<const T*>(inputs[0]) + b, n * sizeof(T));
@@ -170,27 +169,15 @@ void ReduceIntRange(ReduceOp op, const void* const* inputs, int n_inputs, void* 
 }
 
 void ReduceF32Range(ReduceOp op, const void* const* inputs, int n_inputs, void* const* outputs,
-                    int n_outputs, size_t begin, size_t end, int avg_divisor) {
-  alignas(64) float acc[kBlock];
-  const bool stream = (end - begin) * sizeof(float) * n_outputs >= kStreamBytes;
-  for (size_t b = begin; b < end; b += kBlock) {
-    const size_t n = std::min(kBlock, end - b);
-    std::memcpy(acc, static_cast<const float*>(inputs[0]) + b, n * sizeof(float));
-    for (int p = 1; p < n_inputs; ++p)
-      CombineF32(op, acc, static_cast<const float*>(inputs[p]) + b, n);
-    if (op == ReduceOp::kAvg) DivideF32(acc, n, avg_divisor);
-    for (int k = 0; k < n_outputs; ++k)
-      StoreBlock(static_cast<float*>(outputs[k]) + b, acc, n * sizeof(float), stream);
-  }
-  StoreFence(stream);
+                    int n_outputs, size_t begin, size_t end, int avg_divisor, bool stream) {
+  ReduceF32Fused(op, inputs, n_inputs, outputs, n_outputs, begin, end, avg_divisor, stream);
 }
 
 void ReduceBf16Range(ReduceOp op, const void* const* inputs, int n_inputs, void* const* outputs,
-                     int n_outputs, size_t begin, size_t end, int avg_divisor) {
+                     int n_outputs, size_t begin, size_t end, int avg_divisor, bool stream) {
   alignas(64) float acc[kBlock];
   alignas(64) float tmp[kBlock];
   alignas(64) uint16_t packed[kBlock];
-  const bool stream = (end - begin) * sizeof(uint16_t) * n_outputs >= kStreamBytes;
   for (size_t b = begin; b < end; b += kBlock) {
     const size_t n = std::min(kBlock, end - b);
     Bf16ToF32(static_cast<const uint16_t*>(inputs[0]) + b, acc, n);
@@ -208,21 +195,34 @@ void ReduceBf16Range(ReduceOp op, const void* const* inputs, int n_inputs, void*
 
 }  // namespace
 
+bool StreamOutputs(size_t out_bytes) { return out_bytes >= kStreamBytes; }
+
 void ReduceRange(DType dtype, ReduceOp op, const void* const* inputs, int n_inputs,
                  void* const* outputs, int n_outputs, size_t begin, size_t end,
                  int avg_divisor) {
+  if (begin >= end) return;
+  const size_t out_bytes = (end - begin) * DTypeSize(dtype) * static_cast<size_t>(n_outputs);
+  ReduceRange(dtype, op, inputs, n_inputs, outputs, n_outputs, begin, end, avg_divisor,
+              StreamOutputs(out_bytes));
+}
+
+void ReduceRange(DType dtype, ReduceOp op, const void* const* inputs, int n_inputs,
+                 void* const* outputs, int n_outputs, size_t begin, size_t end,
+                 int avg_divisor, bool stream) {
   if (begin >= end || n_inputs <= 0) return;
   switch (dtype) {
     case DType::kF32:
-      return ReduceF32Range(op, inputs, n_inputs, outputs, n_outputs, begin, end, avg_divisor);
+      return ReduceF32Range(op, inputs, n_inputs, outputs, n_outputs, begin, end, avg_divisor,
+                            stream);
     case DType::kBF16:
-      return ReduceBf16Range(op, inputs, n_inputs, outputs, n_outputs, begin, end, avg_divisor);
+      return ReduceBf16Range(op, inputs, n_inputs, outputs, n_outputs, begin, end, avg_divisor,
+                             stream);
     case DType::kI32:
       return ReduceIntRange<int32_t, uint32_t>(op, inputs, n_inputs, outputs, n_outputs, begin,
-                                               end, avg_divisor);
+                                               end, avg_divisor, stream);
     case DType::kI64:
       return ReduceIntRange<int64_t, uint64_t>(op, inputs, n_inputs, outputs, n_outputs, begin,
-                                               end, avg_divisor);
+                                               end, avg_divisor, stream);
     case DType::kBytes:
       return;  // rejected by ValidateCall
   }

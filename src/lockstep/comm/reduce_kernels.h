@@ -27,4 +27,16 @@ void ReduceRange(DType dtype, ReduceOp op, const void* const* inputs, int n_inpu
                  void* const* outputs, int n_outputs, size_t begin, size_t end,
                  int avg_divisor);
 
+// The same with the store kind chosen by the caller: `stream` writes the outputs with
+// non-temporal stores (fenced before returning). For callers that split one large reduction
+// into many small calls, which must stream when the whole does (see StreamOutputs).
+void ReduceRange(DType dtype, ReduceOp op, const void* const* inputs, int n_inputs,
+                 void* const* outputs, int n_outputs, size_t begin, size_t end,
+                 int avg_divisor, bool stream);
+
+// Whether a reduction that writes `out_bytes` in all should stream its outputs: true when
+// they cannot stay in the caches anyway, so that skipping the read-for-ownership of every
+// destination line saves a third of the memory traffic.
+bool StreamOutputs(size_t out_bytes);
+
 }  // namespace lockstep::comm
