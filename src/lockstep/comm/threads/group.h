@@ -90,6 +90,14 @@ class Group {
   void Signal(int rank, uint32_t phase) { slots_[rank].phase.Publish(phase); }
   void WaitAll(int rank, uint32_t phase);
 
+  // The work-sharing counter of collective `seq`: after commit, ranks claim the blocks of a
+  // large reduction with fetch_add, so a rank that runs late (descheduled on a busy machine,
+  // or simply on slower memory) is covered by its peers instead of holding them all up.
+  // Double-buffered by parity like pub(): rank 0 resets it before arriving at `seq`, when
+  // every claim of collective seq-2 is over (all ranks finished it before arriving at seq-1)
+  // and none of `seq` has begun (claims start after commit, i.e. after rank 0's arrival).
+  std::atomic<uint64_t>& claims(uint64_t seq) { return claims_[seq & 1].next; }
+
   // Mailboxes for Send/Recv: FIFO per (src, dst, tag).
   void Post(int src, int dst, int64_t tag, Message message);
   // Waits for a message; false on deadline or abort (message untouched).
@@ -106,6 +114,10 @@ class Group {
 
   std::atomic<uint64_t> arrival_;  // see Pack() in group.cc
   WaitWord arrival_word_;
+  struct alignas(64) ClaimCounter {
+    std::atomic<uint64_t> next{0};
+  };
+  ClaimCounter claims_[2];  // own cache lines: ranks hammer them while the others are read
 
   mutable std::mutex abort_mu_;
   Status abort_reason_;

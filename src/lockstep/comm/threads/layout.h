@@ -13,6 +13,10 @@ namespace lockstep::comm::threads {
 constexpr size_t kSmallMessageBytes = 4096;
 // Operations moving at least this many bytes wake the progress thread at once.
 constexpr size_t kEagerBytes = 64 * 1024;
+// Block size of work-shared reductions: small enough that the last block to finish keeps
+// the other ranks waiting only some tens of microseconds, large enough that a claim (one
+// contended atomic add) costs nothing against it.
+constexpr size_t kClaimBytes = 256 * 1024;
 
 inline bool Overlap(const void* a, size_t a_bytes, const void* b, size_t b_bytes) {
   if (a_bytes == 0 || b_bytes == 0) return false;
@@ -43,6 +47,36 @@ inline Range ChunkOf(size_t count, int n, int r, size_t elem_size) {
   range.begin = std::min(count, first * unit);
   range.end = std::min(count, (first + mine) * unit);
   return range;
+}
+
+// A large reduction cut into blocks that ranks claim one at a time (Group::claims): about
+// `block_bytes` each, with boundaries on 64-byte multiples of the address `base` (an output
+// buffer), so that two ranks never write the same cache line of it. Block 0 absorbs the
+// unaligned head.
+struct BlockPlan {
+  size_t count = 0;   // elements in all
+  size_t block = 1;   // elements per block
+  size_t skew = 0;    // elements before the first 64-byte boundary of `base`
+  size_t blocks = 0;  // number of blocks
+  Range Block(size_t j) const {
+    Range r;
+    r.begin = j == 0 ? 0 : std::min(count, skew + j * block);
+    r.end = std::min(count, skew + (j + 1) * block);
+    return r;
+  }
+};
+
+inline BlockPlan PlanBlocks(size_t count, size_t elem_size, const void* base,
+                            size_t block_bytes) {
+  const size_t unit = std::max<size_t>(1, 64 / elem_size);
+  BlockPlan plan;
+  plan.count = count;
+  plan.block = std::max(unit, block_bytes / elem_size / unit * unit);
+  const auto addr = reinterpret_cast<uintptr_t>(base);
+  if (addr % elem_size == 0) plan.skew = std::min(count, ((64 - addr % 64) % 64) / elem_size);
+  const size_t first = plan.skew + plan.block;
+  plan.blocks = count == 0 ? 0 : count <= first ? 1 : 1 + (count - first + plan.block - 1) / plan.block;
+  return plan;
 }
 
 inline bool UseDirectPath(Algorithm algorithm, size_t bytes) {
