@@ -25,6 +25,12 @@ std::vector<std::string> ReadLines(const std::string& path);
 // The weights_xxh64 of the done line of <dir>/metrics.jsonl, or "" if there is none.
 std::string DoneHash(const std::string& run_dir);
 
+// The done-line hash of `lockstep <args>` (which must write a run into --out DIR, given as
+// the placeholder "{out}"), computed once per binary and argument list and cached under the
+// build directory, so tests comparing many layouts against one reference run it once. A
+// file lock makes concurrent test processes wait for the first instead of racing.
+std::string CachedDoneHash(const std::vector<std::string>& args);
+
 // Flags that shrink gpt-tiny to a model that trains in well under a second per step.
 std::vector<std::string> TinyGptFlags();
 
