@@ -127,7 +127,6 @@ TEST(CliErrors, BadLayouts) {
   ExpectUsageError(RunLockstep({"train", "--config", "configs/cnn-fashion.toml", "--steps", "1", "--nproc", "2", "--layout",
                                 "tp=2"}),
                    "tensor and pipeline parallelism need model.kind = \"gpt\"");
-  ExpectUsageError(run({"--nproc", "2", "--zero", "2"}), "--zero 2 is not supported yet");
 }
 
 }  // namespace

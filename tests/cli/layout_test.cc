@@ -60,7 +60,8 @@ TEST_P(DeterministicLayout, MatchesOneWorkerBitForBit) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Gpt4Workers, DeterministicLayout,
-                         ::testing::Values("--layout dp=4", "--layout dp=4 --zero 1", "--layout tp=2,dp=2",
+                         ::testing::Values("--layout dp=4", "--layout dp=4 --zero 1", "--layout dp=4 --zero 2",
+                                           "--layout dp=4 --zero 3", "--layout tp=2,dp=2",
                                            "--layout pp=2,dp=2", "--layout tp=2,pp=2", "--layout pp=4",
                                            "--layout tp=2,pp=2 --set train.pp_schedule=gpipe"),
                          [](const ::testing::TestParamInfo<const char*>& i) { return Compact(i.param); });
@@ -106,7 +107,9 @@ INSTANTIATE_TEST_SUITE_P(Gpt4Workers, LayoutCheckpoint,
                                            Resharding{"--layout tp=2,dp=2", "--layout pp=2,dp=2 --zero 1"},
                                            Resharding{"--layout pp=2,dp=2", "--layout tp=2,dp=2"},
                                            Resharding{"--layout tp=2,pp=2", "--layout dp=4 --zero 1"},
-                                           Resharding{"--layout pp=4", "--layout tp=2,dp=2"}),
+                                           Resharding{"--layout pp=4", "--layout tp=2,dp=2"},
+                                           Resharding{"--layout dp=4 --zero 3", "--layout pp=2,dp=2 --zero 2"},
+                                           Resharding{"--layout tp=2,dp=2 --zero 3", "--layout dp=4 --zero 3"}),
                          [](const ::testing::TestParamInfo<Resharding>& i) {
                            return Compact(i.param.writer) + "_to_" + Compact(i.param.reader);
                          });

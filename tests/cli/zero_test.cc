@@ -77,5 +77,56 @@ TEST(Zero1, MpiTwoRanksMatchOneWorker) {
   EXPECT_EQ(DoneHash(mpi), DoneHash(one));
 }
 
+// ZeRO-2 shards the gradients too, ZeRO-3 the parameters as well: the rank's persistent bytes
+// are the paper's 4Ψ + 12Ψ/N and 16Ψ/N (with ceil(Ψ/N)-element shards), the weights stay those
+// of one worker, and the shards resume elsewhere.
+TEST(Zero23, ShardGradientsAndParametersAndMatchOneWorker) {
+  const std::string one = TrainTiny("zero23-one", kSteps, 4, kDet);
+  const int64_t psi = MemoryRow(one)["parameters"].get<int64_t>();
+  const int64_t shard = (psi + 3) / 4;
+  const std::string z2 = TrainTiny("zero23-z2", kSteps, 4, With(kDet, {"--nproc", "4", "--zero", "2"}));
+  const std::string z3 = TrainTiny("zero23-z3", kSteps, 4, With(kDet, {"--nproc", "4", "--zero", "3"}));
+  EXPECT_EQ(DoneHash(z2), DoneHash(one));
+  EXPECT_EQ(DoneHash(z3), DoneHash(one));
+  nlohmann::json m2 = MemoryRow(z2), m3 = MemoryRow(z3);
+  EXPECT_EQ(m2["params_bytes"].get<int64_t>(), 4 * psi);
+  EXPECT_EQ(m2["grads_bytes"].get<int64_t>(), 4 * shard);
+  EXPECT_EQ(m2["optimizer_bytes"].get<int64_t>(), 8 * shard);
+  EXPECT_EQ(m3["params_bytes"].get<int64_t>(), 4 * shard);
+  EXPECT_EQ(m3["grads_bytes"].get<int64_t>(), 4 * shard);
+  EXPECT_EQ(m3["optimizer_bytes"].get<int64_t>(), 8 * shard);
+  const std::string ckpt = z3 + "/checkpoints/step-00000004";
+  EXPECT_EQ(DoneHash(TrainTiny("zero23-to-one", kSteps, 4, With(kDet, {"--resume", ckpt}))), DoneHash(one));
+  EXPECT_EQ(DoneHash(TrainTiny("zero23-to-z2", kSteps, 4, With(kDet, {"--nproc", "2", "--zero", "2", "--resume", ckpt}))),
+            DoneHash(one));
+}
+
+// Default mode: reducing each unit's gradient to its owner adds the ranks' values in the same
+// order as the allreduce does, so ZeRO-2/3 equal the replicated run bit for bit.
+TEST(Zero23, DefaultModeEqualsTheReplicatedRun) {
+  const std::string dp = TrainTiny("zero23-dp2", kSteps, 4, {"--nproc", "2"});
+  EXPECT_EQ(DoneHash(TrainTiny("zero23-z2d", kSteps, 4, {"--nproc", "2", "--zero", "2"})), DoneHash(dp));
+  EXPECT_EQ(DoneHash(TrainTiny("zero23-z3d", kSteps, 4, {"--nproc", "2", "--zero", "3"})), DoneHash(dp));
+}
+
+// --mem-limit: a limit the unsharded model states cannot fit is refused up front (exit 2, one
+// line saying what does not fit); ZeRO-3 over 4 workers trains under the same limit.
+TEST(MemLimit, RefusesWhatDoesNotFitAndZero3TrainsUnderIt) {
+  const std::vector<std::string> model = {"--set", "model.width=128", "--set", "model.layers=4", "--set", "model.heads=4"};
+  const std::string out = MakeTempDir("memlimit");
+  std::vector<std::string> args = {"train", "--config", "configs/gpt-tiny.toml", "--steps", "2", "--set", "eval.batches=1",
+                                   "--set", "train.batch_size=8", "--set", "model.context=32", "--mem-limit", "13M",
+                                   "--out", out};
+  args.insert(args.end(), model.begin(), model.end());
+  CommandResult refused = RunLockstep(args);
+  EXPECT_EQ(refused.exit_code, 2) << refused.err;
+  EXPECT_NE(refused.err.find("--mem-limit 13.0 MiB: worker 0's model states alone need 13.2 MiB"), std::string::npos)
+      << refused.err;
+  args.insert(args.end(), {"--nproc", "4", "--zero", "3"});
+  CommandResult fits = RunLockstep(args);
+  EXPECT_EQ(fits.exit_code, 0) << fits.err;
+  EXPECT_FALSE(DoneHash(out).empty());
+}
+
 }  // namespace
 }  // namespace lockstep::testing

@@ -110,15 +110,16 @@ TEST(MemoryTrackerDeathTest, FreeWithWrongSizeAborts) {
       "AlignedFree\\(64");
 }
 
-TEST(MemoryTrackerDeathTest, EmptyBeyondLimitAbortsWithMessage) {
-  EXPECT_DEATH(
+// A configured limit is user input (--mem-limit): one line and exit status 2, not an abort.
+TEST(MemoryTrackerDeathTest, EmptyBeyondLimitExitsWithUsageStatusAndMessage) {
+  EXPECT_EXIT(
       {
         MemoryTracker t;
         t.SetLimit(100);
         SetCurrentTracker(&t);
         Tensor::Empty({1000});
       },
-      "cannot allocate 4000 bytes");
+      ::testing::ExitedWithCode(2), "out of memory under --mem-limit 0.0 MiB: a tensor \\[1000\\] needs 0.0 MiB more");
 }
 
 }  // namespace

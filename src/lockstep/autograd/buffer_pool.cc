@@ -20,6 +20,10 @@ Tensor BufferPool::Empty(const Shape& shape, DType dtype) {
     ++reuses_;
   } else {
     storage = Storage::Allocate(bytes, MemoryTag::kActivation);
+    if (storage == nullptr) {
+      const std::string what = "an activation " + tensor::ShapeToString(shape);
+      tensor::ExitIfLimitExceeded(bytes, MemoryTag::kActivation, what.c_str());
+    }
     LS_CHECK(storage != nullptr) << "cannot allocate " << bytes << " bytes for activation "
                                  << tensor::ShapeToString(shape);
     ++allocations_;

@@ -26,7 +26,7 @@ Variable Variable::Activation(Tensor value, bool requires_grad, BufferPool* pool
 
 Variable Variable::Parameter(Tensor value, Tensor grad, int param_index) {
   LS_CHECK(param_index >= 0) << "Parameter index " << param_index;
-  LS_CHECK(grad.shape() == value.shape())
+  LS_CHECK(!grad.defined() || grad.shape() == value.shape())
       << "Parameter grad " << grad.ToString() << " vs value " << value.ToString();
   Variable v;
   v.impl_ = std::make_shared<Impl>();
@@ -43,14 +43,26 @@ Tensor Variable::NewGrad(bool zero) const {
   return zero ? Tensor::Zeros(s) : Tensor::Empty(s);
 }
 
+void Variable::Rebind(Tensor value, Tensor grad) const {
+  LS_CHECK(is_parameter()) << "Rebind on a Variable that is not a parameter";
+  LS_CHECK(!grad.defined() || !value.defined() || grad.shape() == value.shape())
+      << "Rebind grad " << grad.ToString() << " vs value " << value.ToString();
+  impl_->value = std::move(value);
+  impl_->grad = std::move(grad);
+}
+
 float* Variable::GradAccumulate() const {
   LS_CHECK(requires_grad()) << "GradAccumulate on a Variable that does not require grad";
+  // A parameter's gradient is storage someone bound (a flat buffer, a ZeRO unit buffer);
+  // inventing one here would silently lose the gradient.
+  LS_CHECK(!is_parameter() || impl_->grad.defined()) << "parameter " << param_index() << " has no gradient storage bound";
   if (!impl_->grad.defined()) impl_->grad = NewGrad(/*zero=*/true);
   return impl_->grad.data<float>();
 }
 
 float* Variable::GradForWrite(bool* fresh) const {
   LS_CHECK(requires_grad()) << "GradForWrite on a Variable that does not require grad";
+  LS_CHECK(!is_parameter() || impl_->grad.defined()) << "parameter " << param_index() << " has no gradient storage bound";
   *fresh = !impl_->grad.defined();
   if (*fresh) impl_->grad = NewGrad(/*zero=*/false);
   return impl_->grad.data<float>();

@@ -69,6 +69,12 @@ class Variable {
   // Drops the gradient of an activation (a parameter's view stays).
   void ReleaseGrad() const;
 
+  // Parameters only: points value and gradient at other storage (or none: undefined
+  // tensors), visible through every copy of this handle, including those captured by
+  // recorded backward closures. ZeRO materialises a layer's parameters and gradients this
+  // way just before they are used and releases them after.
+  void Rebind(tensor::Tensor value, tensor::Tensor grad) const;
+
   // Identity of the shared state, for tests and debugging.
   const void* id() const { return impl_.get(); }
 

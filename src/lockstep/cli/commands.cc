@@ -62,6 +62,8 @@ int Main(int argc, char** argv) {
       ->check(CLI::Range(0.1, 1e6));
   t->add_option("--layout", train.layout, "parallel layout, e.g. dp=2,tp=2,pp=1");
   t->add_option("--zero", train.zero, "ZeRO stage 0|1|2|3")->check(CLI::Range(0, 3));
+  std::string mem_limit;
+  t->add_option("--mem-limit", mem_limit, "most tensor bytes one worker may hold, e.g. 512M (0: no limit)");
 
   runtime::EvalOptions eval;
   CLI::App* e = app.add_subcommand("eval", "evaluate a checkpoint on the validation set");
@@ -104,6 +106,7 @@ int Main(int argc, char** argv) {
   };
   if (t->parsed()) {
     if (!require(!train.config_path.empty(), "--config")) return 2;
+    if (!mem_limit.empty() && !ParseSizeFlag(mem_limit, "--mem-limit", &train.mem_limit)) return 2;
     // The supervisor comes first: it runs the whole job (mpirun included) as its child.
     if (train.max_restarts > 0 && !comm::InsideMpirun()) return ExitCodeFor(runtime::RunSupervised(train));
     if (train.backend == "mpi" && !comm::InsideMpirun())

@@ -57,19 +57,36 @@ void ParameterStore::Finalize(uint64_t init_seed) {
   Initialize(init_seed);
 }
 
-void ParameterStore::Allocate() {
+void ParameterStore::Allocate() { AllocatePartial(true, true); }
+
+void ParameterStore::AllocatePartial(bool params, bool grads) {
   LS_CHECK(!finalized_) << "ParameterStore::Finalize called twice";
   LS_CHECK(numel_ > 0) << "ParameterStore::Finalize with no parameters";
-  params_ = Tensor::Empty({numel_}, tensor::DType::kF32, MemoryTag::kParameter);
-  grads_ = Tensor::Zeros({numel_}, tensor::DType::kF32, MemoryTag::kGradient);
+  if (params) params_ = Tensor::Empty({numel_}, tensor::DType::kF32, MemoryTag::kParameter);
+  if (grads) grads_ = Tensor::Zeros({numel_}, tensor::DType::kF32, MemoryTag::kGradient);
   vars_.reserve(infos_.size());
   for (int i = 0; i < size(); ++i) {
     const ParamInfo& p = infos_[i];
     vars_.push_back(autograd::Variable::Parameter(
-        Tensor::FromStorage(params_.storage(), p.offset, p.shape),
-        Tensor::FromStorage(grads_.storage(), p.offset, p.shape), i));
+        params ? Tensor::FromStorage(params_.storage(), p.offset, p.shape) : Tensor(),
+        grads ? Tensor::FromStorage(grads_.storage(), p.offset, p.shape) : Tensor(), i));
   }
   finalized_ = true;
+}
+
+void ParameterStore::DetachStorage(bool params, bool grads) {
+  CheckFinalized();
+  for (int i = 0; i < size(); ++i) {
+    const autograd::Variable& v = vars_[i];
+    v.Rebind(params ? Tensor() : v.value(), grads ? Tensor() : v.grad());
+  }
+  if (params) params_ = Tensor();
+  if (grads) grads_ = Tensor();
+}
+
+void ParameterStore::BindParam(int i, const Tensor& value, const Tensor& grad) {
+  CheckFinalized();
+  vars_.at(i).Rebind(value, grad);
 }
 
 void ParameterStore::Initialize(uint64_t init_seed) {
@@ -95,6 +112,7 @@ int ParameterStore::Find(std::string_view name) const {
 
 void ParameterStore::ZeroGrad() {
   CheckFinalized();
+  if (!grads_.defined()) return;
   std::memset(flat_grads(), 0, static_cast<size_t>(numel_) * sizeof(float));
 }
 

@@ -63,6 +63,17 @@ class ParameterStore {
   // Finalize without initialising values (they are uninitialised): for models whose
   // parameters are pieces of larger tensors and initialise them by global element index.
   void Allocate();
+  // Finalize for ZeRO: with `params` false no flat value buffer, with `grads` false no flat
+  // gradient buffer is allocated; the views of what is missing stay unbound (undefined
+  // tensors) until BindParam gives them storage. Values are not initialised.
+  void AllocatePartial(bool params, bool grads);
+  // Drops the flat buffers whose flag is true (their views become unbound): a model built
+  // whole and then sharded by ZeRO.
+  void DetachStorage(bool params, bool grads);
+  // Points parameter i's value and gradient views at other storage (either may be undefined).
+  void BindParam(int i, const tensor::Tensor& value, const tensor::Tensor& grad);
+  bool has_flat_params() const { return params_.defined(); }
+  bool has_flat_grads() const { return grads_.defined(); }
   // Re-initialises all values from `init_seed` (as Finalize did).
   void Initialize(uint64_t init_seed);
   bool finalized() const { return finalized_; }
@@ -81,14 +92,16 @@ class ParameterStore {
   int Find(std::string_view name) const;
 
   int64_t numel() const { return numel_; }
-  float* flat_params() { return params_.data<float>(); }
-  const float* flat_params() const { return params_.data<float>(); }
-  float* flat_grads() { return grads_.data<float>(); }
-  const float* flat_grads() const { return grads_.data<float>(); }
+  // nullptr when the buffer was not allocated (ZeRO).
+  float* flat_params() { return params_.defined() ? params_.data<float>() : nullptr; }
+  const float* flat_params() const { return params_.defined() ? params_.data<float>() : nullptr; }
+  float* flat_grads() { return grads_.defined() ? grads_.data<float>() : nullptr; }
+  const float* flat_grads() const { return grads_.defined() ? grads_.data<float>() : nullptr; }
   // The flat buffers as 1-D tensors of numel() elements.
   const tensor::Tensor& params_tensor() const { return params_; }
   const tensor::Tensor& grads_tensor() const { return grads_; }
 
+  // Zeroes the flat gradient buffer (nothing when there is none).
   void ZeroGrad();
 
  private:

@@ -102,8 +102,8 @@ GptShard::GptShard(const GptShardOptions& options, TpContext* tp) : o_(options),
     head_ = Add(rows("head.weight", {V, C}, {{t * Vl, (t + 1) * Vl}}), Init::Normal(std), true);
     units_.push_back({first, ps_.size()});
   }
-  ps_.Allocate();
-  InitValues(c.init_seed);
+  ps_.AllocatePartial(o_.flat_params, o_.flat_grads);
+  if (o_.flat_params) InitValues(c.init_seed);
 }
 
 // Each local run takes the values the whole tensor has at those global elements.

@@ -30,6 +30,10 @@ struct GptShardOptions {
   int end_layer = -1;  // -1: model.layers
   bool has_embedding = true;
   bool has_head = true;
+  // ZeRO-2 builds without the flat gradient buffer, ZeRO-3 without either: the ZeRO state
+  // binds (and initialises) what it owns instead (parallel/zero_units.h).
+  bool flat_params = true;
+  bool flat_grads = true;
 };
 
 class GptShard : public StageModel {

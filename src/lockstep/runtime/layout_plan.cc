@@ -41,7 +41,6 @@ Result<LayoutPlan> PlanLayout(const TrainOptions& options, const Config& config,
   LayoutPlan lp;
   LS_ASSIGN_OR_RETURN(lp.dims, parallel::ParallelDims::Parse(options.layout, world, options.zero));
   const parallel::ParallelDims& d = lp.dims;
-  if (options.zero > 1) return Bad("--zero " + std::to_string(options.zero) + " is not supported yet (only 0 and 1)");
   LS_ASSIGN_OR_RETURN(std::string kind, config.GetString("model.kind", ""));
   if (kind == "gpt") {
     LS_ASSIGN_OR_RETURN(nn::GptConfig c, nn::ReadGptConfig(config));

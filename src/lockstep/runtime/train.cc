@@ -18,7 +18,6 @@ namespace {
 // the same error otherwise); the rest of the layout is checked by PlanLayout.
 Status CheckSupported(const TrainOptions& o) {
   LS_RETURN_IF_ERROR(parallel::ParallelDims::Parse(o.layout, o.nproc, o.zero).status());
-  if (o.zero > 1) return Status::InvalidArgument("--zero " + std::to_string(o.zero) + " is not supported yet (only 0 and 1)");
   return Status::Ok();
 }
 

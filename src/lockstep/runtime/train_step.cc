@@ -21,9 +21,10 @@ Status Trainer::SingleStageStep(StepCompute* c) {
   const int64_t micro = data_->train_rows() / t.accum_steps;
   nn::ParameterStore& params = model_->params();
   params.ZeroGrad();
+  if (zero_units_) zero_units_->BeginStep();  // ZeRO-2/3 reduce unit by unit instead of buckets
   double loss_sum = 0;
   for (int64_t m = 0; m < t.accum_steps; ++m) {
-    if (m + 1 == t.accum_steps) ddp_->Arm(tape_);
+    if (m + 1 == t.accum_steps && !zero_units_) ddp_->Arm(tape_);
     else ddp_->Disarm(tape_);
     autograd::Variable loss =
         Traced("forward", "compute", [&] { return model_->Forward(tape_, data_->TrainRows(m * micro, micro), {}); });
@@ -33,9 +34,29 @@ Status Trainer::SingleStageStep(StepCompute* c) {
   }
   c->compute_end_ns = NowNanos();
   ddp_->Disarm(tape_);
-  LS_RETURN_IF_ERROR(Traced("wait for gradients", "wait", [&] { return ddp_->Finish(&c->sync); }));
+  if (zero_units_) {
+    Stopwatch wait;
+    LS_RETURN_IF_ERROR(Traced("wait for gradients", "wait", [&] { return zero_units_->FinishStep(); }));
+    c->sync.exposed_ms = wait.ElapsedMs();
+  } else {
+    LS_RETURN_IF_ERROR(Traced("wait for gradients", "wait", [&] { return ddp_->Finish(&c->sync); }));
+  }
   c->loss_part = reports_loss() ? loss_sum : 0.0;
   return Status::Ok();
+}
+
+// Deterministic mode: the V canonical shard gradients summed in the fixed tree over dp, into
+// the flat gradient buffer (or, ZeRO-2/3, the rank's gradient shard).
+Status Trainer::SyncContributions(parallel::SyncTimes* sync) {
+  return Traced("deterministic allreduce", "comm", [&] {
+    if (zero_units_) {
+      Stopwatch clock;
+      Status s = zero_units_->ReduceContributions(contributions_.data(), plan_.run.train.det_shards);
+      sync->comm_ms = sync->exposed_ms = clock.ElapsedMs();
+      return s;
+    }
+    return ddp_->SyncDeterministic(contributions_.data(), plan_.run.train.det_shards, sync);
+  });
 }
 
 // The V shard losses (this replica's V/dp of them, already scaled) summed in the fixed tree
@@ -60,15 +81,16 @@ Status Trainer::DeterministicStep(StepCompute* c) {
   const float scale = static_cast<float>(static_cast<double>(shard) / static_cast<double>(t.batch_size));
   for (int64_t k = 0; k < per_rank; ++k) {
     params.ZeroGrad();
+    float* slot = contributions_.data() + k * n;
+    if (zero_units_) zero_units_->SetContribution(slot);  // each unit's gradient lands there
     autograd::Variable loss =
         Traced("forward", "compute", [&] { return model_->Forward(tape_, data_->TrainRows(k * shard, shard), {}); });
     shard_losses_[k] = ScalarOf(loss) * scale;
     Traced("backward", "compute", [&] { tape_.Backward(loss, scale); });
-    std::memcpy(contributions_.data() + k * n, params.flat_grads(), n * sizeof(float));
+    if (!zero_units_) std::memcpy(slot, params.flat_grads(), n * sizeof(float));
   }
   c->compute_end_ns = NowNanos();
-  LS_RETURN_IF_ERROR(Traced("deterministic allreduce", "comm",
-                            [&] { return ddp_->SyncDeterministic(contributions_.data(), t.det_shards, &c->sync); }));
+  LS_RETURN_IF_ERROR(SyncContributions(&c->sync));
   double total = 0;
   LS_RETURN_IF_ERROR(SumContributions(shard_losses_.data(), per_rank, &total));
   c->loss_part = reports_loss() && mesh_.coord.dp == 0 ? total : 0.0;
@@ -87,10 +109,15 @@ Status Trainer::PipelineStep(StepCompute* c) {
   nn::ParameterStore& params = model_->params();
   PipelineRunner::Hooks hooks;
   if (det) {
-    hooks.before_backward = [&](int) { params.ZeroGrad(); };
-    hooks.after_backward = [&](int i) { std::memcpy(contributions_.data() + i * n, params.flat_grads(), n * sizeof(float)); };
+    hooks.before_backward = [&](int i) {
+      params.ZeroGrad();
+      if (zero_units_) zero_units_->SetContribution(contributions_.data() + i * n);
+    };
+    if (!zero_units_)
+      hooks.after_backward = [&](int i) { std::memcpy(contributions_.data() + i * n, params.flat_grads(), n * sizeof(float)); };
   } else {
     params.ZeroGrad();
+    if (zero_units_) zero_units_->BeginStep();
   }
   std::vector<float> losses;
   LS_RETURN_IF_ERROR(Traced("pipeline", "compute", [&] {
@@ -99,8 +126,7 @@ Status Trainer::PipelineStep(StepCompute* c) {
   LS_RETURN_IF_ERROR(tp_->status());
   c->compute_end_ns = NowNanos();
   if (det) {
-    LS_RETURN_IF_ERROR(Traced("deterministic allreduce", "comm",
-                              [&] { return ddp_->SyncDeterministic(contributions_.data(), t.det_shards, &c->sync); }));
+    LS_RETURN_IF_ERROR(SyncContributions(&c->sync));
     if (model_->last_stage()) {
       for (int i = 0; i < micros; ++i) shard_losses_[i] = losses[i] * scale;
       double total = 0;
@@ -109,7 +135,11 @@ Status Trainer::PipelineStep(StepCompute* c) {
     }
     return Status::Ok();
   }
-  if (dims().dp > 1) {
+  if (zero_units_) {
+    Stopwatch sync;
+    LS_RETURN_IF_ERROR(Traced("wait for gradients", "wait", [&] { return zero_units_->FinishStep(); }));
+    c->sync.comm_ms = c->sync.exposed_ms = sync.ElapsedMs();
+  } else if (dims().dp > 1) {
     Stopwatch sync;
     LS_RETURN_IF_ERROR(Traced("gradient allreduce", "comm", [&] {
       return mesh_.dp->Allreduce(params.flat_grads(), params.flat_grads(), n, comm::DType::kF32, comm::ReduceOp::kSum)->Wait();
@@ -128,12 +158,16 @@ Status Trainer::PipelineStep(StepCompute* c) {
 Result<double> Trainer::GradNorm() {
   const nn::ParameterStore& ps = model_->params();
   const optim::FlatRange mine = parallel::ShardRange(local_numel(), mesh_.coord.dp, dims().dp);
+  // Element `flat` of the reduced gradient: in the flat buffer, or (ZeRO-2/3, where only the
+  // owned range exists, which is `mine`) in the shard.
+  const float* base = zero_units_ ? zero_units_->grad_shard() : ps.flat_grads();
+  const int64_t base_begin = zero_units_ ? mine.begin : 0;
   optim::ExactSquareSum sum;
   for (int i = 0; i < ps.size(); ++i) {
     if (model_->placements()[i].tp_replicated && mesh_.coord.tp != 0) continue;
     const nn::ParamInfo& p = ps.info(i);
     const int64_t lo = std::max(mine.begin, p.offset), hi = std::min(mine.end, p.offset + p.numel);
-    if (lo < hi) sum.Add(ps.flat_grads() + lo, hi - lo);
+    if (lo < hi) sum.Add(base + (lo - base_begin), hi - lo);
   }
   if (world_ == 1) return optim::NormOf(sum);
   int64_t words[optim::ExactSquareSum::kWords];
@@ -159,6 +193,7 @@ Status Trainer::TrainStep(int64_t step) {
   else if (plan_.options.deterministic) LS_RETURN_IF_ERROR(DeterministicStep(&c));
   else LS_RETURN_IF_ERROR(SingleStageStep(&c));
   LS_RETURN_IF_ERROR(tp_->status());
+  if (zero_units_) LS_RETURN_IF_ERROR(zero_units_->status());
   // Compute time excludes the blocking wait at the end (exposed communication).
   const double compute_ms = compute_clock.ElapsedMs() - c.sync.exposed_ms;
 
@@ -168,11 +203,11 @@ Status Trainer::TrainStep(int64_t step) {
   Stopwatch optim_clock;
   const int64_t optim_clock_start = NowNanos();
   LS_ASSIGN_OR_RETURN(double grad_norm, GradNorm());
-  float* owned_grads = params.flat_grads() + owned_.begin;
+  float* owned_grads = OwnedGrads();
   if (plan_.optim.grad_clip > 0) optim::ClipByGlobalNorm(owned_grads, owned_.size(), plan_.optim.grad_clip, grad_norm);
   const float lr = schedule_->LrAt(step);
   if (saver_) saver_->WaitForSnapshot();  // an async save may still be copying the parameters
-  optimizer_->Step(params.flat_params() + owned_.begin, owned_grads, lr);
+  optimizer_->Step(OwnedParams(), owned_grads, lr);
   if (gather_) LS_RETURN_IF_ERROR(Traced("param all-gather", "comm", [&] { return gather_->Gather(params.flat_params()); }));
   trace_.Add("optimizer", "compute", optim_clock_start, NowNanos());
   const double optim_ms = optim_clock.ElapsedMs();

@@ -30,6 +30,7 @@
 #include "lockstep/parallel/stage_model.h"
 #include "lockstep/parallel/tp_context.h"
 #include "lockstep/parallel/zero.h"
+#include "lockstep/parallel/zero_units.h"
 #include "lockstep/profile/trace.h"
 #include "lockstep/runtime/async_checkpoint.h"
 #include "lockstep/runtime/heartbeat.h"
@@ -54,13 +55,15 @@ struct StepCompute {
 
 class Trainer {
  public:
-  Trainer(const TrainPlan& plan, std::shared_ptr<comm::Communicator> world, const tensor::MemoryTracker* memory);
+  Trainer(const TrainPlan& plan, std::shared_ptr<comm::Communicator> world, tensor::MemoryTracker* memory);
+  ~Trainer();
   Status Run();
 
  private:
   // worker.cc
   Status Setup();
   Status BuildModel();
+  Status CheckMemoryLimit();
   void LogStart();
   Status Validate(int64_t step);
   Result<EvalSums> EvaluateLocal();
@@ -71,6 +74,7 @@ class Trainer {
   Status DeterministicStep(StepCompute* c);
   Status PipelineStep(StepCompute* c);
   Status SumContributions(const float* shard_losses, int64_t count, double* loss);
+  Status SyncContributions(parallel::SyncTimes* sync);
   Result<double> GradNorm();
   // trainer_state.cc
   Status Resume();
@@ -102,6 +106,10 @@ class Trainer {
   // Whether this rank reports the loss and validation sums of its replica (one per replica).
   bool reports_loss() const { return model_->last_stage() && mesh_.coord.tp == 0; }
   int64_t local_numel() const { return model_->params().numel(); }
+  // The owned elements of the parameters and gradients the optimizer steps: views into the
+  // flat buffers (zero 0/1), or the ZeRO-2/3 shards.
+  float* OwnedParams();
+  float* OwnedGrads();
 
   const TrainPlan& plan_;
   std::shared_ptr<comm::Communicator> world_comm_;
@@ -129,8 +137,10 @@ class Trainer {
   std::unique_ptr<AsyncCheckpointSaver> saver_;  // rank 0, replicated (dp-only, zero 0) states
   const int zero_ = plan_.options.zero;
   optim::FlatRange owned_;                      // the part of the local flat buffer this rank updates
-  std::unique_ptr<parallel::ShardedParamGather> gather_;  // ZeRO: re-assembles the parameters
-  const tensor::MemoryTracker* memory_;
+  std::unique_ptr<parallel::ShardedParamGather> gather_;  // ZeRO-1/2: re-assembles the parameters
+  std::unique_ptr<parallel::ZeroUnits> zero_units_;      // ZeRO-2/3: unit-wise gradients (and parameters)
+  tensor::MemoryTracker* memory_;
+  int64_t optimizer_reserved_ = 0;  // optimizer-state bytes counted in memory_ (optim/ uses plain vectors)
 };
 
 }  // namespace lockstep::runtime

@@ -18,9 +18,12 @@ nlohmann::json Trainer::Layout() const {
 // Every rank reads what its local tensors and its optimizer range cover, from whatever shards
 // of whatever layout hold them; the reader verifies each checksum it touches.
 Status Trainer::Resume() {
+  // ZeRO-3 reads its parameter shard, every other layout the whole local buffer.
+  float* params = zero_ == 3 ? zero_units_->param_shard() : model_->params().flat_params();
+  const optim::FlatRange range = zero_ == 3 ? owned_ : optim::FlatRange{0, local_numel()};
   LS_ASSIGN_OR_RETURN(CheckpointContents c,
-                      LoadStageState(plan_.resume_dir, TrajectoryHash(plan_.config), *model_, model_->params().flat_params(),
-                                     0, {0, local_numel()}, optimizer_->StateBuffers()));
+                      LoadStageState(plan_.resume_dir, TrajectoryHash(plan_.config), *model_, params, range.begin, range,
+                                     optimizer_->StateBuffers()));
   if (c.step > plan_.total_steps)
     return Status::InvalidArgument(plan_.resume_dir + " is at step " + std::to_string(c.step) + ", past this run's " +
                                    std::to_string(plan_.total_steps) + " steps (pass a larger --steps)");
@@ -78,9 +81,13 @@ Status Trainer::SaveSharded(int64_t step) {
   const bool writes_replicated = mesh_.coord.dp == 0;
   std::vector<OptimizerStateBuffer> state = optimizer_->StateBuffers();
   if (zero_ == 0 && !writes_replicated) state.clear();
-  const optim::FlatRange params = writes_replicated ? optim::FlatRange{0, local_numel()} : optim::FlatRange{0, 0};
-  StagePieces pieces =
-      CollectStagePieces(*model_, model_->params().flat_params(), 0, params, state, mesh_.coord.tp);
+  StagePieces pieces;
+  if (zero_ == 3) {  // every dp rank writes its parameter shard
+    pieces = CollectStagePieces(*model_, zero_units_->param_shard(), owned_.begin, owned_, state, mesh_.coord.tp);
+  } else {
+    const optim::FlatRange params = writes_replicated ? optim::FlatRange{0, local_numel()} : optim::FlatRange{0, 0};
+    pieces = CollectStagePieces(*model_, model_->params().flat_params(), 0, params, state, mesh_.coord.tp);
+  }
   const FaultSpec fault = plan_.fault;
   const int rank = rank_;
   LS_RETURN_IF_ERROR(SaveStageCheckpoint(plan_.out_dir + "/checkpoints", static_cast<int>(plan_.run.checkpoint.keep),
@@ -114,9 +121,9 @@ Status Trainer::LogSave(const SaveReport& r) {
                           {"write_ms", r.write_ms}, {"bytes", r.bytes}, {"mb_per_s", mb_per_s}});
 }
 
-// This rank's bytes: parameters and gradients as lockstep's allocator counts them (the flat
-// buffers), optimizer state from the owned range (optim/ keeps it in plain vectors), and the
-// peak of activation tensors so far.
+// This rank's bytes as its MemoryTracker counts them: parameters, gradients and optimizer
+// state held now (flat buffers or ZeRO shards; units in flight are released by then), the
+// peak of activation tensors and of everything together so far.
 nlohmann::json Trainer::MemoryRow() {
   return {{"event", "memory"},
           {"rank", rank_},
@@ -124,12 +131,15 @@ nlohmann::json Trainer::MemoryRow() {
           {"parameters", local_numel()},
           {"params_bytes", memory_->Current(tensor::MemoryTag::kParameter)},
           {"grads_bytes", memory_->Current(tensor::MemoryTag::kGradient)},
-          {"optimizer_bytes", optimizer_->StateBytes()},
-          {"peak_activation_bytes", memory_->Peak(tensor::MemoryTag::kActivation)}};
+          {"optimizer_bytes", memory_->Current(tensor::MemoryTag::kOptimizer)},
+          {"peak_activation_bytes", memory_->Peak(tensor::MemoryTag::kActivation)},
+          {"peak_bytes", memory_->PeakTotal()},
+          {"mem_limit", plan_.options.mem_limit}};
 }
 
 // The parameter pieces this rank is the writer of (as for checkpoints).
 std::vector<parallel::LocalPiece> Trainer::WeightPieces() const {
+  if (zero_ == 3) return parallel::PiecesOf(*model_, zero_units_->param_shard(), owned_.begin, owned_, mesh_.coord.tp);
   const optim::FlatRange all{0, mesh_.coord.dp == 0 ? local_numel() : 0};
   return parallel::PiecesOf(*model_, model_->params().flat_params(), 0, all, mesh_.coord.tp);
 }
@@ -147,7 +157,10 @@ Status Trainer::Finish() {
   if (!std::isnan(last_val_acc_)) std::printf(", val_acc %.4f", last_val_acc_);
   std::printf(", weights_xxh64 %s\n", hash.c_str());
   if (plan_.layout.gpt) {
-    // The sample comes from a whole nn::Gpt holding the gathered canonical weights.
+    // The sample comes from a whole nn::Gpt holding the gathered canonical weights. It is a
+    // by-product of the finished run, outside this worker's training budget (--mem-limit):
+    // counted in the process-wide tracker, not the rank's.
+    tensor::ScopedTracker outside_budget(nullptr);
     nn::Gpt gpt(*plan_.layout.gpt);
     for (const nn::ParamInfo& p : gpt.params()) {
       const std::vector<float>& v = weights.at(p.name);

@@ -13,18 +13,81 @@
 
 namespace lockstep::runtime {
 
-Trainer::Trainer(const TrainPlan& plan, std::shared_ptr<comm::Communicator> world, const tensor::MemoryTracker* memory)
+Trainer::Trainer(const TrainPlan& plan, std::shared_ptr<comm::Communicator> world, tensor::MemoryTracker* memory)
     : plan_(plan), world_comm_(std::move(world)), rank_(world_comm_->rank()), world_(world_comm_->size()),
       config_(plan.config), trace_(world_comm_->rank(), !plan.options.trace_file.empty()), memory_(memory) {}
+
+Trainer::~Trainer() {
+  if (optimizer_reserved_ > 0) memory_->Release(optimizer_reserved_, tensor::MemoryTag::kOptimizer);
+}
+
+namespace {
+
+// Binary units, as --mem-limit's K/M/G suffixes are.
+std::string Megabytes(int64_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.1f MiB", static_cast<double>(bytes) / 1048576.0);
+  return buf;
+}
+
+}  // namespace
+
+// --mem-limit: before anything is allocated, the model states this rank will hold under its
+// layout (the ZeRO paper's accounting of its local parameters, plus the units ZeRO-2/3 hold in
+// flight) must fit, or the run stops with one line saying what does not fit and what would.
+Status Trainer::CheckMemoryLimit() {
+  const int64_t limit = plan_.options.mem_limit;
+  if (limit <= 0) return Status::Ok();
+  int64_t numel = 0, largest_unit = 0;
+  if (plan_.layout.gpt) {
+    parallel::GptShardOptions o;  // a dry shard: parameter shapes, no storage
+    o.model = *plan_.layout.gpt;
+    o.first_layer = plan_.layout.partition.begin[mesh_.coord.pp];
+    o.end_layer = plan_.layout.partition.begin[mesh_.coord.pp + 1];
+    o.has_embedding = mesh_.coord.pp == 0;
+    o.has_head = mesh_.coord.pp == dims().pp - 1;
+    o.flat_params = o.flat_grads = false;
+    LS_ASSIGN_OR_RETURN(std::unique_ptr<parallel::GptShard> dry, parallel::GptShard::Create(o, tp_.get()));
+    numel = dry->params().numel();
+    for (const parallel::ParamUnit& u : dry->units()) {
+      const nn::ParamInfo& last = dry->params().info(u.end_param - 1);
+      largest_unit = std::max(largest_unit, last.offset + last.numel - dry->params().info(u.first_param).offset);
+    }
+  } else {
+    LS_ASSIGN_OR_RETURN(std::unique_ptr<nn::Model> probe, nn::MakeModel(config_));
+    numel = largest_unit = probe->params().numel();
+  }
+  const int64_t shard = (numel + dims().dp - 1) / dims().dp;
+  const int64_t moments = plan_.optim.kind == optim::OptimizerKind::kAdamW ? 2 : 1;
+  const int64_t params = 4 * (zero_ == 3 ? shard : numel), grads = 4 * (zero_ >= 2 ? shard : numel);
+  const int64_t optimizer = 4 * moments * (zero_ >= 1 ? shard : numel);
+  const int64_t in_flight = zero_ == 3 ? 3 * 4 * largest_unit : zero_ == 2 ? 4 * largest_unit : 0;
+  const int64_t total = params + grads + optimizer + in_flight;
+  if (total <= limit) return Status::Ok();
+  return Status::InvalidArgument(
+      "--mem-limit " + Megabytes(limit) + ": worker " + std::to_string(rank_) + "'s model states alone need " +
+      Megabytes(total) + " (parameters " + Megabytes(params) + ", gradients " + Megabytes(grads) + ", optimizer " +
+      Megabytes(optimizer) + (in_flight ? ", layers in flight " + Megabytes(in_flight) : std::string()) +
+      " with --zero " + std::to_string(zero_) + " over dp=" + std::to_string(dims().dp) +
+      "); shard them with a higher --zero over more workers, or raise the limit");
+}
 
 // The rank's part of the model: its pipeline stage of the GPT split over its tp group, or the
 // whole model (CNN; PlanLayout refused tp/pp for it).
 Status Trainer::BuildModel() {
   const LayoutPlan& lp = plan_.layout;
-  tp_ = std::make_unique<parallel::TpContext>(mesh_.tp, lp.tp_slices, plan_.options.deterministic);
+  // ZeRO-2 keeps no full gradient buffer, ZeRO-3 no full parameter buffer either.
+  const bool flat_params = zero_ < 3, flat_grads = zero_ < 2;
   if (!lp.gpt) {
     LS_ASSIGN_OR_RETURN(std::unique_ptr<nn::Model> whole, nn::MakeModel(config_));
     model_ = std::make_unique<parallel::WholeModel>(std::move(whole));
+    std::vector<float> initial;
+    if (!flat_params) initial.assign(model_->params().flat_params(), model_->params().flat_params() + local_numel());
+    model_->params().DetachStorage(!flat_params, !flat_grads);
+    if (zero_ >= 2) {
+      LS_ASSIGN_OR_RETURN(zero_units_, parallel::ZeroUnits::Create(zero_, mesh_.dp, model_.get(), 0,
+                                                                   initial.empty() ? nullptr : initial.data()));
+    }
     return Status::Ok();
   }
   const int s = mesh_.coord.pp;
@@ -34,28 +97,49 @@ Status Trainer::BuildModel() {
   o.end_layer = lp.partition.begin[s + 1];
   o.has_embedding = s == 0;
   o.has_head = s == dims().pp - 1;
+  o.flat_params = flat_params;
+  o.flat_grads = flat_grads;
   LS_ASSIGN_OR_RETURN(std::unique_ptr<parallel::GptShard> shard, parallel::GptShard::Create(o, tp_.get()));
   model_ = std::move(shard);
+  if (zero_ >= 2) {
+    LS_ASSIGN_OR_RETURN(zero_units_, parallel::ZeroUnits::Create(zero_, mesh_.dp, model_.get(), lp.gpt->init_seed));
+  }
   return Status::Ok();
+}
+
+float* Trainer::OwnedParams() {
+  return zero_ == 3 ? zero_units_->param_shard() : model_->params().flat_params() + owned_.begin;
+}
+
+float* Trainer::OwnedGrads() {
+  return zero_ >= 2 ? zero_units_->grad_shard() : model_->params().flat_grads() + owned_.begin;
 }
 
 Status Trainer::Setup() {
   tensor::SetComputeThreads(plan_.threads_per_worker);
   tensor::SetDeterministicCompute(plan_.options.deterministic);
   LS_ASSIGN_OR_RETURN(mesh_, parallel::BuildMesh(world_comm_, dims()));
+  tp_ = std::make_unique<parallel::TpContext>(mesh_.tp, plan_.layout.tp_slices, plan_.options.deterministic);
+  LS_RETURN_IF_ERROR(CheckMemoryLimit());
   LS_RETURN_IF_ERROR(BuildModel());
   LS_ASSIGN_OR_RETURN(data_, RankData::Create(plan_.data, plan_.run, mesh_.coord.dp, dims().dp));
   const int64_t numel = local_numel();
   owned_ = zero_ > 0 ? parallel::ShardRange(numel, mesh_.coord.dp, dims().dp) : optim::FlatRange{0, numel};
-  if (zero_ > 0) gather_ = std::make_unique<parallel::ShardedParamGather>(mesh_.dp, numel);
+  if (zero_ == 1 || zero_ == 2) gather_ = std::make_unique<parallel::ShardedParamGather>(mesh_.dp, numel);
   LS_ASSIGN_OR_RETURN(OptimizerState opt, OptimizerState::Create(plan_.optim, model_->params(), owned_));
   optimizer_.emplace(std::move(opt));
+  // The moments live in optim/'s plain vectors; they are counted (and limited) here.
+  const int64_t state = optimizer_->StateBytes();
+  if (!memory_->Reserve(state, tensor::MemoryTag::kOptimizer))
+    return Status::InvalidArgument("--mem-limit " + Megabytes(plan_.options.mem_limit) + ": no room for " +
+                                   Megabytes(state) + " of optimizer state on worker " + std::to_string(rank_));
+  optimizer_reserved_ = state;
   LS_ASSIGN_OR_RETURN(optim::LrSchedule sched, optim::LrSchedule::Create(plan_.optim.schedule));
   schedule_.emplace(sched);
   ddp_ = std::make_unique<parallel::DataParallel>(mesh_.dp, &model_->params(), plan_.run.train.bucket_bytes);
   if (dims().pp > 1) pipeline_ = std::make_unique<PipelineRunner>(model_.get(), mesh_.pp, plan_.layout.schedule);
   if (!plan_.resume_dir.empty()) LS_RETURN_IF_ERROR(Resume());
-  LS_RETURN_IF_ERROR(ddp_->BroadcastParameters());
+  if (zero_ < 3) LS_RETURN_IF_ERROR(ddp_->BroadcastParameters());
   if (trace_.enabled()) {
     ddp_->set_trace(&trace_);
     origin_ns_ = NowNanos();
@@ -200,6 +284,7 @@ Status RunWorker(const TrainPlan& plan, std::shared_ptr<comm::Communicator> comm
   // Each rank counts its own tensors (ranks may be threads of one process). The trainer and
   // every tensor it owns are gone before the tracker is.
   tensor::MemoryTracker memory;
+  memory.SetLimit(plan.options.mem_limit);
   tensor::ScopedTracker scope(&memory);
   Status s;
   {

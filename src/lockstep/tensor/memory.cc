@@ -1,5 +1,8 @@
 #include "lockstep/tensor/memory.h"
 
+#include <cstdio>
+#include <cstdlib>
+
 #include <cstdlib>
 #include <new>
 
@@ -113,6 +116,18 @@ void AlignedFree(void* p, size_t bytes, MemoryTag tag) {
   h->magic = 0;
   h->tracker->Release(static_cast<int64_t>(bytes), tag);
   std::free(base);
+}
+
+void ExitIfLimitExceeded(size_t bytes, MemoryTag tag, const char* what) {
+  MemoryTracker* t = CurrentTracker();
+  if (t->limit() <= 0) return;
+  std::fprintf(stderr,
+               "lockstep: error: out of memory under --mem-limit %.1f MiB: %s needs %.1f MiB more (%s) with %.1f MiB in "
+               "use; use a higher --zero, more workers, a smaller batch or a higher limit\n",
+               static_cast<double>(t->limit()) / 1048576.0, what, static_cast<double>(bytes) / 1048576.0,
+               MemoryTagName(tag), static_cast<double>(t->CurrentTotal()) / 1048576.0);
+  std::fflush(stderr);
+  std::_Exit(2);
 }
 
 }  // namespace lockstep::tensor

@@ -70,6 +70,13 @@ class ScopedTracker {
   MemoryTracker* prev_;
 };
 
+// An allocation refused because of the calling thread's tracker limit (--mem-limit) is user
+// input, not a lockstep bug: prints one line naming what did not fit and exits with status 2
+// (the supervisor does not retry it). Allocation sites sit deep in kernels and autograd, which
+// have no error path; this is the one exit below cli/. Returns normally when no limit is set
+// (the caller then reports a real out-of-memory as it did before).
+void ExitIfLimitExceeded(size_t bytes, MemoryTag tag, const char* what);
+
 inline constexpr size_t kAlignment = 64;
 
 // 64-byte aligned, counted into CurrentTracker() under `tag`. Returns nullptr if the

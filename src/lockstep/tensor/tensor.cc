@@ -83,7 +83,11 @@ Result<Tensor> Tensor::TryEmpty(Shape shape, DType dtype, MemoryTag tag) {
 }
 
 Tensor Tensor::Empty(Shape shape, DType dtype, MemoryTag tag) {
-  Result<Tensor> r = TryEmpty(std::move(shape), dtype, tag);
+  Result<Tensor> r = TryEmpty(shape, dtype, tag);
+  if (!r.ok()) {
+    const std::string what = "a tensor " + ShapeToString(shape);
+    ExitIfLimitExceeded(static_cast<size_t>(NumElements(shape)) * DTypeSize(dtype), tag, what.c_str());
+  }
   LS_CHECK(r.ok()) << r.status().message();
   return std::move(r).value();
 }
