@@ -48,6 +48,10 @@ Status PipelineRunner::Step(int micros, const std::function<nn::ModelInput(int)>
   const int slots = parallel::MaxInFlight(schedule_, stages_, stage_, micros);
   std::vector<Micro> st(static_cast<size_t>(micros));
   if (last) losses->assign(static_cast<size_t>(micros), 0.0f);
+  // The stages start and end the schedule together, so every stage's total is the pipeline's
+  // makespan and 1 - busy/total its share of the bubble (otherwise the last stage, which
+  // finishes first, would count less idle time than the formula does).
+  LS_RETURN_IF_ERROR(pp_->Barrier()->Wait());
   Stopwatch total;
   double busy = 0;
   for (const PipeOp& op : parallel::StageSchedule(schedule_, stages_, stage_, micros)) {
@@ -90,6 +94,7 @@ Status PipelineRunner::Step(int micros, const std::function<nn::ModelInput(int)>
     Status a = WaitFor(m.send), b = WaitFor(m.grad_send);
     if (first_error.ok()) first_error = !a.ok() ? a : b;
   }
+  if (first_error.ok()) first_error = pp_->Barrier()->Wait();
   if (times) {
     times->busy_ms = busy;
     times->total_ms = total.ElapsedMs();

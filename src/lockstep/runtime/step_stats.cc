@@ -24,11 +24,17 @@ Result<GatheredStep> GatherStep(comm::Communicator& comm, const RankStepRecord& 
   GatheredStep g;
   int64_t latest = mine.compute_end_ns;
   int pipelined = 0;
+  double busiest = -1;
   for (const RankStepRecord& r : all) {
     g.loss += r.loss_part;
     latest = std::max(latest, r.compute_end_ns);
     if (r.pipe_total_ms > 0) {
       g.mean_bubble += 1.0 - r.pipe_busy_ms / r.pipe_total_ms;
+      g.busy_ms.push_back(r.pipe_busy_ms);
+      if (r.pipe_busy_ms > busiest) {
+        busiest = r.pipe_busy_ms;
+        g.bottleneck_bubble = 1.0 - r.pipe_busy_ms / r.pipe_total_ms;
+      }
       ++pipelined;
     }
   }

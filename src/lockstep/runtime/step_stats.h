@@ -21,6 +21,11 @@ struct GatheredStep {
   double loss = 0;           // global-batch mean loss
   double wait_ms = 0;        // this rank: how long after its backward the slowest one ended
   double mean_bubble = 0;    // pipeline: mean over ranks of 1 - busy/total
+  // Pipeline: 1 - busy/total of the busiest rank. Stages never cost exactly the same; the
+  // faster ones also idle waiting for the slowest, so the mean sits above (p-1)/(m+p-1) by
+  // about the imbalance, while the bottleneck stage's idle time is the fill and drain alone.
+  double bottleneck_bubble = 0;
+  std::vector<double> busy_ms;  // pipeline: every rank's busy time, in rank order
 };
 
 Result<GatheredStep> GatherStep(comm::Communicator& comm, const RankStepRecord& mine);

@@ -226,6 +226,8 @@ Status Trainer::TrainStep(int64_t step) {
     if (!data_->is_text()) row["samples_per_s"] = samples_per_s;
     if (pipeline_) {
       row["pp_bubble"] = gathered.mean_bubble;
+      row["pp_bubble_bottleneck"] = gathered.bottleneck_bubble;
+      row["pp_busy_ms"] = gathered.busy_ms;  // per rank: which stage is the bottleneck
       row["pp_bubble_formula"] = parallel::BubbleFormula(dims().pp, plan_.layout.pp_micros);
     }
     LS_RETURN_IF_ERROR(metrics_->Write(row));
