@@ -143,5 +143,22 @@ TEST(Supervisor, BadInputIsNotRetried) {
   EXPECT_EQ(lines, 1u) << r.err;
 }
 
+// The same promise under a hybrid layout: a tensor- and pipeline-parallel job (sharded
+// checkpoints written by all four ranks) loses a rank to SIGKILL mid-run, is restarted from
+// `latest`, and ends with the weights of the uninterrupted run.
+TEST(Supervisor, HybridLayoutRankKilledRestartsAndMatches) {
+  const std::vector<std::string> layout = {"--nproc", "4", "--layout", "tp=2,pp=2", "--deterministic",
+                                           "--set", "model.layers=2"};
+  const std::string full = UninterruptedHash(layout);
+  const int step = 3 + RandomStep() % 4;  // after the step-2 checkpoint
+  const std::string dir = MakeTempDir("sup-hybrid");
+  std::vector<std::string> extra = layout;
+  extra.insert(extra.end(), {"--max-restarts", "2", "--inject-fault", "kill:rank=3:step=" + std::to_string(step)});
+  CommandResult r = RunLockstep(Flags(dir, extra));
+  ASSERT_EQ(r.exit_code, 0) << "kill at step " << step << "\n" << r.err;
+  EXPECT_EQ(Events(dir, "restart").size(), 1u) << r.err;
+  EXPECT_EQ(DoneHash(dir), full) << "kill at step " << step;
+}
+
 }  // namespace
 }  // namespace lockstep::testing

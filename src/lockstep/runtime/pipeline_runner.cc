@@ -64,9 +64,10 @@ Status PipelineRunner::Step(int micros, const std::function<nn::ModelInput(int)>
         m.x = m.tape->NewActivation(model_->ActivationShape(in), true);
         LS_RETURN_IF_ERROR(pp_->Recv(m.x.data(), m.x.numel(), comm::DType::kF32, stage_ - 1, 2 * i)->Wait());
       }
-      Stopwatch compute;
+      const int64_t start = NowNanos();
       m.out = model_->Forward(*m.tape, in, m.x);
-      busy += compute.ElapsedMs();
+      busy += (NowNanos() - start) * 1e-6;
+      if (trace_) trace_->Add("forward", "pipeline", start, NowNanos());
       if (last) (*losses)[i] = m.out.data()[0];
       else m.send = pp_->Send(m.out.data(), m.out.numel(), comm::DType::kF32, stage_ + 1, 2 * i);
       continue;
@@ -78,10 +79,11 @@ Status PipelineRunner::Step(int micros, const std::function<nn::ModelInput(int)>
     }
     LS_RETURN_IF_ERROR(WaitFor(m.send));  // the activation must not be recycled mid-send
     if (hooks.before_backward) hooks.before_backward(i);
-    Stopwatch compute;
+    const int64_t start = NowNanos();
     if (last) m.tape->Backward(m.out, loss_scale);
     else m.tape->BackwardFrom(m.out, grad.data<float>());
-    busy += compute.ElapsedMs();
+    busy += (NowNanos() - start) * 1e-6;
+    if (trace_) trace_->Add("backward", "pipeline", start, NowNanos());
     m.out = Variable();
     if (hooks.after_backward) hooks.after_backward(i);
     if (!first) {

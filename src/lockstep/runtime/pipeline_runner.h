@@ -21,6 +21,7 @@
 #include "lockstep/comm/communicator.h"
 #include "lockstep/parallel/pipeline_schedule.h"
 #include "lockstep/parallel/stage_model.h"
+#include "lockstep/profile/trace.h"
 
 namespace lockstep::runtime {
 
@@ -44,6 +45,10 @@ class PipelineRunner {
   Status Step(int micros, const std::function<nn::ModelInput(int)>& input, float loss_scale, const Hooks& hooks,
               std::vector<float>* losses, PipelineTimes* times);
 
+  // Records each micro-batch's forward and backward as trace events (the bubble shows as
+  // the gaps between them). nullptr: none.
+  void set_trace(profile::TraceRecorder* trace) { trace_ = trace; }
+
   // Forward of one evaluation batch through the stages; the last stage returns its
   // statistics, the others {}.
   Result<nn::EvalResult> Evaluate(const nn::ModelInput& in);
@@ -57,6 +62,7 @@ class PipelineRunner {
   int stages_, stage_;
   std::vector<std::unique_ptr<autograd::Tape>> tapes_;
   std::vector<float> eval_in_, eval_out_;
+  profile::TraceRecorder* trace_ = nullptr;
 };
 
 }  // namespace lockstep::runtime

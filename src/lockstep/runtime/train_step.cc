@@ -120,9 +120,8 @@ Status Trainer::PipelineStep(StepCompute* c) {
     if (zero_units_) zero_units_->BeginStep();
   }
   std::vector<float> losses;
-  LS_RETURN_IF_ERROR(Traced("pipeline", "compute", [&] {
-    return pipeline_->Step(micros, [&](int i) { return data_->TrainRows(i * rows, rows); }, scale, hooks, &losses, &c->pipe);
-  }));
+  LS_RETURN_IF_ERROR(
+      pipeline_->Step(micros, [&](int i) { return data_->TrainRows(i * rows, rows); }, scale, hooks, &losses, &c->pipe));
   LS_RETURN_IF_ERROR(tp_->status());
   c->compute_end_ns = NowNanos();
   if (det) {

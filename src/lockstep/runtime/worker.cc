@@ -142,6 +142,7 @@ Status Trainer::Setup() {
   if (zero_ < 3) LS_RETURN_IF_ERROR(ddp_->BroadcastParameters());
   if (trace_.enabled()) {
     ddp_->set_trace(&trace_);
+    if (pipeline_) pipeline_->set_trace(&trace_);
     origin_ns_ = NowNanos();
     if (world_ > 1) LS_RETURN_IF_ERROR(world_comm_->Broadcast(&origin_ns_, 1, comm::DType::kI64, 0)->Wait());
   }
