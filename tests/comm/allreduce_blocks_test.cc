@@ -2,14 +2,18 @@
 // outputs at least StreamOutputs() large are written with streaming stores. Checked exactly
 // for many blocks, sizes that end mid-block, buffers at odd offsets (alike on every rank, or
 // different per rank so that streaming is impossible), in place, every op, several world
-// sizes, and many collectives in a row (the claim counter is reused by parity).
+// sizes, and many collectives in a row (the claim counters are reused by parity); the claim
+// loop alone with a rank that never turns up.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "comm/comm_test_util.h"
 #include "lockstep/comm/reduce_kernels.h"
+#include "lockstep/comm/threads/group.h"
 #include "lockstep/comm/threads/layout.h"
 
 namespace lockstep::comm {
@@ -104,6 +108,35 @@ INSTANTIATE_TEST_SUITE_P(WorldSizes, AllreduceBlocksTest, ::testing::Values(1, 2
                            return "world" + std::to_string(info.param);
                          });
 
+// A rank that never turns up (descheduled for the whole collective) is covered: the others
+// claim its run too. Concurrent claimers split the blocks exactly once. Both parities and
+// the per-rank reset are exercised over several collectives.
+TEST(ClaimedBlocks, LateRankIsCoveredAndEveryBlockRunsOnce) {
+  for (int world : {1, 2, 3, 5}) {
+    threads::Group group(world, false);
+    for (uint64_t seq = 1; seq <= 4; ++seq) {
+      for (int r = 0; r < world; ++r) group.claims(seq, r).store(0);
+      const size_t blocks = 37 + seq;
+      std::vector<std::atomic<int>> runs(blocks);
+      // Rank world-1 is "late": only the others claim, concurrently.
+      std::vector<std::thread> ranks;
+      for (int r = 0; r + 1 < std::max(world, 2); ++r) {
+        ranks.emplace_back([&, r] {
+          group.ForClaimedBlocks(seq, r % world, blocks, [&](size_t j) { runs[j]++; });
+        });
+      }
+      for (auto& t : ranks) t.join();
+      // The late rank arrives after everything was taken: it must find nothing left.
+      int late = 0;
+      group.ForClaimedBlocks(seq, world - 1, blocks, [&](size_t j) { runs[j]++, late++; });
+      EXPECT_EQ(late, 0) << "world " << world << " seq " << seq;
+      for (size_t j = 0; j < blocks; ++j) {
+        ASSERT_EQ(runs[j].load(), 1) << "world " << world << " seq " << seq << " block " << j;
+      }
+    }
+  }
+}
+
 // The block plan covers [0, count) exactly once, in order, and every boundary after the
 // first lands on a 64-byte boundary of the base address.
 TEST(BlockPlan, CoversOnceWithAlignedBoundaries) {
@@ -117,7 +150,9 @@ TEST(BlockPlan, CoversOnceWithAlignedBoundaries) {
           const threads::Range r = plan.Block(j);
           ASSERT_EQ(r.begin, next) << es << " " << shift << " " << count << " block " << j;
           ASSERT_GT(r.end, r.begin) << es << " " << shift << " " << count << " block " << j;
-          if (j > 0) EXPECT_EQ((shift + r.begin * es) % 64, 0u) << es << " " << shift << " " << j;
+          if (j > 0) {
+            EXPECT_EQ((shift + r.begin * es) % 64, 0u) << es << " " << shift << " " << j;
+          }
           next = r.end;
         }
         EXPECT_EQ(next, count) << es << " " << shift;

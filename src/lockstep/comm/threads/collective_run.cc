@@ -71,7 +71,7 @@ const void* CommImpl::PrepareSend(Op& op) {
 
 Status CommImpl::RunCollective(Op& op, int64_t deadline_ns) {
   const void* send = PrepareSend(op);
-  if (rank_ == 0) group_->claims(op.seq).store(0, std::memory_order_relaxed);  // see claims()
+  group_->claims(op.seq, rank_).store(0, std::memory_order_relaxed);  // see Group::claims
   Published& me = group_->pub(rank_, op.seq);
   me.call = op.call;
   me.send = send;

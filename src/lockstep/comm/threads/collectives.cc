@@ -13,14 +13,14 @@
 namespace lockstep::comm::threads {
 
 // Small messages: every rank reduces the whole vector from everybody's send buffer (one
-// sync, no writes to peers). Large: the ranks claim blocks of the vector one at a time
-// (Group::claims); whoever claims a block reduces it from everybody's send buffer and writes
-// the result straight into everybody's recv buffer, i.e. reduce-scatter and all-gather fused
-// into one pass: the ranks read N*S and write N*S bytes in all, the minimum. Claiming instead
-// of a fixed chunk per rank lets the ranks that run ahead take over the work of one that was
-// descheduled or sits on slower memory. In place is safe: each block of every buffer is
-// touched by one rank only, and ReduceRange reads an element from every input before it
-// writes it to any output. Results are bit-identical whoever reduces a block.
+// sync, no writes to peers). Large: the vector is cut into blocks (ClaimBlockBytes), an
+// equal run of them per rank; whoever claims a block (Group::claims: first the blocks of its
+// own run, then those its peers have not reached yet) reduces it from everybody's send
+// buffer and writes the result straight into everybody's recv buffer, i.e. reduce-scatter
+// and all-gather fused into one pass: the ranks read N*S and write N*S bytes in all, the
+// minimum. In place is safe: each block of every buffer is touched by one rank only, and
+// ReduceRange reads an element from every input before it writes it to any output. Results
+// are bit-identical whoever reduces a block.
 void CommImpl::RunAllreduce(Op& op) {
   const size_t n = op.call.count, es = DTypeSize(op.call.dtype), bytes = n * es;
   const int world = size();
@@ -39,15 +39,13 @@ void CommImpl::RunAllreduce(Op& op) {
     if (staged) std::memcpy(op.recv, out, bytes);
     return;
   }
-  const BlockPlan plan = PlanBlocks(n, es, out_ptrs_[0], kClaimBytes);
+  const BlockPlan plan = PlanBlocks(n, es, out_ptrs_[0], ClaimBlockBytes(bytes, world));
   const bool stream = StreamOutputs(bytes);  // each rank writes about S bytes in all
-  std::atomic<uint64_t>& next = group_->claims(op.seq);
-  for (uint64_t j = next.fetch_add(1, std::memory_order_relaxed); j < plan.blocks;
-       j = next.fetch_add(1, std::memory_order_relaxed)) {
+  group_->ForClaimedBlocks(op.seq, rank_, plan.blocks, [&](size_t j) {
     const Range block = plan.Block(j);
     ReduceRange(op.call.dtype, op.call.op, in_ptrs_.data(), world, out_ptrs_.data(), world,
                 block.begin, block.end, world, stream);
-  }
+  });
   Phase();  // publishes the blocks: streaming stores were fenced inside ReduceRange
 }
 

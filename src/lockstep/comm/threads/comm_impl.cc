@@ -161,10 +161,9 @@ Status CommImpl::WaitOp(const std::shared_ptr<Op>& op, std::chrono::milliseconds
   const int64_t start = NowNanos();
   const int64_t deadline = DeadlineAfter(start, timeout);
   auto done = [&] { return op->done.value.load(std::memory_order_acquire) != 0; };
-  // Spin only in the first slice, and let slices grow: a later slice means another thread
-  // is running a long operation (which publishes `done` and wakes us), and spinning or waking
-  // every millisecond would take a core from it and from the peers it works with, which cost
-  // about 10% of 64 MiB allreduce bandwidth on two cores.
+  // Spin only in the first slice, then let slices grow: a later one means another thread
+  // runs a long operation (it publishes `done` and wakes us); spinning or waking every 1 ms
+  // took a core from it and its peers (~10% of 64 MiB allreduce bandwidth on two cores).
   int64_t spin_ns = group_->spin_ns();
   int64_t slice_ns = kWaitSliceNs;
   while (!done()) {

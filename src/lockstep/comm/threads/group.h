@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "lockstep/comm/call_desc.h"
+#include "lockstep/comm/threads/layout.h"
 #include "lockstep/comm/threads/wait_word.h"
 #include "lockstep/core/status.h"
 
@@ -41,10 +42,17 @@ struct Published {
   std::shared_ptr<Group> split_group;  // set by the leader of each color
 };
 
+// Blocks of this rank's share of a work-shared reduction claimed so far, by collective
+// parity (see Group::claims). On its own cache line: the owner bumps it once per block.
+struct alignas(64) ClaimCounters {
+  std::atomic<uint64_t> next[2] = {0, 0};
+};
+
 struct alignas(64) RankSlot {
   WaitWord phase;                        // post-commit phase counter
   std::atomic<uint64_t> arrived_seq{0};  // last collective this rank arrived at
   Published pub[2];
+  ClaimCounters claims;
 };
 
 struct Message {
@@ -90,13 +98,32 @@ class Group {
   void Signal(int rank, uint32_t phase) { slots_[rank].phase.Publish(phase); }
   void WaitAll(int rank, uint32_t phase);
 
-  // The work-sharing counter of collective `seq`: after commit, ranks claim the blocks of a
-  // large reduction with fetch_add, so a rank that runs late (descheduled on a busy machine,
-  // or simply on slower memory) is covered by its peers instead of holding them all up.
-  // Double-buffered by parity like pub(): rank 0 resets it before arriving at `seq`, when
-  // every claim of collective seq-2 is over (all ranks finished it before arriving at seq-1)
-  // and none of `seq` has begun (claims start after commit, i.e. after rank 0's arrival).
-  std::atomic<uint64_t>& claims(uint64_t seq) { return claims_[seq & 1].next; }
+  // Work-sharing counter of `rank`'s share of collective `seq`: after commit, each rank
+  // claims the blocks of its own share with fetch_add and then those left in its peers'
+  // shares, so a rank that runs late (descheduled on a busy machine, or on slower memory) is
+  // covered by the others instead of holding them all up, while in the usual balanced case
+  // every rank keeps touching the same lines as in the previous call (cache affinity).
+  // Double-buffered by parity like pub(): each rank resets its own counter before arriving at
+  // `seq`, when every claim of collective seq-2 is over (all ranks finished it before
+  // arriving at seq-1) and none of `seq` has begun (claims start after commit).
+  std::atomic<uint64_t>& claims(uint64_t seq, int rank) {
+    return slots_[rank].claims.next[seq & 1];
+  }
+  // Calls fn(j) for each block j of [0, blocks) that `rank` claims in collective `seq`: the
+  // blocks are cut into size() equal runs, rank r's own run first, then r+1's, ... Every
+  // block is claimed by exactly one rank once all ranks have returned.
+  template <typename Fn>
+  void ForClaimedBlocks(uint64_t seq, int rank, size_t blocks, Fn&& fn) {
+    for (int k = 0; k < size_; ++k) {
+      const int owner = (rank + k) % size_;
+      const Range run = EvenShare(blocks, size_, owner);
+      std::atomic<uint64_t>& next = claims(seq, owner);
+      for (uint64_t j = run.begin + next.fetch_add(1, std::memory_order_relaxed); j < run.end;
+           j = run.begin + next.fetch_add(1, std::memory_order_relaxed)) {
+        fn(static_cast<size_t>(j));
+      }
+    }
+  }
 
   // Mailboxes for Send/Recv: FIFO per (src, dst, tag).
   void Post(int src, int dst, int64_t tag, Message message);
@@ -114,10 +141,6 @@ class Group {
 
   std::atomic<uint64_t> arrival_;  // see Pack() in group.cc
   WaitWord arrival_word_;
-  struct alignas(64) ClaimCounter {
-    std::atomic<uint64_t> next{0};
-  };
-  ClaimCounter claims_[2];  // own cache lines: ranks hammer them while the others are read
 
   mutable std::mutex abort_mu_;
   Status abort_reason_;

@@ -13,10 +13,16 @@ namespace lockstep::comm::threads {
 constexpr size_t kSmallMessageBytes = 4096;
 // Operations moving at least this many bytes wake the progress thread at once.
 constexpr size_t kEagerBytes = 64 * 1024;
-// Block size of work-shared reductions: small enough that the last block to finish keeps
-// the other ranks waiting only some tens of microseconds, large enough that a claim (one
-// contended atomic add) costs nothing against it.
+// Block size of work-shared reductions: about 8 blocks per rank, so that the ranks that run
+// ahead can take over part of a late one's share, but at most kClaimBytes (the last block to
+// finish then keeps the others waiting some tens of microseconds at most) and at least
+// kMinClaimBytes (a claim, one atomic add, must stay negligible against its block).
 constexpr size_t kClaimBytes = 256 * 1024;
+constexpr size_t kMinClaimBytes = 16 * 1024;
+inline size_t ClaimBlockBytes(size_t bytes, int world) {
+  return std::clamp<size_t>(bytes / (8 * static_cast<size_t>(std::max(world, 1))),
+                            kMinClaimBytes, kClaimBytes);
+}
 
 inline bool Overlap(const void* a, size_t a_bytes, const void* b, size_t b_bytes) {
   if (a_bytes == 0 || b_bytes == 0) return false;
@@ -34,18 +40,24 @@ struct Range {
   size_t size() const { return end - begin; }
 };
 
+// Part r of [0, count) cut into n near-equal parts (the first count % n parts one longer).
+inline Range EvenShare(size_t count, int n, int r) {
+  const size_t per = count / static_cast<size_t>(n), rem = count % static_cast<size_t>(n);
+  const size_t ur = static_cast<size_t>(r);
+  Range range;
+  range.begin = ur * per + std::min(ur, rem);
+  range.end = range.begin + per + (ur < rem ? 1 : 0);
+  return range;
+}
+
 // The elements rank r of n owns: count split into n near-equal parts whose boundaries fall
 // on 64-byte multiples, so that no two ranks write the same cache line of a peer's buffer.
 inline Range ChunkOf(size_t count, int n, int r, size_t elem_size) {
   const size_t unit = std::max<size_t>(1, 64 / elem_size);
-  const size_t units = (count + unit - 1) / unit;
-  const size_t per = units / n, rem = units % n;
-  const size_t ur = static_cast<size_t>(r);
-  const size_t first = ur * per + std::min(ur, rem);
-  const size_t mine = per + (ur < rem ? 1 : 0);
+  const Range units = EvenShare((count + unit - 1) / unit, n, r);
   Range range;
-  range.begin = std::min(count, first * unit);
-  range.end = std::min(count, (first + mine) * unit);
+  range.begin = std::min(count, units.begin * unit);
+  range.end = std::min(count, units.end * unit);
   return range;
 }
 
