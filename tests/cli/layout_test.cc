@@ -108,6 +108,7 @@ INSTANTIATE_TEST_SUITE_P(Gpt4Workers, LayoutCheckpoint,
                                            Resharding{"--layout pp=2,dp=2", "--layout tp=2,dp=2"},
                                            Resharding{"--layout tp=2,pp=2", "--layout dp=4 --zero 1"},
                                            Resharding{"--layout pp=4", "--layout tp=2,dp=2"},
+                                           Resharding{"--layout dp=4 --zero 2", "--layout tp=2,pp=2"},
                                            Resharding{"--layout dp=4 --zero 3", "--layout pp=2,dp=2 --zero 2"},
                                            Resharding{"--layout tp=2,dp=2 --zero 3", "--layout dp=4 --zero 3"}),
                          [](const ::testing::TestParamInfo<Resharding>& i) {

@@ -61,11 +61,10 @@ Status Trainer::SyncContributions(parallel::SyncTimes* sync) {
 
 // The V shard losses (this replica's V/dp of them, already scaled) summed in the fixed tree
 // over the dp group: the same reported loss whatever dp is.
-Status Trainer::SumContributions(const float* shard_losses, int64_t count, double* loss) {
+Status Trainer::SumContributions(const float* shard_losses, double* loss) {
   float total = 0;
   LS_RETURN_IF_ERROR(mesh_.dp->DeterministicAllreduceF32(shard_losses, &total, 1, plan_.run.train.det_shards)->Wait());
   *loss = total;
-  (void)count;
   return Status::Ok();
 }
 
@@ -92,7 +91,7 @@ Status Trainer::DeterministicStep(StepCompute* c) {
   c->compute_end_ns = NowNanos();
   LS_RETURN_IF_ERROR(SyncContributions(&c->sync));
   double total = 0;
-  LS_RETURN_IF_ERROR(SumContributions(shard_losses_.data(), per_rank, &total));
+  LS_RETURN_IF_ERROR(SumContributions(shard_losses_.data(), &total));
   c->loss_part = reports_loss() && mesh_.coord.dp == 0 ? total : 0.0;
   return Status::Ok();
 }
@@ -129,7 +128,7 @@ Status Trainer::PipelineStep(StepCompute* c) {
     if (model_->last_stage()) {
       for (int i = 0; i < micros; ++i) shard_losses_[i] = losses[i] * scale;
       double total = 0;
-      LS_RETURN_IF_ERROR(SumContributions(shard_losses_.data(), micros, &total));
+      LS_RETURN_IF_ERROR(SumContributions(shard_losses_.data(), &total));
       c->loss_part = reports_loss() && mesh_.coord.dp == 0 ? total : 0.0;
     }
     return Status::Ok();

@@ -73,7 +73,7 @@ class Trainer {
   Status SingleStageStep(StepCompute* c);
   Status DeterministicStep(StepCompute* c);
   Status PipelineStep(StepCompute* c);
-  Status SumContributions(const float* shard_losses, int64_t count, double* loss);
+  Status SumContributions(const float* shard_losses, double* loss);
   Status SyncContributions(parallel::SyncTimes* sync);
   Result<double> GradNorm();
   // trainer_state.cc
