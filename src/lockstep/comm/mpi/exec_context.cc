@@ -93,7 +93,8 @@ Status ExecContext::TestAll(MPI_Request* reqs, int n, bool* done, RequestKind ki
   return Status::Ok();
 }
 
-Status ExecContext::WaitAll(MPI_Request* reqs, int n, MPI_Status* statuses, RequestKind kind) {
+Status ExecContext::WaitAll(MPI_Request* reqs, int n, MPI_Status* statuses, RequestKind kind,
+                            int64_t abort_grace_ns) {
   if (n == 0) return Status::Ok();
   // Statuses are needed to explain a failed request (MPI_ERR_IN_STATUS).
   MPI_Status local[8];
@@ -107,6 +108,7 @@ Status ExecContext::WaitAll(MPI_Request* reqs, int n, MPI_Status* statuses, Requ
     }
   }
   const int64_t t0 = NowNanos();
+  int64_t aborted_at = 0;
   for (uint32_t iter = 0;; ++iter) {
     int flag = 0;
     int rc;
@@ -132,6 +134,10 @@ Status ExecContext::WaitAll(MPI_Request* reqs, int n, MPI_Status* statuses, Requ
     const int64_t now = NowNanos();
     Status s = CheckProgress(now);
     if (!s.ok()) {
+      if (s.code() == StatusCode::kAborted && abort_grace_ns > 0) {
+        if (aborted_at == 0) aborted_at = now;
+        if (now - aborted_at < abort_grace_ns && now <= deadline_ns_) continue;
+      }
       Abandon(reqs, n, kind);
       return s;
     }

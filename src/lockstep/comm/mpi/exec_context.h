@@ -72,7 +72,11 @@ class ExecContext {
   // when this communicator or a peer's was poisoned, Internal on an MPI error. On failure the
   // remaining requests are abandoned: receives cancelled, the rest recorded so finalization
   // aborts instead of hanging. `statuses` (n entries) may be null.
-  Status WaitAll(MPI_Request* reqs, int n, MPI_Status* statuses, RequestKind kind);
+  // `abort_grace_ns` > 0: after the communicator (or a peer's) is found aborted, keep polling
+  // this long before giving up, for requests every live rank has certainly posted (the
+  // debug check's all-gather: the peer that aborted did so after completing its own), so that
+  // they finish instead of being abandoned (which makes finalization abort the whole job).
+  Status WaitAll(MPI_Request* reqs, int n, MPI_Status* statuses, RequestKind kind, int64_t abort_grace_ns = 0);
   Status WaitAll(std::vector<MPI_Request>& reqs, RequestKind kind) {
     return WaitAll(reqs.data(), static_cast<int>(reqs.size()), nullptr, kind);
   }

@@ -1,6 +1,8 @@
 #include "lockstep/comm/mpi/mpi_comm.h"
 
 #include <cstring>
+#include <memory>
+#include <vector>
 
 #include "lockstep/comm/mpi/collectives.h"
 #include "lockstep/core/clock.h"
@@ -241,18 +243,38 @@ void MpiCommunicator::Execute(MpiWork& w, int64_t caller_deadline_ns) {
   w.Finish(std::move(s));
 }
 
+namespace {
+
+// The buffers of the debug check's allgather (heap-allocated: see KeepForever).
+struct CheckBuffers {
+  CallDesc mine;
+  std::vector<CallDesc> calls;
+};
+
+}  // namespace
+
 Status MpiCommunicator::CheckSameCall(ExecContext& ctx) {
   const int n = size();
-  std::vector<CallDesc> calls(n);
-  CallDesc mine = ctx.desc();
+  auto buffers = std::make_unique<CheckBuffers>();
+  buffers->calls.resize(static_cast<size_t>(n));
+  buffers->mine = ctx.desc();
+  const CallDesc& mine = buffers->mine;
+  const std::vector<CallDesc>& calls = buffers->calls;
   MPI_Request req = MPI_REQUEST_NULL;
   {
     MpiCallGuard guard;
-    int rc = MPI_Iallgather(&mine, sizeof(CallDesc), MPI_BYTE, calls.data(), sizeof(CallDesc),
+    int rc = MPI_Iallgather(&buffers->mine, sizeof(CallDesc), MPI_BYTE, buffers->calls.data(), sizeof(CallDesc),
                             MPI_BYTE, comm_, &req);
     LS_RETURN_IF_ERROR(ctx.Check(rc, "MPI_Iallgather (debug check)"));
   }
-  LS_RETURN_IF_ERROR(ctx.WaitAll(&req, 1, nullptr, RequestKind::kCollective));
+  // Every rank at this collective posts the check before anything else, so when a peer has
+  // already reported the desync (aborting the communicator) this all-gather still completes:
+  // give it a second rather than abandoning it.
+  Status waited = ctx.WaitAll(&req, 1, nullptr, RequestKind::kCollective, /*abort_grace_ns=*/1'000'000'000);
+  if (!waited.ok()) {
+    KeepForever(std::shared_ptr<void>(std::move(buffers)));  // MPI may still write into them
+    return waited;
+  }
   bool same = true;
   for (const CallDesc& c : calls) {
     // The algorithm hint must agree too: it selects the message pattern on this backend.

@@ -101,15 +101,20 @@ Result<std::shared_ptr<Communicator>> MpiCommunicator::Split(int color, int key,
   WorkHandle w = Issue(d, nullptr, nullptr, opts, false, [=, this](ExecContext& ctx) -> Status {
     // MPI_Comm_split blocks until every rank calls it; an all-gather first makes the wait
     // for late ranks time out like any collective. Afterwards everybody is there.
-    std::vector<int> all(2 * static_cast<size_t>(ctx.size()));
-    int mine[2] = {color, key};
+    // [0, 2): this rank's (color, key); then every rank's. On the heap: kept if abandoned.
+    auto buf = std::make_shared<std::vector<int>>(2 + 2 * static_cast<size_t>(ctx.size()));
+    (*buf)[0] = color;
+    (*buf)[1] = key;
     MPI_Request req = MPI_REQUEST_NULL;
     {
       MpiCallGuard guard;
-      int rc = MPI_Iallgather(mine, 2, MPI_INT, all.data(), 2, MPI_INT, comm_, &req);
+      int rc = MPI_Iallgather(buf->data(), 2, MPI_INT, buf->data() + 2, 2, MPI_INT, comm_, &req);
       LS_RETURN_IF_ERROR(ctx.Check(rc, "MPI_Iallgather"));
     }
-    LS_RETURN_IF_ERROR(ctx.WaitAll(&req, 1, nullptr, RequestKind::kCollective));
+    if (Status waited = ctx.WaitAll(&req, 1, nullptr, RequestKind::kCollective); !waited.ok()) {
+      KeepForever(buf);
+      return waited;
+    }
     MPI_Comm child = MPI_COMM_NULL;
     {
       MpiCallGuard guard;

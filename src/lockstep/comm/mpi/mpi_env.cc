@@ -143,6 +143,13 @@ void UnregisterResource(MpiResource* r) {
 }
 
 void NoteAbandonedRequests(int n) { g_abandoned.fetch_add(n); }
+
+void KeepForever(std::shared_ptr<void> buffers) {
+  static std::mutex mu;
+  static auto* kept = new std::vector<std::shared_ptr<void>>();  // never destroyed: still reachable
+  std::lock_guard<std::mutex> lock(mu);
+  kept->push_back(std::move(buffers));
+}
 int64_t AbandonedRequests() { return g_abandoned.load(); }
 
 }  // namespace lockstep::comm::mpi_detail

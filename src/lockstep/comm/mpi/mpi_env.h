@@ -9,6 +9,8 @@
 // hang; the handler calls MPI_Abort(1) instead: the job exits non-zero, never hangs.
 #pragma once
 
+#include <memory>
+
 #include "lockstep/comm/mpi/mpi_include.h"
 
 #include <cstdint>
@@ -74,6 +76,11 @@ void UnregisterResource(MpiResource* r);
 // Records that a request of a timed-out or aborted operation was left behind (it cannot be
 // cancelled, e.g. a native collective). Makes finalization abort instead of hanging.
 void NoteAbandonedRequests(int n);
+// Buffers of an abandoned request (a wait that gave up: timeout, or a peer poisoned the
+// communicator) must not be freed: MPI may still write into them. Internal buffers are
+// handed here and stay reachable until the process ends (ASan found the desync check's
+// all-gather buffer written after it was freed, about one run in fifteen).
+void KeepForever(std::shared_ptr<void> buffers);
 int64_t AbandonedRequests();
 
 }  // namespace lockstep::comm::mpi_detail
