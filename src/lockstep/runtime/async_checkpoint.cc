@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "lockstep/core/clock.h"
+#include "lockstep/runtime/stage_checkpoint.h"
 
 namespace lockstep::runtime {
 
@@ -66,6 +67,50 @@ Status AsyncCheckpointSaver::Save(const nn::ParameterStore& params, const std::v
     }
     snapshot_cv_.notify_all();
     status_ = SaveCheckpointFrom(root_, keep_, *layout_, staging_.data(), staged_optimizer_, contents, before_commit);
+    report_.write_ms = write.ElapsedMs();
+    done_.store(true, std::memory_order_release);
+  });
+  return Status::Ok();
+}
+
+Status AsyncCheckpointSaver::SavePieces(std::vector<parallel::LocalPiece> pieces, const CheckpointContents& contents,
+                                        std::function<void()> before_commit, ShardWriteContext shard, int64_t bytes,
+                                        std::vector<SaveReport>* finished) {
+  Stopwatch stall;
+  if (auto previous = Wait()) {
+    if (!previous->ok()) return previous->status();
+    finished->push_back(**previous);
+  }
+  if (!async_) {
+    Stopwatch write;
+    LS_RETURN_IF_ERROR(SaveStageCheckpoint(root_, keep_, StagePieces{std::move(pieces)}, contents, before_commit, shard));
+    finished->push_back(SaveReport{contents.step, stall.ElapsedMs(), write.ElapsedMs(), bytes, false});
+    return Status::Ok();
+  }
+  report_ = SaveReport{contents.step, stall.ElapsedMs(), 0, bytes, true};
+  done_.store(false, std::memory_order_relaxed);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    snapshot_taken_ = false;
+  }
+  writer_ = std::thread([this, pieces = std::move(pieces), contents, before_commit = std::move(before_commit),
+                         shard = std::move(shard)]() mutable {
+    Stopwatch write;
+    size_t total = 0;
+    for (const parallel::LocalPiece& p : pieces) total += static_cast<size_t>(p.count);
+    staging_.resize(total);
+    size_t at = 0;
+    for (parallel::LocalPiece& p : pieces) {
+      std::memcpy(staging_.data() + at, p.data, static_cast<size_t>(p.count) * sizeof(float));
+      p.data = staging_.data() + at;
+      at += static_cast<size_t>(p.count);
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      snapshot_taken_ = true;
+    }
+    snapshot_cv_.notify_all();
+    status_ = SaveStageCheckpoint(root_, keep_, StagePieces{std::move(pieces)}, contents, before_commit, shard);
     report_.write_ms = write.ElapsedMs();
     done_.store(true, std::memory_order_release);
   });

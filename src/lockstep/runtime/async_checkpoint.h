@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "lockstep/core/result.h"
+#include "lockstep/parallel/canonical.h"
 #include "lockstep/runtime/checkpointing.h"
 
 namespace lockstep::runtime {
@@ -48,6 +49,15 @@ class AsyncCheckpointSaver {
   Status Save(const nn::ParameterStore& params, const std::vector<OptimizerStateBuffer>& optimizer,
               const CheckpointContents& contents, std::function<void()> before_commit,
               std::vector<SaveReport>* finished);
+
+  // The same for a sharded layout, on every rank: `pieces` are the canonical pieces this rank
+  // writes (names prefixed, data live until WaitForSnapshot() returns); the writer thread
+  // copies them, writes this rank's shard and runs shard.all_ok — which must use a
+  // communicator that only the writer threads drive — before rank 0 commits. `bytes`: the
+  // whole checkpoint's size, for the report.
+  Status SavePieces(std::vector<parallel::LocalPiece> pieces, const CheckpointContents& contents,
+                    std::function<void()> before_commit, ShardWriteContext shard, int64_t bytes,
+                    std::vector<SaveReport>* finished);
 
   // Blocks until the snapshot of the save in flight (if any) is taken; the wait counts as stall.
   void WaitForSnapshot();

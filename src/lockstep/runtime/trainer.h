@@ -134,7 +134,8 @@ class Trainer {
   int64_t origin_ns_ = 0;   // rank 0's start: the trace's time zero on every rank
   int64_t start_step_ = 0;  // steps already done (from the checkpoint resumed)
   Heartbeat heartbeat_{rank_};
-  std::unique_ptr<AsyncCheckpointSaver> saver_;  // rank 0, replicated (dp-only, zero 0) states
+  std::unique_ptr<AsyncCheckpointSaver> saver_;  // rank 0 (replicated states) or every rank (sharded)
+  std::shared_ptr<comm::Communicator> ckpt_comm_;  // sharded async saves: driven by the writer threads only
   const int zero_ = plan_.options.zero;
   optim::FlatRange owned_;                      // the part of the local flat buffer this rank updates
   std::unique_ptr<parallel::ShardedParamGather> gather_;  // ZeRO-1/2: re-assembles the parameters

@@ -66,16 +66,20 @@ Status Trainer::Save(int64_t step) {
 
 // Sharded layouts: every rank writes the canonical pieces it is the writer of (parallel/
 // canonical.h) — parameters from dp rank 0 of each stage and tp rank, optimizer state from
-// each ZeRO shard owner — synchronously: the ranks agree that every shard is on disk before
-// rank 0 commits, and that agreement is a collective the training thread makes.
+// each ZeRO shard owner. The ranks agree that every shard is on disk before rank 0 commits;
+// with checkpoint.async that agreement runs on each rank's writer thread over a communicator
+// of its own (ckpt_comm_), so the training threads only wait for the snapshot copy.
 Status Trainer::SaveSharded(int64_t step) {
-  Stopwatch clock;
+  if (!saver_)
+    saver_ = std::make_unique<AsyncCheckpointSaver>(plan_.out_dir + "/checkpoints",
+                                                    static_cast<int>(plan_.run.checkpoint.keep), plan_.run.checkpoint.async);
   ShardWriteContext shard;
   shard.rank = rank_;
   shard.world = world_;
-  shard.all_ok = [this](bool ok) {
+  comm::Communicator* agree = plan_.run.checkpoint.async ? ckpt_comm_.get() : world_comm_.get();
+  shard.all_ok = [agree](bool ok) {
     int32_t mine = ok ? 1 : 0, all = 0;
-    Status s = world_comm_->Allreduce(&mine, &all, 1, comm::DType::kI32, comm::ReduceOp::kMin)->Wait();
+    Status s = agree->Allreduce(&mine, &all, 1, comm::DType::kI32, comm::ReduceOp::kMin)->Wait();
     return s.ok() && all == 1;
   };
   const bool writes_replicated = mesh_.coord.dp == 0;
@@ -88,17 +92,17 @@ Status Trainer::SaveSharded(int64_t step) {
     const optim::FlatRange params = writes_replicated ? optim::FlatRange{0, local_numel()} : optim::FlatRange{0, 0};
     pieces = CollectStagePieces(*model_, model_->params().flat_params(), 0, params, state, mesh_.coord.tp);
   }
-  const FaultSpec fault = plan_.fault;
-  const int rank = rank_;
-  LS_RETURN_IF_ERROR(SaveStageCheckpoint(plan_.out_dir + "/checkpoints", static_cast<int>(plan_.run.checkpoint.keep),
-                                         pieces, Contents(step), [fault, rank, step] { InjectDuringCheckpoint(fault, rank, step); },
-                                         shard));
   int64_t bytes = 0;
   for (const parallel::LocalPiece& p : pieces.pieces) bytes += p.count * static_cast<int64_t>(sizeof(float));
   LS_RETURN_IF_ERROR(world_comm_->Allreduce(&bytes, &bytes, 1, comm::DType::kI64, comm::ReduceOp::kSum)->Wait());
-  if (!lead()) return Status::Ok();
-  const double ms = clock.ElapsedMs();
-  return LogSave({step, ms, ms, bytes, false});
+  const FaultSpec fault = plan_.fault;
+  const int rank = rank_;
+  std::vector<SaveReport> finished;
+  LS_RETURN_IF_ERROR(saver_->SavePieces(std::move(pieces.pieces), Contents(step),
+                                        [fault, rank, step] { InjectDuringCheckpoint(fault, rank, step); }, shard, bytes,
+                                        &finished));
+  for (const SaveReport& r : finished) LS_RETURN_IF_ERROR(LogSave(r));
+  return Status::Ok();
 }
 
 Status Trainer::ReportSaves(bool wait) {
@@ -112,6 +116,7 @@ Status Trainer::ReportSaves(bool wait) {
 // One metrics row per committed checkpoint: what the step waited (stall_ms) and what the
 // write cost (write_ms, bytes, MB/s), so the async save's benefit is visible in every run.
 Status Trainer::LogSave(const SaveReport& r) {
+  if (!lead()) return Status::Ok();  // every rank of a sharded save reports; rank 0 logs
   const double mb_per_s = r.write_ms > 0 ? r.bytes / 1e6 / (r.write_ms / 1e3) : 0;
   char line[200];
   std::snprintf(line, sizeof(line), "step %lld: checkpoint saved (%.1f MB in %.0f ms, %.0f MB/s; step stalled %.1f ms)",

@@ -138,6 +138,9 @@ Status Trainer::Setup() {
   schedule_.emplace(sched);
   ddp_ = std::make_unique<parallel::DataParallel>(mesh_.dp, &model_->params(), plan_.run.train.bucket_bytes);
   if (dims().pp > 1) pipeline_ = std::make_unique<PipelineRunner>(model_.get(), mesh_.pp, plan_.layout.schedule);
+  if (plan_.run.checkpoint.async && (zero_ > 0 || dims().tp > 1 || dims().pp > 1)) {
+    LS_ASSIGN_OR_RETURN(ckpt_comm_, world_comm_->Split(0, rank_));
+  }
   if (!plan_.resume_dir.empty()) LS_RETURN_IF_ERROR(Resume());
   if (zero_ < 3) LS_RETURN_IF_ERROR(ddp_->BroadcastParameters());
   if (trace_.enabled()) {
