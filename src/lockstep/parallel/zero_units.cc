@@ -64,6 +64,16 @@ void ZeroUnits::Check(Status s) {
   if (!s.ok() && status_.ok()) status_ = std::move(s);
 }
 
+// fn(rank, lo, hi) for every dp rank whose shard holds part [lo, hi) of the unit, in rank order.
+template <typename Fn>
+void ZeroUnits::ForEachOwner(const Unit& unit, Fn&& fn) const {
+  for (int r = 0; r < dp_->size(); ++r) {
+    const optim::FlatRange s = ShardRange(model_->params().numel(), r, dp_->size());
+    const int64_t lo = std::max(s.begin, unit.begin), hi = std::min(s.end, unit.end);
+    if (lo < hi) fn(r, lo, hi);
+  }
+}
+
 // Each part of the unit comes from the rank owning it: a broadcast per owner (a unit spans
 // one or two shards in practice), issued now and waited for in Materialize, so the next
 // unit's parameters travel while the current one computes.
@@ -73,16 +83,13 @@ void ZeroUnits::StartGather(int u) {
   if (unit.values.defined()) return;
   unit.values = Tensor::Empty({unit.end - unit.begin}, tensor::DType::kF32, MemoryTag::kParameter);
   float* base = unit.values.data<float>();
-  for (int r = 0; r < dp_->size(); ++r) {
-    const optim::FlatRange s = ShardRange(model_->params().numel(), r, dp_->size());
-    const int64_t lo = std::max(s.begin, unit.begin), hi = std::min(s.end, unit.end);
-    if (lo >= hi) continue;
+  ForEachOwner(unit, [&](int r, int64_t lo, int64_t hi) {
     if (r == dp_->rank())
       std::memcpy(base + (lo - unit.begin), param_shard_.data<float>() + (lo - owned_.begin),
                   static_cast<size_t>(hi - lo) * sizeof(float));
     if (dp_->size() > 1)
       unit.gathers.push_back(dp_->Broadcast(base + (lo - unit.begin), static_cast<size_t>(hi - lo), comm::DType::kF32, r));
-  }
+  });
 }
 
 void ZeroUnits::Materialize(int u) {
@@ -150,23 +157,20 @@ void ZeroUnits::BackwardDone(int u) {
   }
   PendingReduce pending;
   pending.grads = grads;
-  for (int r = 0; r < dp_->size(); ++r) {
-    const optim::FlatRange s = ShardRange(model_->params().numel(), r, dp_->size());
-    const int64_t lo = std::max(s.begin, unit.begin), hi = std::min(s.end, unit.end);
-    if (lo >= hi) continue;
+  ForEachOwner(unit, [&](int r, int64_t lo, int64_t hi) {
     Part part;
     part.begin = lo;
     part.end = hi;
     const bool mine = r == dp_->rank();
     if (dp_->size() == 1) {
       tensor::AddInPlace(grad_shard_.data<float>() + (lo - owned_.begin), g + (lo - unit.begin), hi - lo);
-      continue;
+      return;
     }
     if (mine) part.received = Tensor::Empty({hi - lo}, tensor::DType::kF32, MemoryTag::kGradient);
     part.work = dp_->Reduce(g + (lo - unit.begin), mine ? part.received.data<float>() : nullptr,
                             static_cast<size_t>(hi - lo), comm::DType::kF32, comm::ReduceOp::kSum, r);
     pending.parts.push_back(std::move(part));
-  }
+  });
   if (!pending.parts.empty()) pending_.push_back(std::move(pending));
 }
 

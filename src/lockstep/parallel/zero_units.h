@@ -81,6 +81,8 @@ class ZeroUnits : public UnitHooks {
   };
 
   ZeroUnits(int stage, std::shared_ptr<comm::Communicator> dp, StageModel* model);
+  template <typename Fn>
+  void ForEachOwner(const Unit& unit, Fn&& fn) const;
   void StartGather(int u);
   void Materialize(int u);
   void ReleaseValues(int u);

@@ -26,6 +26,7 @@
 #include "lockstep/optim/lr_schedule.h"
 #include "lockstep/parallel/canonical.h"
 #include "lockstep/parallel/data_parallel.h"
+#include "lockstep/parallel/gpt_shard.h"
 #include "lockstep/parallel/mesh.h"
 #include "lockstep/parallel/stage_model.h"
 #include "lockstep/parallel/tp_context.h"
@@ -86,7 +87,7 @@ class Trainer {
   Status ReportSaves(bool wait);
   Status LogSave(const SaveReport& r);
   Status Finish();
-  std::vector<parallel::LocalPiece> WeightPieces() const;
+  std::vector<parallel::LocalPiece> WeightPieces();
 
   // Runs fn() and records it on the trace as [start, end).
   template <typename Fn>
@@ -110,6 +111,18 @@ class Trainer {
   // flat buffers (zero 0/1), or the ZeRO-2/3 shards.
   float* OwnedParams();
   float* OwnedGrads();
+  parallel::GptShardOptions StageOptions() const;
+  // The parameter values this rank holds (the whole local buffer, or the ZeRO-3 shard), and
+  // the part of them it writes to checkpoints and the weights hash: everything on dp rank 0,
+  // nothing on other replicas, its shard under ZeRO-3.
+  struct ParamView {
+    float* data = nullptr;     // element 0 is local flat element `begin`
+    int64_t begin = 0;
+    optim::FlatRange range;    // local flat range
+  };
+  ParamView HeldParams();
+  ParamView WrittenParams();
+  AsyncCheckpointSaver& Saver();
 
   const TrainPlan& plan_;
   std::shared_ptr<comm::Communicator> world_comm_;

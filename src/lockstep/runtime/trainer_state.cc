@@ -15,15 +15,31 @@ nlohmann::json Trainer::Layout() const {
   return {{"world", world_}, {"dp", dims().dp}, {"tp", dims().tp}, {"pp", dims().pp}, {"zero", zero_}};
 }
 
+Trainer::ParamView Trainer::HeldParams() {
+  if (zero_ == 3) return {zero_units_->param_shard(), owned_.begin, owned_};
+  return {model_->params().flat_params(), 0, {0, local_numel()}};
+}
+
+Trainer::ParamView Trainer::WrittenParams() {
+  ParamView v = HeldParams();
+  if (zero_ != 3 && mesh_.coord.dp != 0) v.range = {0, 0};  // dp rank 0 writes the replicated values
+  return v;
+}
+
+AsyncCheckpointSaver& Trainer::Saver() {
+  if (!saver_)
+    saver_ = std::make_unique<AsyncCheckpointSaver>(plan_.out_dir + "/checkpoints",
+                                                    static_cast<int>(plan_.run.checkpoint.keep), plan_.run.checkpoint.async);
+  return *saver_;
+}
+
 // Every rank reads what its local tensors and its optimizer range cover, from whatever shards
 // of whatever layout hold them; the reader verifies each checksum it touches.
 Status Trainer::Resume() {
-  // ZeRO-3 reads its parameter shard, every other layout the whole local buffer.
-  float* params = zero_ == 3 ? zero_units_->param_shard() : model_->params().flat_params();
-  const optim::FlatRange range = zero_ == 3 ? owned_ : optim::FlatRange{0, local_numel()};
+  const ParamView held = HeldParams();
   LS_ASSIGN_OR_RETURN(CheckpointContents c,
-                      LoadStageState(plan_.resume_dir, TrajectoryHash(plan_.config), *model_, params, range.begin, range,
-                                     optimizer_->StateBuffers()));
+                      LoadStageState(plan_.resume_dir, TrajectoryHash(plan_.config), *model_, held.data, held.begin,
+                                     held.range, optimizer_->StateBuffers()));
   if (c.step > plan_.total_steps)
     return Status::InvalidArgument(plan_.resume_dir + " is at step " + std::to_string(c.step) + ", past this run's " +
                                    std::to_string(plan_.total_steps) + " steps (pass a larger --steps)");
@@ -51,14 +67,11 @@ Status Trainer::Save(int64_t step) {
     InjectDuringCheckpoint(plan_.fault, rank_, step);
     return Status::Ok();
   }
-  if (!saver_)
-    saver_ = std::make_unique<AsyncCheckpointSaver>(plan_.out_dir + "/checkpoints",
-                                                    static_cast<int>(plan_.run.checkpoint.keep), plan_.run.checkpoint.async);
   CheckpointContents c = Contents(step);
   std::vector<SaveReport> finished;
   const FaultSpec fault = plan_.fault;
   const int rank = rank_;
-  LS_RETURN_IF_ERROR(saver_->Save(model_->params(), optimizer_->StateBuffers(), c,
+  LS_RETURN_IF_ERROR(Saver().Save(model_->params(), optimizer_->StateBuffers(), c,
                                   [fault, rank, step] { InjectDuringCheckpoint(fault, rank, step); }, &finished));
   for (const SaveReport& r : finished) LS_RETURN_IF_ERROR(LogSave(r));
   return Status::Ok();
@@ -70,9 +83,6 @@ Status Trainer::Save(int64_t step) {
 // with checkpoint.async that agreement runs on each rank's writer thread over a communicator
 // of its own (ckpt_comm_), so the training threads only wait for the snapshot copy.
 Status Trainer::SaveSharded(int64_t step) {
-  if (!saver_)
-    saver_ = std::make_unique<AsyncCheckpointSaver>(plan_.out_dir + "/checkpoints",
-                                                    static_cast<int>(plan_.run.checkpoint.keep), plan_.run.checkpoint.async);
   ShardWriteContext shard;
   shard.rank = rank_;
   shard.world = world_;
@@ -82,23 +92,17 @@ Status Trainer::SaveSharded(int64_t step) {
     Status s = agree->Allreduce(&mine, &all, 1, comm::DType::kI32, comm::ReduceOp::kMin)->Wait();
     return s.ok() && all == 1;
   };
-  const bool writes_replicated = mesh_.coord.dp == 0;
   std::vector<OptimizerStateBuffer> state = optimizer_->StateBuffers();
-  if (zero_ == 0 && !writes_replicated) state.clear();
-  StagePieces pieces;
-  if (zero_ == 3) {  // every dp rank writes its parameter shard
-    pieces = CollectStagePieces(*model_, zero_units_->param_shard(), owned_.begin, owned_, state, mesh_.coord.tp);
-  } else {
-    const optim::FlatRange params = writes_replicated ? optim::FlatRange{0, local_numel()} : optim::FlatRange{0, 0};
-    pieces = CollectStagePieces(*model_, model_->params().flat_params(), 0, params, state, mesh_.coord.tp);
-  }
+  if (zero_ == 0 && mesh_.coord.dp != 0) state.clear();  // replicated: dp rank 0 writes it
+  const ParamView params = WrittenParams();
+  StagePieces pieces = CollectStagePieces(*model_, params.data, params.begin, params.range, state, mesh_.coord.tp);
   int64_t bytes = 0;
   for (const parallel::LocalPiece& p : pieces.pieces) bytes += p.count * static_cast<int64_t>(sizeof(float));
   LS_RETURN_IF_ERROR(world_comm_->Allreduce(&bytes, &bytes, 1, comm::DType::kI64, comm::ReduceOp::kSum)->Wait());
   const FaultSpec fault = plan_.fault;
   const int rank = rank_;
   std::vector<SaveReport> finished;
-  LS_RETURN_IF_ERROR(saver_->SavePieces(std::move(pieces.pieces), Contents(step),
+  LS_RETURN_IF_ERROR(Saver().SavePieces(std::move(pieces.pieces), Contents(step),
                                         [fault, rank, step] { InjectDuringCheckpoint(fault, rank, step); }, shard, bytes,
                                         &finished));
   for (const SaveReport& r : finished) LS_RETURN_IF_ERROR(LogSave(r));
@@ -143,10 +147,9 @@ nlohmann::json Trainer::MemoryRow() {
 }
 
 // The parameter pieces this rank is the writer of (as for checkpoints).
-std::vector<parallel::LocalPiece> Trainer::WeightPieces() const {
-  if (zero_ == 3) return parallel::PiecesOf(*model_, zero_units_->param_shard(), owned_.begin, owned_, mesh_.coord.tp);
-  const optim::FlatRange all{0, mesh_.coord.dp == 0 ? local_numel() : 0};
-  return parallel::PiecesOf(*model_, model_->params().flat_params(), 0, all, mesh_.coord.tp);
+std::vector<parallel::LocalPiece> Trainer::WeightPieces() {
+  const ParamView params = WrittenParams();
+  return parallel::PiecesOf(*model_, params.data, params.begin, params.range, mesh_.coord.tp);
 }
 
 Status Trainer::Finish() {

@@ -40,12 +40,7 @@ Status Trainer::CheckMemoryLimit() {
   if (limit <= 0) return Status::Ok();
   int64_t numel = 0, largest_unit = 0;
   if (plan_.layout.gpt) {
-    parallel::GptShardOptions o;  // a dry shard: parameter shapes, no storage
-    o.model = *plan_.layout.gpt;
-    o.first_layer = plan_.layout.partition.begin[mesh_.coord.pp];
-    o.end_layer = plan_.layout.partition.begin[mesh_.coord.pp + 1];
-    o.has_embedding = mesh_.coord.pp == 0;
-    o.has_head = mesh_.coord.pp == dims().pp - 1;
+    parallel::GptShardOptions o = StageOptions();  // a dry shard: parameter shapes, no storage
     o.flat_params = o.flat_grads = false;
     LS_ASSIGN_OR_RETURN(std::unique_ptr<parallel::GptShard> dry, parallel::GptShard::Create(o, tp_.get()));
     numel = dry->params().numel();
@@ -90,13 +85,7 @@ Status Trainer::BuildModel() {
     }
     return Status::Ok();
   }
-  const int s = mesh_.coord.pp;
-  parallel::GptShardOptions o;
-  o.model = *lp.gpt;
-  o.first_layer = lp.partition.begin[s];
-  o.end_layer = lp.partition.begin[s + 1];
-  o.has_embedding = s == 0;
-  o.has_head = s == dims().pp - 1;
+  parallel::GptShardOptions o = StageOptions();
   o.flat_params = flat_params;
   o.flat_grads = flat_grads;
   LS_ASSIGN_OR_RETURN(std::unique_ptr<parallel::GptShard> shard, parallel::GptShard::Create(o, tp_.get()));
@@ -105,6 +94,19 @@ Status Trainer::BuildModel() {
     LS_ASSIGN_OR_RETURN(zero_units_, parallel::ZeroUnits::Create(zero_, mesh_.dp, model_.get(), lp.gpt->init_seed));
   }
   return Status::Ok();
+}
+
+// This rank's pipeline stage of the GPT: its blocks of the partition, the embeddings on the
+// first stage, the head on the last.
+parallel::GptShardOptions Trainer::StageOptions() const {
+  const int s = mesh_.coord.pp;
+  parallel::GptShardOptions o;
+  o.model = *plan_.layout.gpt;
+  o.first_layer = plan_.layout.partition.begin[s];
+  o.end_layer = plan_.layout.partition.begin[s + 1];
+  o.has_embedding = s == 0;
+  o.has_head = s == dims().pp - 1;
+  return o;
 }
 
 float* Trainer::OwnedParams() {
