@@ -49,15 +49,13 @@ void BM_Gemm(benchmark::State& state) {
   ScopedDeterministic det(kMode == 2);
   for (auto _ : state) {
     if (kMode == 0) {
-      dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K, 1.0f, A.data(), lda, B.data(), ldb,
-                 0.0f, C.data(), N);
+      dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K, 1.0f, A.data(), lda, B.data(), ldb, 0.0f, C.data(), N);
     } else {
       Gemm(ta, tb, M, N, K, 1.0f, A.data(), lda, B.data(), ldb, 0.0f, C.data(), N);
     }
     benchmark::DoNotOptimize(C.data());
   }
-  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * M * N * K * state.iterations(),
-                                                 benchmark::Counter::kIsRate,
+  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * M * N * K * state.iterations(), benchmark::Counter::kIsRate,
                                                  benchmark::Counter::kIs1000);
 }
 BENCHMARK(BM_Gemm<0>)->Name("dnnl_sgemm")->Apply(Shapes);
@@ -81,12 +79,15 @@ void BM_Attention(benchmark::State& state) {
     benchmark::DoNotOptimize(dqkv.data());
   }
   double flops = (backward ? 12.0 : 4.0) * B * H * T * T * hs;
-  state.counters["GFLOP/s"] = benchmark::Counter(flops * state.iterations(),
-                                                 benchmark::Counter::kIsRate,
-                                                 benchmark::Counter::kIs1000);
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(flops * state.iterations(), benchmark::Counter::kIsRate, benchmark::Counter::kIs1000);
   SetComputeThreads(1);
 }
-BENCHMARK(BM_Attention)->ArgNames({"threads", "bwd"})->Args({1, 0})->Args({1, 1})->Args({2, 1})
+BENCHMARK(BM_Attention)
+    ->ArgNames({"threads", "bwd"})
+    ->Args({1, 0})
+    ->Args({1, 1})
+    ->Args({2, 1})
     ->Unit(benchmark::kMillisecond);
 
 // The same attention GEMMs as plain dense BatchedGemm calls (no causal skipping), for
@@ -97,15 +98,12 @@ void BM_AttentionDenseBatchedGemm(benchmark::State& state) {
   auto q = Random(BH * T * hs, 5), k = Random(BH * T * hs, 6);
   std::vector<float> s(BH * T * T), o(BH * T * hs);
   for (auto _ : state) {
-    BatchedGemm(false, true, BH, T, T, hs, 1.0f, q.data(), hs, T * hs, k.data(), hs, T * hs, 0.0f,
-                s.data(), T, T * T);
-    BatchedGemm(false, false, BH, T, hs, T, 1.0f, s.data(), T, T * T, k.data(), hs, T * hs, 0.0f,
-                o.data(), hs, T * hs);
+    BatchedGemm(false, true, BH, T, T, hs, 1.0f, q.data(), hs, T * hs, k.data(), hs, T * hs, 0.0f, s.data(), T, T * T);
+    BatchedGemm(false, false, BH, T, hs, T, 1.0f, s.data(), T, T * T, k.data(), hs, T * hs, 0.0f, o.data(), hs, T * hs);
     benchmark::DoNotOptimize(o.data());
   }
   state.counters["GFLOP/s"] = benchmark::Counter(4.0 * BH * T * T * hs * state.iterations(),
-                                                 benchmark::Counter::kIsRate,
-                                                 benchmark::Counter::kIs1000);
+                                                 benchmark::Counter::kIsRate, benchmark::Counter::kIs1000);
 }
 BENCHMARK(BM_AttentionDenseBatchedGemm)->Unit(benchmark::kMillisecond);
 

@@ -63,8 +63,7 @@ struct Params {
       const int64_t n = static_cast<int64_t>(init[i].size());
       Tensor v = Tensor::FromStorage(values.storage(), off, {n});
       for (int64_t j = 0; j < n; ++j) v.data<float>()[j] = init[i][j];
-      vars.push_back(Variable::Parameter(v, Tensor::FromStorage(grads.storage(), off, {n}),
-                                         static_cast<int>(i)));
+      vars.push_back(Variable::Parameter(v, Tensor::FromStorage(grads.storage(), off, {n}), static_cast<int>(i)));
       off += n;
     }
   }
@@ -133,11 +132,11 @@ TEST(Tape, HookFiresOncePerParamWhenFinal) {
     at_hook[i] = p.Grad(i);
   });
   tape.DeclareParams(4);
-  Variable h = Mul(tape, x, p.vars[0]);   // op 0: p0
-  h = Mul(tape, h, p.vars[1]);            // op 1: p1
-  h = Mul(tape, h, p.vars[0]);            // op 2: p0
-  h = Mul(tape, h, p.vars[3]);            // op 3: p3
-  h = Mul(tape, h, p.vars[0]);            // op 4: p0
+  Variable h = Mul(tape, x, p.vars[0]);  // op 0: p0
+  h = Mul(tape, h, p.vars[1]);           // op 1: p1
+  h = Mul(tape, h, p.vars[0]);           // op 2: p0
+  h = Mul(tape, h, p.vars[3]);           // op 3: p3
+  h = Mul(tape, h, p.vars[0]);           // op 4: p0
   tape.Backward(Sum(tape, h), 1.0f);
   for (int i = 0; i < 4; ++i) {
     EXPECT_EQ(fired[i], 1) << "param " << i;

@@ -183,8 +183,9 @@ TEST_F(Corruption, WrongVersionDtypeShapeRange) {
     if (t["name"] == "wte") t["shape"] = {16, 37};
   }
   StoreManifestJson(dir_, j);
-  EXPECT_EQ(open_error(), dir_ + "/rank-00000.safetensors: tensor 'wte': shape/range mismatch: header and manifest "
-                                 "disagree on shape of key 'wte'");
+  EXPECT_EQ(open_error(), dir_ +
+                              "/rank-00000.safetensors: tensor 'wte': shape/range mismatch: header and manifest "
+                              "disagree on shape of key 'wte'");
 
   for (auto& t : j["tensors"]) {
     if (t["name"] == "wte") {
@@ -215,7 +216,8 @@ TEST_F(Corruption, WrongVersionDtypeShapeRange) {
   std::string range = h["__metadata__"]["wte:range"];
   h["__metadata__"]["wte:range"] = "0," + range.substr(range.find(',') + 1);
   ReplaceShardHeader(dir_, file, h.dump());
-  EXPECT_NE(open_error().find(dir_ + "/" + file + ": tensor 'wte': shape/range mismatch"), std::string::npos) << open_error();
+  EXPECT_NE(open_error().find(dir_ + "/" + file + ": tensor 'wte': shape/range mismatch"), std::string::npos)
+      << open_error();
   WriteAll(mpath, original_manifest);
   WriteAll(dir_ + "/" + file, original_shard);
 
@@ -236,8 +238,9 @@ TEST_F(Corruption, ForeignConfig) {
   EXPECT_TRUE(c->CheckConfigHash("cfg-1").ok());
   Status s = c->CheckConfigHash("cfg-2");
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(s.message(), dir_ + "/manifest.json: foreign checkpoint: config hash mismatch: written by config 'cfg-1', "
-                                "this run's config hashes to 'cfg-2'");
+  EXPECT_EQ(s.message(), dir_ +
+                             "/manifest.json: foreign checkpoint: config hash mismatch: written by config 'cfg-1', "
+                             "this run's config hashes to 'cfg-2'");
   TempDir other;
   ASSERT_TRUE(WriteCheckpoint(other.path(), 1, model_, 1, {}, nlohmann::json::object()).ok());
   Status none = Checkpoint::Open(other.path() + "/step-00000001")->CheckConfigHash("cfg-1");

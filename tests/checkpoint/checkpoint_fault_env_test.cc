@@ -18,12 +18,12 @@ TEST(FaultEnv, FailsNthMutationAndLaterOnesWhenCrashed) {
   env.FailAt(3, /*crash=*/true);
   Result<std::unique_ptr<WritableFile>> f = env.NewWritableFile(tmp.Sub("a"));  // 1
   ASSERT_TRUE(f.ok());
-  EXPECT_TRUE((*f)->Append("0123456789", 10).ok());                             // 2
-  Status s = (*f)->Append("abcdefgh", 8);                                        // 3: fails, torn
+  EXPECT_TRUE((*f)->Append("0123456789", 10).ok());  // 2
+  Status s = (*f)->Append("abcdefgh", 8);            // 3: fails, torn
   EXPECT_EQ(s.code(), StatusCode::kIoError);
   EXPECT_NE(s.message().find("injected fault at append (mutation 3)"), std::string::npos);
-  EXPECT_FALSE((*f)->Sync().ok());                                               // 4: crashed
-  EXPECT_FALSE(env.CreateDir(tmp.Sub("d")).ok());                                // 5
+  EXPECT_FALSE((*f)->Sync().ok());                 // 4: crashed
+  EXPECT_FALSE(env.CreateDir(tmp.Sub("d")).ok());  // 5
   EXPECT_TRUE(env.fault_hit());
   EXPECT_EQ(env.mutations(), 5);
   EXPECT_EQ(ReadAll(tmp.Sub("a")), "0123456789abcd");

@@ -101,20 +101,34 @@ class Fuzz : public ::testing::Test {
 
 json RandomValue(std::mt19937_64& rng) {
   switch (rng() % 14) {
-    case 0: return nullptr;
-    case 1: return rng() % 2 == 0;
-    case 2: return -static_cast<int64_t>(rng() % 1000) - 1;
-    case 3: return static_cast<uint64_t>(rng());                  // huge unsigned
-    case 4: return std::numeric_limits<int64_t>::max();
-    case 5: return static_cast<double>(rng() % 100) + 0.5;
-    case 6: return 1e300;
-    case 7: return "";
-    case 8: return std::string(rng() % 300, 'x');
-    case 9: return json::array();
-    case 10: return json::object();
-    case 11: return json::array({rng() % 10, static_cast<uint64_t>(rng())});
-    case 12: return static_cast<int64_t>(rng() % 5000);           // plausible small number
-    default: return "F32";
+    case 0:
+      return nullptr;
+    case 1:
+      return rng() % 2 == 0;
+    case 2:
+      return -static_cast<int64_t>(rng() % 1000) - 1;
+    case 3:
+      return static_cast<uint64_t>(rng());  // huge unsigned
+    case 4:
+      return std::numeric_limits<int64_t>::max();
+    case 5:
+      return static_cast<double>(rng() % 100) + 0.5;
+    case 6:
+      return 1e300;
+    case 7:
+      return "";
+    case 8:
+      return std::string(rng() % 300, 'x');
+    case 9:
+      return json::array();
+    case 10:
+      return json::object();
+    case 11:
+      return json::array({rng() % 10, static_cast<uint64_t>(rng())});
+    case 12:
+      return static_cast<int64_t>(rng() % 5000);  // plausible small number
+    default:
+      return "F32";
   }
 }
 
@@ -135,8 +149,10 @@ void MutateJson(json& j, std::mt19937_64& rng) {
     bool stop = !(child->is_object() || child->is_array()) || rng() % 3 == 0;
     if (stop) {
       if (rng() % 6 == 0) {
-        if (node->is_object()) node->erase(std::next(node->begin(), static_cast<long>(i)));
-        else node->erase(i);
+        if (node->is_object())
+          node->erase(std::next(node->begin(), static_cast<long>(i)));
+        else
+          node->erase(i);
       } else {
         *child = RandomValue(rng);
       }
@@ -151,11 +167,21 @@ std::string MutateBytes(std::string s, std::mt19937_64& rng) {
   for (int e = 0; e < edits && !s.empty(); ++e) {
     size_t at = rng() % s.size();
     switch (rng() % 5) {
-      case 0: s[at] = static_cast<char>(s[at] ^ (1 << (rng() % 8))); break;
-      case 1: s[at] = static_cast<char>(rng()); break;
-      case 2: s.resize(at); break;
-      case 3: s.insert(at, 1, "{}[]\",:0-e9 \\"[rng() % 14]); break;
-      default: s.erase(at, 1 + rng() % 8); break;
+      case 0:
+        s[at] = static_cast<char>(s[at] ^ (1 << (rng() % 8)));
+        break;
+      case 1:
+        s[at] = static_cast<char>(rng());
+        break;
+      case 2:
+        s.resize(at);
+        break;
+      case 3:
+        s.insert(at, 1, "{}[]\",:0-e9 \\"[rng() % 14]);
+        break;
+      default:
+        s.erase(at, 1 + rng() % 8);
+        break;
     }
   }
   return s;
@@ -181,8 +207,10 @@ TEST_F(Fuzz, MutatedManifests) {
           return Status::Corruption("");
         }
       }();
-      if (parsed.ok() && rng() % 2 == 0) StoreManifestJson(dir_, *parsed);
-      else WriteAll(dir_ + "/manifest.json", text);
+      if (parsed.ok() && rng() % 2 == 0)
+        StoreManifestJson(dir_, *parsed);
+      else
+        WriteAll(dir_ + "/manifest.json", text);
     }
     accepted += OpenAndCheck("manifest mutation " + std::to_string(i));
   }
@@ -217,7 +245,8 @@ TEST_F(Fuzz, MutatedShardHeaderBytes) {
 // Damaged length prefixes and data sizes: huge, zero, past the end.
 TEST_F(Fuzz, HugeLengthsAndOffsets) {
   const std::string path = dir_ + "/rank-00001.safetensors";
-  for (uint64_t n : std::vector<uint64_t>{0, 1, 7, 1ull << 40, ~0ull, ~0ull >> 1, (100ull << 20) + 1, shards_[1].size()}) {
+  for (uint64_t n :
+       std::vector<uint64_t>{0, 1, 7, 1ull << 40, ~0ull, ~0ull >> 1, (100ull << 20) + 1, shards_[1].size()}) {
     std::string s = shards_[1];
     for (int b = 0; b < 8; ++b) s[b] = static_cast<char>((n >> (8 * b)) & 0xff);
     WriteAll(path, s);

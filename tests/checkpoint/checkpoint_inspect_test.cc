@@ -21,7 +21,8 @@ std::vector<std::string> Lines(const std::string& text) {
 
 TEST(Inspect, GoodCheckpoint) {
   TempDir tmp;
-  ASSERT_TRUE(WriteCheckpoint(tmp.path(), 30, MakeModel(1), 3, {}, {{"config_hash", "abc"}, {"layout", {{"dp", 3}}}}).ok());
+  ASSERT_TRUE(
+      WriteCheckpoint(tmp.path(), 30, MakeModel(1), 3, {}, {{"config_hash", "abc"}, {"layout", {{"dp", 3}}}}).ok());
   const std::string dir = tmp.path() + "/step-00000030";
   std::ostringstream out;
   ASSERT_TRUE(InspectToStream(dir, out).ok()) << out.str();
@@ -53,7 +54,8 @@ TEST(Inspect, ReportsBadShardsAfterPrintingEverything) {
   ASSERT_EQ(lines.size(), 12u) << out.str();
   EXPECT_EQ(lines[8], "wte          F32    [37, 16]        3   2368  BAD 1/3: rank-00001.safetensors [98, 296)");
   EXPECT_NE(lines[9].find("checksums: 20/21 shards ok"), std::string::npos);
-  EXPECT_EQ(lines[11].rfind("error: " + dir + "/rank-00001.safetensors: tensor 'wte': checksum mismatch", 0), 0u) << lines[11];
+  EXPECT_EQ(lines[11].rfind("error: " + dir + "/rank-00001.safetensors: tensor 'wte': checksum mismatch", 0), 0u)
+      << lines[11];
   EXPECT_EQ(st.message(), lines[11].substr(7));
 }
 

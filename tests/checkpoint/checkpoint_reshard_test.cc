@@ -31,7 +31,8 @@ class CountingEnv final : public ForwardingEnv {
     LS_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> f, base_->NewRandomAccessFile(path));
     std::atomic<uint64_t>* counter = &other;
     for (int r = 0; r < 3; ++r) {
-      if (path.size() >= 22 && path.compare(path.size() - 22, 22, "rank-0000" + std::to_string(r) + ".safetensors") == 0) {
+      if (path.size() >= 22 &&
+          path.compare(path.size() - 22, 22, "rank-0000" + std::to_string(r) + ".safetensors") == 0) {
         counter = &rank[r];
       }
     }
@@ -93,7 +94,8 @@ TEST(Reshard, LoadWithOtherWorldSizes) {
 // (to check its xxh64), afterwards exactly the bytes asked for.
 TEST(Reshard, ReadsOnlyNeededBytes) {
   TempDir tmp;
-  std::vector<TestTensor> model = {MakeTensor("big", DType::kF32, {600, 100}, 1), MakeTensor("other", DType::kF32, {1000}, 2)};
+  std::vector<TestTensor> model = {MakeTensor("big", DType::kF32, {600, 100}, 1),
+                                   MakeTensor("other", DType::kF32, {1000}, 2)};
   ASSERT_TRUE(WriteCheckpoint(tmp.path(), 1, model, 3).ok());
   CountingEnv env;
   Result<Checkpoint> c = Checkpoint::Open(tmp.path() + "/step-00000001", &env);

@@ -140,8 +140,8 @@ TEST(RoundTripArgs, RejectsBadPiecesAndCalls) {
   Result<CheckpointWriter> w = CheckpointWriter::Begin(tmp.path(), 1, 0, 1);
   ASSERT_TRUE(w.ok());
   auto bad = [&](ShardRef p) { return w->WriteShard({p}); };
-  EXPECT_EQ(bad({"x", {4}, DType::kF32, x, 0, 5}).code(), StatusCode::kInvalidArgument);    // past numel
-  EXPECT_EQ(bad({"x", {4}, DType::kF32, x, 3, 2}).code(), StatusCode::kInvalidArgument);    // begin > end
+  EXPECT_EQ(bad({"x", {4}, DType::kF32, x, 0, 5}).code(), StatusCode::kInvalidArgument);  // past numel
+  EXPECT_EQ(bad({"x", {4}, DType::kF32, x, 3, 2}).code(), StatusCode::kInvalidArgument);  // begin > end
   EXPECT_EQ(bad({"x", {4}, DType::kF32, nullptr, 0, 4}).code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(bad({"", {4}, DType::kF32, x, 0, 4}).code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(bad({"a\nb", {4}, DType::kF32, x, 0, 4}).code(), StatusCode::kInvalidArgument);
@@ -161,7 +161,8 @@ TEST(RoundTripArgs, BadTilingRefused) {
     int64_t b0, e0, b1, e1;
     const char* what;
   };
-  for (const Case& k : {Case{0, 4, 5, 10, "gap [4, 5)"}, Case{0, 6, 5, 10, "overlaps"}, Case{0, 4, 4, 9, "[9, 10) are in no shard"}}) {
+  for (const Case& k :
+       {Case{0, 4, 5, 10, "gap [4, 5)"}, Case{0, 6, 5, 10, "overlaps"}, Case{0, 4, 4, 9, "[9, 10) are in no shard"}}) {
     TempDir tmp;
     ASSERT_TRUE(WriteCheckpoint(tmp.path(), 1, MakeModel(1), 1).ok());
     std::vector<float> x(10, 1.0f);

@@ -1,7 +1,7 @@
 #include "checkpoint/checkpoint_test_util.h"
 
-#include <stdlib.h>
 #include <fcntl.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 #include <barrier>
@@ -58,12 +58,9 @@ TestTensor MakeTensor(const std::string& name, DType dtype, std::vector<int64_t>
 }
 
 std::vector<TestTensor> MakeModel(uint64_t seed) {
-  return {MakeTensor("wte", DType::kF32, {37, 16}, seed),
-          MakeTensor("h.0.attn.w", DType::kBF16, {16, 48}, seed),
-          MakeTensor("h.0.ln.b", DType::kF32, {16}, seed),
-          MakeTensor("opt.step", DType::kI64, {}, seed),
-          MakeTensor("loader.perm", DType::kI32, {101}, seed),
-          MakeTensor("mask", DType::kU8, {3, 5, 7}, seed),
+  return {MakeTensor("wte", DType::kF32, {37, 16}, seed),      MakeTensor("h.0.attn.w", DType::kBF16, {16, 48}, seed),
+          MakeTensor("h.0.ln.b", DType::kF32, {16}, seed),     MakeTensor("opt.step", DType::kI64, {}, seed),
+          MakeTensor("loader.perm", DType::kI32, {101}, seed), MakeTensor("mask", DType::kU8, {3, 5, 7}, seed),
           MakeTensor("empty", DType::kF32, {0, 4}, seed)};
 }
 

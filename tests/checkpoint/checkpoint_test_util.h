@@ -19,7 +19,9 @@ namespace lockstep::checkpoint::testing {
 class ForwardingEnv : public Env {
  public:
   explicit ForwardingEnv(Env* base = Env::Default()) : base_(base) {}
-  Result<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& p) override { return base_->NewWritableFile(p); }
+  Result<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& p) override {
+    return base_->NewWritableFile(p);
+  }
   Result<std::unique_ptr<RandomAccessFile>> NewRandomAccessFile(const std::string& p) override {
     return base_->NewRandomAccessFile(p);
   }
@@ -39,7 +41,8 @@ class ForwardingEnv : public Env {
   Env* base_;
 };
 
-// A fresh empty directory under /dev/shm (or $LOCKSTEP_TEST_TMPDIR, $TMPDIR, /tmp), removed (with everything in it) by the destructor.
+// A fresh empty directory under /dev/shm (or $LOCKSTEP_TEST_TMPDIR, $TMPDIR, /tmp), removed (with everything in it) by
+// the destructor.
 class TempDir {
  public:
   TempDir();

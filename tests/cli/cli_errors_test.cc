@@ -31,7 +31,8 @@ TEST(CliErrors, MissingConfigFile) {
 
 TEST(CliErrors, BadFlagValue) {
   ExpectUsageError(RunLockstep({"train", "--config", "configs/gpt-tiny.toml", "--nproc", "zero"}), "--nproc");
-  ExpectUsageError(RunLockstep({"train", "--config", "configs/gpt-tiny.toml", "--backend", "carrier-pigeon"}), "--backend");
+  ExpectUsageError(RunLockstep({"train", "--config", "configs/gpt-tiny.toml", "--backend", "carrier-pigeon"}),
+                   "--backend");
 }
 
 TEST(CliErrors, UnknownConfigKey) {
@@ -112,7 +113,8 @@ TEST(CliErrors, BadLayouts) {
     a.insert(a.end(), extra.begin(), extra.end());
     return RunLockstep(a);
   };
-  ExpectUsageError(run({"--nproc", "4", "--layout", "dp=2,tp=2,pp=2"}), "dp × tp × pp = 2 × 2 × 2 = 8 workers, but the world has 4");
+  ExpectUsageError(run({"--nproc", "4", "--layout", "dp=2,tp=2,pp=2"}),
+                   "dp × tp × pp = 2 × 2 × 2 = 8 workers, but the world has 4");
   ExpectUsageError(run({"--nproc", "2", "--layout", "dp=2,ep=2"}), "unknown factor 'ep'");
   ExpectUsageError(run({"--nproc", "8", "--layout", "tp=8"}),
                    "model.heads = 4 is not divisible by the tensor-parallel degree tp = 8");
@@ -124,8 +126,8 @@ TEST(CliErrors, BadLayouts) {
                    "with pipeline parallelism gradients accumulate over train.pp_microbatches");
   ExpectUsageError(run({"--nproc", "2", "--layout", "tp=2", "--deterministic", "--set", "train.det_tp_slices=1"}),
                    "--deterministic with tp=2 needs train.det_tp_slices divisible by 2, got 1");
-  ExpectUsageError(RunLockstep({"train", "--config", "configs/cnn-fashion.toml", "--steps", "1", "--nproc", "2", "--layout",
-                                "tp=2"}),
+  ExpectUsageError(RunLockstep({"train", "--config", "configs/cnn-fashion.toml", "--steps", "1", "--nproc", "2",
+                                "--layout", "tp=2"}),
                    "tensor and pipeline parallelism need model.kind = \"gpt\"");
 }
 

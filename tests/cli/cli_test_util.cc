@@ -35,7 +35,8 @@ std::string Slurp(const std::string& path) {
 
 CommandResult RunLockstep(const std::vector<std::string>& args) {
   std::string dir = MakeTempDir("cmd");
-  std::string cmd = std::string("cd ") + Quote(LOCKSTEP_SOURCE_DIR) + " && " + Quote(std::string(LOCKSTEP_BINARY_DIR) + "/lockstep");
+  std::string cmd =
+      std::string("cd ") + Quote(LOCKSTEP_SOURCE_DIR) + " && " + Quote(std::string(LOCKSTEP_BINARY_DIR) + "/lockstep");
   for (const std::string& a : args) cmd += " " + Quote(a);
   cmd += " >" + dir + "/out 2>" + dir + "/err </dev/null";
   int status = std::system(cmd.c_str());
@@ -100,18 +101,18 @@ std::string DoneHash(const std::string& run_dir) {
 }
 
 std::vector<std::string> TinyGptFlags() {
-  return {"--config", "configs/gpt-tiny.toml", "--set", "model.layers=1", "--set", "model.width=32",
-          "--set", "model.heads=2", "--set", "model.context=32", "--set", "train.batch_size=8",
-          "--set", "optim.warmup_steps=1", "--set", "eval.batches=2", "--set", "train.log_every=1"};
+  return {"--config", "configs/gpt-tiny.toml", "--set", "model.layers=1",   "--set", "model.width=32",
+          "--set",    "model.heads=2",         "--set", "model.context=32", "--set", "train.batch_size=8",
+          "--set",    "optim.warmup_steps=1",  "--set", "eval.batches=2",   "--set", "train.log_every=1"};
 }
 
 std::vector<std::string> TinyTrainArgs(const std::string& out, int steps, int checkpoint_every,
                                        const std::vector<std::string>& extra) {
   std::vector<std::string> args = TinyGptFlags();
   args.insert(args.begin(), "train");
-  for (const std::string& e : {std::string("--steps"), std::to_string(steps), std::string("--out"), out,
-                               std::string("--set"), "checkpoint.every=" + std::to_string(checkpoint_every),
-                               std::string("--set"), std::string("checkpoint.keep=5")})
+  for (const std::string& e :
+       {std::string("--steps"), std::to_string(steps), std::string("--out"), out, std::string("--set"),
+        "checkpoint.every=" + std::to_string(checkpoint_every), std::string("--set"), std::string("checkpoint.keep=5")})
     args.push_back(e);
   args.insert(args.end(), extra.begin(), extra.end());
   return args;

@@ -62,7 +62,8 @@ TEST(DataParallel, DefaultModeLossesMatchOneWorker) {
   for (const char* n : {"2", "4"}) {
     TrainedRun dp = Train({"--nproc", n});
     ASSERT_EQ(dp.losses.size(), one.losses.size());
-    for (size_t i = 0; i < one.losses.size(); ++i) EXPECT_NEAR(dp.losses[i], one.losses[i], 1e-3) << "nproc " << n << " step " << i;
+    for (size_t i = 0; i < one.losses.size(); ++i)
+      EXPECT_NEAR(dp.losses[i], one.losses[i], 1e-3) << "nproc " << n << " step " << i;
   }
   TrainedRun acc = Train({"--nproc", "2", "--set", "train.accum_steps=2"});
   for (size_t i = 0; i < one.losses.size(); ++i) EXPECT_NEAR(acc.losses[i], one.losses[i], 1e-3) << "accum step " << i;

@@ -40,8 +40,8 @@ std::string Compact(const std::string& flags) {
 // gpt-tiny itself, 20 steps, one validation batch (the result must not depend on the layout).
 std::string TrainGptTiny(const std::string& prefix, const std::string& flags) {
   const std::string out = MakeTempDir(prefix);
-  std::vector<std::string> args = {"train", "--config", "configs/gpt-tiny.toml", "--steps", "20", "--deterministic",
-                                   "--set", "eval.batches=1", "--out", out};
+  std::vector<std::string> args = {"train",           "--config", "configs/gpt-tiny.toml", "--steps", "20",
+                                   "--deterministic", "--set",    "eval.batches=1",        "--out",   out};
   for (const std::string& f : Split(flags)) args.push_back(f);
   CommandResult r = RunLockstep(args);
   EXPECT_EQ(r.exit_code, 0) << flags << "\n" << r.err;
@@ -61,15 +61,16 @@ TEST_P(DeterministicLayout, MatchesOneWorkerBitForBit) {
 
 INSTANTIATE_TEST_SUITE_P(Gpt4Workers, DeterministicLayout,
                          ::testing::Values("--layout dp=4", "--layout dp=4 --zero 1", "--layout dp=4 --zero 2",
-                                           "--layout dp=4 --zero 3", "--layout tp=2,dp=2",
-                                           "--layout pp=2,dp=2", "--layout tp=2,pp=2", "--layout pp=4",
+                                           "--layout dp=4 --zero 3", "--layout tp=2,dp=2", "--layout pp=2,dp=2",
+                                           "--layout tp=2,pp=2", "--layout pp=4",
                                            "--layout tp=2,pp=2 --set train.pp_schedule=gpipe"),
                          [](const ::testing::TestParamInfo<const char*>& i) { return Compact(i.param); });
 
 // A smaller GPT (4 layers so that pp=4 has a layer per stage) for the checkpoint round trips.
 std::vector<std::string> SmallGpt() {
-  return Split("--set model.layers=4 --set model.width=32 --set model.heads=4 --set model.context=32 "
-               "--set train.batch_size=8 --set optim.warmup_steps=1 --set eval.batches=2 --deterministic");
+  return Split(
+      "--set model.layers=4 --set model.width=32 --set model.heads=4 --set model.context=32 "
+      "--set train.batch_size=8 --set optim.warmup_steps=1 --set eval.batches=2 --deterministic");
 }
 
 std::string TrainSmall(const std::string& prefix, int steps, const std::string& flags) {
@@ -83,8 +84,6 @@ struct Resharding {
   const char* reader;
 };
 
-
-
 class LayoutCheckpoint : public ::testing::TestWithParam<Resharding> {};
 
 TEST_P(LayoutCheckpoint, ResumesInOneWorkerAndInAnotherLayout) {
@@ -97,7 +96,8 @@ TEST_P(LayoutCheckpoint, ResumesInOneWorkerAndInAnotherLayout) {
   EXPECT_EQ(inspect.exit_code, 0) << inspect.out << inspect.err;
   const std::string to_one = TrainSmall("ckpt-to-one", 8, "--resume " + ckpt);
   EXPECT_EQ(DoneHash(to_one), DoneHash(one)) << GetParam().writer << " -> 1 worker";
-  const std::string to_other = TrainSmall("ckpt-to-other", 8, std::string("--nproc 4 ") + GetParam().reader + " --resume " + ckpt);
+  const std::string to_other =
+      TrainSmall("ckpt-to-other", 8, std::string("--nproc 4 ") + GetParam().reader + " --resume " + ckpt);
   EXPECT_EQ(DoneHash(to_other), DoneHash(one)) << GetParam().writer << " -> " << GetParam().reader;
 }
 

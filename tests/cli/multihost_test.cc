@@ -169,22 +169,20 @@ TEST(MultiHost, TwoNamespacesOverTcpMatchOneProcess) {
     train += Quote(a);
   }
   train += " --steps " + std::to_string(kSteps) + " --deterministic --backend mpi --out " + Quote(out);
-  std::string rank_cmd =
-      "readlink /proc/self/ns/net >" + Quote(work) + "/ns.$OMPI_COMM_WORLD_RANK && exec " + train;
+  std::string rank_cmd = "readlink /proc/self/ns/net >" + Quote(work) + "/ns.$OMPI_COMM_WORLD_RANK && exec " + train;
 
-  std::string mpirun =
-      "cd " + Quote(source) + " && timeout -k 5 45 ip netns exec " + net.ns_a() +
-      " env LOCKSTEP_NETNS_MAP=" + Quote(work + "/netns.map") +
-      " OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1"
-      " mpirun --allow-run-as-root -np 2 --hostfile " + Quote(work + "/hostfile") +
-      " --mca plm_rsh_agent " + Quote(source + "/scripts/netns-agent.sh") +
-      " --mca plm_rsh_no_tree_spawn 1 --mca orte_keep_fqdn_hostnames 1"
-      " --mca btl self,tcp --mca btl_tcp_if_include " + kSubnet +
-      " --mca oob_tcp_if_include " + kSubnet +
-      " --bind-to none --wdir " + Quote(source) + " sh -c " + Quote(rank_cmd);
+  std::string mpirun = "cd " + Quote(source) + " && timeout -k 5 45 ip netns exec " + net.ns_a() +
+                       " env LOCKSTEP_NETNS_MAP=" + Quote(work + "/netns.map") +
+                       " OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1"
+                       " mpirun --allow-run-as-root -np 2 --hostfile " +
+                       Quote(work + "/hostfile") + " --mca plm_rsh_agent " + Quote(source + "/scripts/netns-agent.sh") +
+                       " --mca plm_rsh_no_tree_spawn 1 --mca orte_keep_fqdn_hostnames 1"
+                       " --mca btl self,tcp --mca btl_tcp_if_include " +
+                       kSubnet + " --mca oob_tcp_if_include " + kSubnet + " --bind-to none --wdir " + Quote(source) +
+                       " sh -c " + Quote(rank_cmd);
   Shell run = Sh(mpirun);
-  ASSERT_EQ(run.code, 0) << (run.code == 124 ? "mpirun timed out after 45 s\n" : "") << "command: " << mpirun
-                         << "\n" << run.out;
+  ASSERT_EQ(run.code, 0) << (run.code == 124 ? "mpirun timed out after 45 s\n" : "") << "command: " << mpirun << "\n"
+                         << run.out;
 
   // One rank ran in each namespace...
   EXPECT_EQ(ReadFirstLine(work + "/ns.0"), NetnsPair::Id(net.ns_a())) << run.out;

@@ -75,8 +75,8 @@ TEST(Supervisor, KilledAtARandomStepRestartsAndMatchesTheUninterruptedRun) {
   const int step = RandomStep();
   SCOPED_TRACE("kill at step " + std::to_string(step));
   std::string dir = MakeTempDir("sup-kill");
-  CommandResult r = RunLockstep(
-      Flags(dir, {"--max-restarts", "3", "--inject-fault", "kill:rank=0:step=" + std::to_string(step)}));
+  CommandResult r =
+      RunLockstep(Flags(dir, {"--max-restarts", "3", "--inject-fault", "kill:rank=0:step=" + std::to_string(step)}));
   EXPECT_NE(r.err.find("injected fault: SIGKILL"), std::string::npos) << r.err;
   ExpectRecovered(dir, r, want, "SIGKILL");
   ExpectResumedIfCommitted(r, step, 0);
@@ -126,8 +126,8 @@ TEST(Supervisor, KillDuringACheckpointLeavesLatestValid) {
 TEST(Supervisor, HungWorkerIsDetectedByItsHeartbeat) {
   const std::string want = UninterruptedHash({});
   std::string dir = MakeTempDir("sup-hang");
-  CommandResult r = RunLockstep(Flags(
-      dir, {"--max-restarts", "2", "--heartbeat-timeout", "6", "--inject-fault", "hang:rank=0:step=5"}));
+  CommandResult r = RunLockstep(
+      Flags(dir, {"--max-restarts", "2", "--heartbeat-timeout", "6", "--inject-fault", "hang:rank=0:step=5"}));
   EXPECT_NE(r.err.find("(hung)"), std::string::npos) << r.err;
   ExpectRecovered(dir, r, want, "no heartbeat from rank-0");
 }
@@ -147,8 +147,8 @@ TEST(Supervisor, BadInputIsNotRetried) {
 // checkpoints written by all four ranks) loses a rank to SIGKILL mid-run, is restarted from
 // `latest`, and ends with the weights of the uninterrupted run.
 TEST(Supervisor, HybridLayoutRankKilledRestartsAndMatches) {
-  const std::vector<std::string> layout = {"--nproc", "4", "--layout", "tp=2,pp=2", "--deterministic",
-                                           "--set", "model.layers=2"};
+  const std::vector<std::string> layout = {"--nproc",         "4",     "--layout",      "tp=2,pp=2",
+                                           "--deterministic", "--set", "model.layers=2"};
   const std::string full = UninterruptedHash(layout);
   const int step = 3 + RandomStep() % 4;  // after the step-2 checkpoint
   const std::string dir = MakeTempDir("sup-hybrid");

@@ -26,7 +26,8 @@ TEST(TrainRun, WritesMetricsAndCheckpointAndIsReproducible) {
   auto lines = ReadLines(a + "/metrics.jsonl");
   ASSERT_GE(lines.size(), 8u);
   auto first = nlohmann::json::parse(lines[0]);
-  for (const char* k : {"step", "loss", "lr", "grad_norm", "tokens_per_s", "step_ms"}) EXPECT_TRUE(first.contains(k)) << k;
+  for (const char* k : {"step", "loss", "lr", "grad_norm", "tokens_per_s", "step_ms"})
+    EXPECT_TRUE(first.contains(k)) << k;
   int val_lines = 0;
   for (auto& l : lines) val_lines += nlohmann::json::parse(l).contains("val_loss");
   EXPECT_EQ(val_lines, 2);
@@ -42,10 +43,10 @@ TEST(TrainRun, WritesMetricsAndCheckpointAndIsReproducible) {
   EXPECT_NE(DoneHash(b), hash) << "another seed must give other weights";
 
   // The final checkpoint evaluates to the run's last validation loss.
-  CommandResult ev = RunLockstep({"eval", "--config", "configs/gpt-tiny.toml", "--set", "model.layers=1", "--set",
-                                  "model.width=32", "--set", "model.heads=2", "--set", "model.context=32", "--set",
-                                  "train.batch_size=8", "--set", "eval.batches=2", "--checkpoint",
-                                  a + "/checkpoints/step-00000006"});
+  CommandResult ev =
+      RunLockstep({"eval", "--config", "configs/gpt-tiny.toml", "--set", "model.layers=1", "--set", "model.width=32",
+                   "--set", "model.heads=2", "--set", "model.context=32", "--set", "train.batch_size=8", "--set",
+                   "eval.batches=2", "--checkpoint", a + "/checkpoints/step-00000006"});
   ASSERT_EQ(ev.exit_code, 0) << ev.err;
   auto evj = nlohmann::json::parse(ev.out);
   nlohmann::json last_val;

@@ -55,11 +55,13 @@ TEST(Zero1, MatchesOneWorkerAndShardsTheOptimizerState) {
   const std::string ckpt = four + "/checkpoints/step-00000004";
   const std::string to_one = TrainTiny("zero-to-one", kSteps, 4, With(kDet, {"--resume", ckpt}));
   EXPECT_EQ(DoneHash(to_one), DoneHash(one));
-  const std::string to_two = TrainTiny("zero-to-two", kSteps, 4, With(kDet, {"--nproc", "2", "--zero", "1", "--resume", ckpt}));
+  const std::string to_two =
+      TrainTiny("zero-to-two", kSteps, 4, With(kDet, {"--nproc", "2", "--zero", "1", "--resume", ckpt}));
   EXPECT_EQ(DoneHash(to_two), DoneHash(one));
   // And a replicated checkpoint loads into ZeRO-1.
-  const std::string from_dp = TrainTiny("zero-from-dp", kSteps, 4,
-                                        With(kDet, {"--nproc", "2", "--zero", "1", "--resume", one + "/checkpoints/step-00000004"}));
+  const std::string from_dp =
+      TrainTiny("zero-from-dp", kSteps, 4,
+                With(kDet, {"--nproc", "2", "--zero", "1", "--resume", one + "/checkpoints/step-00000004"}));
   EXPECT_EQ(DoneHash(from_dp), DoneHash(one));
 }
 
@@ -73,7 +75,8 @@ TEST(Zero1, DefaultModeEqualsTheReplicatedRun) {
 
 TEST(Zero1, MpiTwoRanksMatchOneWorker) {
   const std::string one = TrainTiny("zero-mpi-one", kSteps, 4, kDet);
-  const std::string mpi = TrainTiny("zero-mpi", kSteps, 4, With(kDet, {"--backend", "mpi", "--nproc", "2", "--zero", "1"}));
+  const std::string mpi =
+      TrainTiny("zero-mpi", kSteps, 4, With(kDet, {"--backend", "mpi", "--nproc", "2", "--zero", "1"}));
   EXPECT_EQ(DoneHash(mpi), DoneHash(one));
 }
 
@@ -97,8 +100,9 @@ TEST(Zero23, ShardGradientsAndParametersAndMatchOneWorker) {
   EXPECT_EQ(m3["optimizer_bytes"].get<int64_t>(), 8 * shard);
   const std::string ckpt = z3 + "/checkpoints/step-00000004";
   EXPECT_EQ(DoneHash(TrainTiny("zero23-to-one", kSteps, 4, With(kDet, {"--resume", ckpt}))), DoneHash(one));
-  EXPECT_EQ(DoneHash(TrainTiny("zero23-to-z2", kSteps, 4, With(kDet, {"--nproc", "2", "--zero", "2", "--resume", ckpt}))),
-            DoneHash(one));
+  EXPECT_EQ(
+      DoneHash(TrainTiny("zero23-to-z2", kSteps, 4, With(kDet, {"--nproc", "2", "--zero", "2", "--resume", ckpt}))),
+      DoneHash(one));
 }
 
 // Default mode: reducing each unit's gradient to its owner adds the ranks' values in the same
@@ -112,11 +116,24 @@ TEST(Zero23, DefaultModeEqualsTheReplicatedRun) {
 // --mem-limit: a limit the unsharded model states cannot fit is refused up front (exit 2, one
 // line saying what does not fit); ZeRO-3 over 4 workers trains under the same limit.
 TEST(MemLimit, RefusesWhatDoesNotFitAndZero3TrainsUnderIt) {
-  const std::vector<std::string> model = {"--set", "model.width=128", "--set", "model.layers=4", "--set", "model.heads=4"};
+  const std::vector<std::string> model = {"--set",          "model.width=128", "--set",
+                                          "model.layers=4", "--set",           "model.heads=4"};
   const std::string out = MakeTempDir("memlimit");
-  std::vector<std::string> args = {"train", "--config", "configs/gpt-tiny.toml", "--steps", "2", "--set", "eval.batches=1",
-                                   "--set", "train.batch_size=8", "--set", "model.context=32", "--mem-limit", "13M",
-                                   "--out", out};
+  std::vector<std::string> args = {"train",
+                                   "--config",
+                                   "configs/gpt-tiny.toml",
+                                   "--steps",
+                                   "2",
+                                   "--set",
+                                   "eval.batches=1",
+                                   "--set",
+                                   "train.batch_size=8",
+                                   "--set",
+                                   "model.context=32",
+                                   "--mem-limit",
+                                   "13M",
+                                   "--out",
+                                   out};
   args.insert(args.end(), model.begin(), model.end());
   CommandResult refused = RunLockstep(args);
   EXPECT_EQ(refused.exit_code, 2) << refused.err;

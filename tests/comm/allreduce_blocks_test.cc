@@ -26,8 +26,7 @@ using testing::RunRanks;
 
 // Runs one allreduce of `n` elements whose buffers start `offset` bytes into their
 // allocation (a multiple of the element size).
-void CheckAllreduceAt(Communicator& c, DType dt, ReduceOp op, size_t n, size_t offset,
-                      bool in_place, uint64_t salt) {
+void CheckAllreduceAt(Communicator& c, DType dt, ReduceOp op, size_t n, size_t offset, bool in_place, uint64_t salt) {
   const size_t es = DTypeSize(dt);
   std::vector<unsigned char> send_alloc(n * es + 64), recv_alloc(n * es + 64, 0xA5);
   unsigned char* send = send_alloc.data() + offset;
@@ -36,10 +35,9 @@ void CheckAllreduceAt(Communicator& c, DType dt, ReduceOp op, size_t n, size_t o
   FillTestValues(dt, send, n, c.rank(), 0, salt);
   ExpectedReduction(dt, op, c.size(), n, 0, salt, want.data());
   Status s = c.Allreduce(send, recv, n, dt, op)->Wait();
-  const std::string where = "world=" + std::to_string(c.size()) + " rank=" +
-                            std::to_string(c.rank()) + " " + DTypeName(dt) + " " +
-                            ReduceOpName(op) + " n=" + std::to_string(n) + " offset=" +
-                            std::to_string(offset) + (in_place ? " in-place" : "");
+  const std::string where = "world=" + std::to_string(c.size()) + " rank=" + std::to_string(c.rank()) + " " +
+                            DTypeName(dt) + " " + ReduceOpName(op) + " n=" + std::to_string(n) +
+                            " offset=" + std::to_string(offset) + (in_place ? " in-place" : "");
   ASSERT_TRUE(s.ok()) << where << ": " << s.ToString();
   EXPECT_EQ(DescribeMismatch(dt, recv, want.data(), n), "") << where;
 }
@@ -70,8 +68,7 @@ TEST_P(AllreduceBlocksTest, StreamedSizesAtOddOffsets) {
     ASSERT_TRUE(StreamOutputs(n * 4));
     CheckAllreduceAt(c, DType::kF32, ReduceOp::kSum, n, 0, false, 100);
     CheckAllreduceAt(c, DType::kF32, ReduceOp::kMax, n, 12, true, 101);
-    CheckAllreduceAt(c, DType::kF32, ReduceOp::kAvg, n, 4 + 8 * static_cast<size_t>(c.rank()),
-                     false, 102);
+    CheckAllreduceAt(c, DType::kF32, ReduceOp::kAvg, n, 4 + 8 * static_cast<size_t>(c.rank()), false, 102);
   });
 }
 
@@ -121,9 +118,7 @@ TEST(ClaimedBlocks, LateRankIsCoveredAndEveryBlockRunsOnce) {
       // Rank world-1 is "late": only the others claim, concurrently.
       std::vector<std::thread> ranks;
       for (int r = 0; r + 1 < std::max(world, 2); ++r) {
-        ranks.emplace_back([&, r] {
-          group.ForClaimedBlocks(seq, r % world, blocks, [&](size_t j) { runs[j]++; });
-        });
+        ranks.emplace_back([&, r] { group.ForClaimedBlocks(seq, r % world, blocks, [&](size_t j) { runs[j]++; }); });
       }
       for (auto& t : ranks) t.join();
       // The late rank arrives after everything was taken: it must find nothing left.

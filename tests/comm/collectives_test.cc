@@ -21,25 +21,20 @@ using Bytes = std::vector<unsigned char>;
 const DType kAllTypes[] = {DType::kF32, DType::kBF16, DType::kI32, DType::kI64, DType::kBytes};
 const ReduceOp kAllOps[] = {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMax, ReduceOp::kMin};
 
-std::vector<size_t> Sizes(int world) {
-  return {0, 1, 7, 13, 1000, 4099, static_cast<size_t>(world) * 37 + 1};
+std::vector<size_t> Sizes(int world) { return {0, 1, 7, 13, 1000, 4099, static_cast<size_t>(world) * 37 + 1}; }
+
+std::string Where(const Communicator& c, const char* what, DType dt, size_t count, const char* extra = "") {
+  return std::string(what) + " world=" + std::to_string(c.size()) + " rank=" + std::to_string(c.rank()) +
+         " dtype=" + DTypeName(dt) + " count=" + std::to_string(count) + " " + extra;
 }
 
-std::string Where(const Communicator& c, const char* what, DType dt, size_t count,
-                  const char* extra = "") {
-  return std::string(what) + " world=" + std::to_string(c.size()) + " rank=" +
-         std::to_string(c.rank()) + " dtype=" + DTypeName(dt) + " count=" + std::to_string(count) +
-         " " + extra;
-}
-
-#define EXPECT_BUFFER(dt, got, want, count, where)                            \
-  do {                                                                        \
-    std::string mismatch = DescribeMismatch(dt, got, want, count);            \
-    EXPECT_TRUE(mismatch.empty()) << where << ": " << mismatch;               \
+#define EXPECT_BUFFER(dt, got, want, count, where)                 \
+  do {                                                             \
+    std::string mismatch = DescribeMismatch(dt, got, want, count); \
+    EXPECT_TRUE(mismatch.empty()) << where << ": " << mismatch;    \
   } while (0)
 
-void CheckAllreduce(Communicator& c, DType dt, ReduceOp op, size_t n, bool in_place,
-                    Algorithm algo, uint64_t salt) {
+void CheckAllreduce(Communicator& c, DType dt, ReduceOp op, size_t n, bool in_place, Algorithm algo, uint64_t salt) {
   Bytes send = PoisonedBuffer(dt, n), recv = PoisonedBuffer(dt, n), want = PoisonedBuffer(dt, n);
   FillTestValues(dt, send.data(), n, c.rank(), 0, salt);
   ExpectedReduction(dt, op, c.size(), n, 0, salt, want.data());
@@ -47,14 +42,13 @@ void CheckAllreduce(Communicator& c, DType dt, ReduceOp op, size_t n, bool in_pl
   opts.algorithm = algo;
   void* out = in_place ? send.data() : recv.data();
   Status s = c.Allreduce(send.data(), out, n, dt, op, opts)->Wait();
-  std::string where = Where(c, "allreduce", dt, n, ReduceOpName(op)) +
-                      (in_place ? " in-place " : " ") + AlgorithmName(algo);
+  std::string where =
+      Where(c, "allreduce", dt, n, ReduceOpName(op)) + (in_place ? " in-place " : " ") + AlgorithmName(algo);
   ASSERT_TRUE(s.ok()) << where << ": " << s.ToString();
   EXPECT_BUFFER(dt, out, want.data(), n, where);
 }
 
-void CheckReduceScatter(Communicator& c, DType dt, ReduceOp op, size_t rc, bool in_place,
-                        uint64_t salt) {
+void CheckReduceScatter(Communicator& c, DType dt, ReduceOp op, size_t rc, bool in_place, uint64_t salt) {
   const size_t world = c.size(), r = c.rank(), es = DTypeSize(dt);
   Bytes send = PoisonedBuffer(dt, world * rc), recv = PoisonedBuffer(dt, rc);
   Bytes want = PoisonedBuffer(dt, rc);
@@ -62,8 +56,7 @@ void CheckReduceScatter(Communicator& c, DType dt, ReduceOp op, size_t rc, bool 
   ExpectedReduction(dt, op, c.size(), rc, r * rc, salt, want.data());
   void* out = in_place ? send.data() + r * rc * es : recv.data();
   Status s = c.ReduceScatter(send.data(), out, rc, dt, op)->Wait();
-  std::string where = Where(c, "reduce_scatter", dt, rc, ReduceOpName(op)) +
-                      (in_place ? " in-place" : "");
+  std::string where = Where(c, "reduce_scatter", dt, rc, ReduceOpName(op)) + (in_place ? " in-place" : "");
   ASSERT_TRUE(s.ok()) << where << ": " << s.ToString();
   EXPECT_BUFFER(dt, out, want.data(), rc, where);
 }
@@ -117,15 +110,14 @@ void CheckBroadcast(Communicator& c, DType dt, size_t n, int root, uint64_t salt
   EXPECT_BUFFER(dt, buf.data(), want.data(), n, where);
 }
 
-void CheckReduce(Communicator& c, DType dt, ReduceOp op, size_t n, int root, bool in_place,
-                 uint64_t salt) {
+void CheckReduce(Communicator& c, DType dt, ReduceOp op, size_t n, int root, bool in_place, uint64_t salt) {
   Bytes send = PoisonedBuffer(dt, n), recv = PoisonedBuffer(dt, n), want = PoisonedBuffer(dt, n);
   FillTestValues(dt, send.data(), n, c.rank(), 0, salt);
   ExpectedReduction(dt, op, c.size(), n, 0, salt, want.data());
   void* out = in_place ? send.data() : (c.rank() == root ? recv.data() : nullptr);
   Status s = c.Reduce(send.data(), out, n, dt, op, root)->Wait();
-  std::string where = Where(c, "reduce", dt, n, ReduceOpName(op)) + " root=" +
-                      std::to_string(root) + (in_place ? " in-place" : "");
+  std::string where =
+      Where(c, "reduce", dt, n, ReduceOpName(op)) + " root=" + std::to_string(root) + (in_place ? " in-place" : "");
   ASSERT_TRUE(s.ok()) << where << ": " << s.ToString();
   if (c.rank() == root) EXPECT_BUFFER(dt, out, want.data(), n, where);
 }
@@ -236,9 +228,7 @@ TEST_P(CollectivesTest, ReduceAndSendRecvAndBarrier) {
 }
 
 INSTANTIATE_TEST_SUITE_P(WorldSizes, CollectivesTest, ::testing::Values(1, 2, 3, 4, 8),
-                         [](const ::testing::TestParamInfo<int>& info) {
-                           return "N" + std::to_string(info.param);
-                         });
+                         [](const ::testing::TestParamInfo<int>& info) { return "N" + std::to_string(info.param); });
 
 }  // namespace
 }  // namespace lockstep::comm

@@ -43,30 +43,43 @@ int64_t IntValue(DType dtype, int rank, uint64_t index, uint64_t salt) {
 
 void Store(DType dtype, void* buf, size_t i, int64_t v) {
   switch (dtype) {
-    case DType::kF32: static_cast<float*>(buf)[i] = static_cast<float>(v); break;
-    case DType::kBF16: static_cast<uint16_t*>(buf)[i] = F32ToBf16(static_cast<float>(v)); break;
-    case DType::kI32: static_cast<int32_t*>(buf)[i] = static_cast<int32_t>(v); break;
-    case DType::kI64: static_cast<int64_t*>(buf)[i] = v; break;
-    case DType::kBytes: static_cast<uint8_t*>(buf)[i] = static_cast<uint8_t>(v); break;
+    case DType::kF32:
+      static_cast<float*>(buf)[i] = static_cast<float>(v);
+      break;
+    case DType::kBF16:
+      static_cast<uint16_t*>(buf)[i] = F32ToBf16(static_cast<float>(v));
+      break;
+    case DType::kI32:
+      static_cast<int32_t*>(buf)[i] = static_cast<int32_t>(v);
+      break;
+    case DType::kI64:
+      static_cast<int64_t*>(buf)[i] = v;
+      break;
+    case DType::kBytes:
+      static_cast<uint8_t*>(buf)[i] = static_cast<uint8_t>(v);
+      break;
   }
 }
 
 std::string ElementString(DType dtype, const void* buf, size_t i) {
   switch (dtype) {
-    case DType::kF32: return std::to_string(static_cast<const float*>(buf)[i]);
+    case DType::kF32:
+      return std::to_string(static_cast<const float*>(buf)[i]);
     case DType::kBF16:
       return std::to_string(Bf16ToF32(static_cast<const uint16_t*>(buf)[i])) + " (bf16)";
-    case DType::kI32: return std::to_string(static_cast<const int32_t*>(buf)[i]);
-    case DType::kI64: return std::to_string(static_cast<const int64_t*>(buf)[i]);
-    case DType::kBytes: return std::to_string(static_cast<const uint8_t*>(buf)[i]);
+    case DType::kI32:
+      return std::to_string(static_cast<const int32_t*>(buf)[i]);
+    case DType::kI64:
+      return std::to_string(static_cast<const int64_t*>(buf)[i]);
+    case DType::kBytes:
+      return std::to_string(static_cast<const uint8_t*>(buf)[i]);
   }
   return "?";
 }
 
 }  // namespace
 
-void RunRanks(int world_size, const std::function<void(Communicator& comm)>& fn,
-              const ThreadsWorldOptions& options) {
+void RunRanks(int world_size, const std::function<void(Communicator& comm)>& fn, const ThreadsWorldOptions& options) {
   (void)kTestTimeoutInstalled;
   ThreadsWorld world(world_size, options);
   std::vector<std::exception_ptr> errors(world_size);
@@ -91,8 +104,7 @@ int64_t TestValue(int rank, uint64_t index, uint64_t salt) {
   return static_cast<int64_t>((Hash(rank, index, salt) >> 32) % 32) - 16;
 }
 
-void FillTestValues(DType dtype, void* buf, size_t count, int rank, uint64_t index_base,
-                    uint64_t salt) {
+void FillTestValues(DType dtype, void* buf, size_t count, int rank, uint64_t index_base, uint64_t salt) {
   for (size_t i = 0; i < count; ++i) {
     if (dtype == DType::kBytes) {
       static_cast<uint8_t*>(buf)[i] = static_cast<uint8_t>(Hash(rank, index_base + i, salt));
@@ -102,8 +114,8 @@ void FillTestValues(DType dtype, void* buf, size_t count, int rank, uint64_t ind
   }
 }
 
-void ExpectedReduction(DType dtype, ReduceOp op, int world_size, size_t count,
-                       uint64_t index_base, uint64_t salt, void* out) {
+void ExpectedReduction(DType dtype, ReduceOp op, int world_size, size_t count, uint64_t index_base, uint64_t salt,
+                       void* out) {
   for (size_t i = 0; i < count; ++i) {
     int64_t sum = 0, mx = INT64_MIN, mn = INT64_MAX;
     for (int r = 0; r < world_size; ++r) {
@@ -131,8 +143,7 @@ size_t CountMismatches(DType dtype, const void* got, const void* want, size_t co
   const size_t es = DTypeSize(dtype);
   size_t wrong = 0;
   for (size_t i = 0; i < count; ++i) {
-    if (std::memcmp(static_cast<const char*>(got) + i * es, static_cast<const char*>(want) + i * es,
-                    es) != 0) {
+    if (std::memcmp(static_cast<const char*>(got) + i * es, static_cast<const char*>(want) + i * es, es) != 0) {
       ++wrong;
     }
   }
@@ -144,10 +155,9 @@ std::string DescribeMismatch(DType dtype, const void* got, const void* want, siz
   size_t wrong = CountMismatches(dtype, got, want, count);
   if (wrong == 0) return "";
   for (size_t i = 0; i < count; ++i) {
-    if (std::memcmp(static_cast<const char*>(got) + i * es, static_cast<const char*>(want) + i * es,
-                    es) != 0) {
-      return "element " + std::to_string(i) + ": got " + ElementString(dtype, got, i) +
-             ", want " + ElementString(dtype, want, i) +
+    if (std::memcmp(static_cast<const char*>(got) + i * es, static_cast<const char*>(want) + i * es, es) != 0) {
+      return "element " + std::to_string(i) + ": got " + ElementString(dtype, got, i) + ", want " +
+             ElementString(dtype, want, i) +
              (wrong > 1 ? " (and " + std::to_string(wrong - 1) + " more mismatches)" : "");
     }
   }

@@ -28,15 +28,14 @@ void RunRanks(int world_size, const std::function<void(Communicator& comm)>& fn,
 int64_t TestValue(int rank, uint64_t index, uint64_t salt);
 
 // buf[i] = TestValue(rank, index_base + i, salt) as `dtype` (bytes: the low 8 bits).
-void FillTestValues(DType dtype, void* buf, size_t count, int rank, uint64_t index_base,
-                    uint64_t salt);
+void FillTestValues(DType dtype, void* buf, size_t count, int rank, uint64_t index_base, uint64_t salt);
 
 // out[i] = the exact reduction over ranks 0..world_size-1 of
 // TestValue(r, index_base + i, salt) as `dtype`, computed the way every backend must round:
 // integer sum/max/min; avg = sum / world_size (f32: one rounding; bf16: f32 then RNE; ints:
 // truncating).
-void ExpectedReduction(DType dtype, ReduceOp op, int world_size, size_t count,
-                       uint64_t index_base, uint64_t salt, void* out);
+void ExpectedReduction(DType dtype, ReduceOp op, int world_size, size_t count, uint64_t index_base, uint64_t salt,
+                       void* out);
 
 // Number of elements whose bits differ.
 size_t CountMismatches(DType dtype, const void* got, const void* want, size_t count);

@@ -69,8 +69,8 @@ TEST(DeterministicTreeSum, OutputMayAliasFirstInput) {
 }
 
 // Runs DeterministicAllreduceF32 over `world` ranks and returns every rank's output.
-std::vector<std::vector<float>> RunDeterministic(int world, const std::vector<std::vector<float>>& c,
-                                                 size_t count, bool in_place) {
+std::vector<std::vector<float>> RunDeterministic(int world, const std::vector<std::vector<float>>& c, size_t count,
+                                                 bool in_place) {
   const int64_t v_total = static_cast<int64_t>(c.size());
   std::vector<std::vector<float>> outs(world);
   RunRanks(world, [&](Communicator& comm) {
@@ -101,8 +101,7 @@ TEST(DeterministicAllreduce, SameBitsAtEveryWorldSize) {
         auto outs = RunDeterministic(world, c, count, in_place);
         for (int r = 0; r < world; ++r) {
           EXPECT_TRUE(SameBits(outs[r], want))
-              << "count=" << count << " world=" << world << " rank=" << r
-              << (in_place ? " in-place" : "");
+              << "count=" << count << " world=" << world << " rank=" << r << (in_place ? " in-place" : "");
         }
       }
     }
@@ -124,8 +123,7 @@ TEST(DeterministicAllreduce, PlainAllreduceOfPartialsDiffersAcrossWorldSizes) {
       for (int64_t k = 0; k < local; ++k) {
         for (size_t i = 0; i < count; ++i) partial[i] += c[comm.rank() * local + k][i];
       }
-      ASSERT_TRUE(comm.Allreduce(partial.data(), partial.data(), count, DType::kF32,
-                                 ReduceOp::kSum)->Wait().ok());
+      ASSERT_TRUE(comm.Allreduce(partial.data(), partial.data(), count, DType::kF32, ReduceOp::kSum)->Wait().ok());
       if (comm.rank() == 0) plain[idx] = partial;
     });
   }

@@ -30,12 +30,11 @@ TEST(Timeout, RankThatNeverCallsIsNamed) {
     ASSERT_TRUE(c.Allreduce(buf.data(), buf.data(), 8, DType::kF32, ReduceOp::kSum)->Wait().ok());
     if (c.rank() == 1) return;
     Stopwatch watch;
-    Status s = c.Allreduce(buf.data(), buf.data(), 8, DType::kF32, ReduceOp::kSum, Timeout(200))
-                   ->Wait();
+    Status s = c.Allreduce(buf.data(), buf.data(), 8, DType::kF32, ReduceOp::kSum, Timeout(200))->Wait();
     const double waited = watch.ElapsedSeconds();
     EXPECT_EQ(s.code(), StatusCode::kTimeout) << s.ToString();
-    const std::string prefix = "rank " + std::to_string(c.rank()) +
-                               ": collective allreduce #2 (count=8, dtype=f32) timed out after 0.";
+    const std::string prefix =
+        "rank " + std::to_string(c.rank()) + ": collective allreduce #2 (count=8, dtype=f32) timed out after 0.";
     EXPECT_EQ(s.message().rfind(prefix, 0), 0u) << s.message();
     EXPECT_NE(s.message().find(" s waiting for rank(s) 1"), std::string::npos) << s.message();
     EXPECT_GE(waited, 0.15);
@@ -43,8 +42,7 @@ TEST(Timeout, RankThatNeverCallsIsNamed) {
     // Later operations fail fast with Aborted.
     Status again = c.Barrier()->Wait();
     EXPECT_EQ(again.code(), StatusCode::kAborted) << again.ToString();
-    EXPECT_NE(again.message().find("collective barrier #3 aborted"), std::string::npos)
-        << again.message();
+    EXPECT_NE(again.message().find("collective barrier #3 aborted"), std::string::npos) << again.message();
   });
 }
 
@@ -61,10 +59,8 @@ TEST(Timeout, LateRankFailsFastWithReason) {
       timed_out = 1;
     } else {
       EXPECT_EQ(s.code(), StatusCode::kAborted) << s.ToString();
-      EXPECT_NE(s.message().find("rank 1: collective allreduce #1 aborted"), std::string::npos)
-          << s.message();
-      EXPECT_NE(s.message().find("rank 0: collective allreduce #1 (count=1, dtype=i32) timed out"),
-                std::string::npos)
+      EXPECT_NE(s.message().find("rank 1: collective allreduce #1 aborted"), std::string::npos) << s.message();
+      EXPECT_NE(s.message().find("rank 0: collective allreduce #1 (count=1, dtype=i32) timed out"), std::string::npos)
           << s.message();
     }
   });
@@ -80,8 +76,7 @@ TEST(Timeout, CallerWaitTimeout) {
     Status s = w->Wait(milliseconds(150));
     EXPECT_LT(watch.ElapsedSeconds(), 5.0);
     EXPECT_EQ(s.code(), StatusCode::kTimeout) << s.ToString();
-    EXPECT_NE(s.message().find("rank 0: collective allreduce #1 (count=1, dtype=f32) timed out"),
-              std::string::npos)
+    EXPECT_NE(s.message().find("rank 0: collective allreduce #1 (count=1, dtype=f32) timed out"), std::string::npos)
         << s.message();
     EXPECT_TRUE(w->Done());
     EXPECT_EQ(c.Barrier()->Wait().code(), StatusCode::kAborted);
@@ -105,9 +100,8 @@ TEST(Timeout, RecvWithoutSender) {
 TEST(Desync, DifferentCollectivesNameEachRanksCall) {
   RunRanks(2, [](Communicator& c) {
     std::vector<float> buf(4, 1.0f);
-    Status s = c.rank() == 0
-                   ? c.Allreduce(buf.data(), buf.data(), 4, DType::kF32, ReduceOp::kSum)->Wait()
-                   : c.Broadcast(buf.data(), 4, DType::kF32, 0)->Wait();
+    Status s = c.rank() == 0 ? c.Allreduce(buf.data(), buf.data(), 4, DType::kF32, ReduceOp::kSum)->Wait()
+                             : c.Broadcast(buf.data(), 4, DType::kF32, 0)->Wait();
     EXPECT_EQ(s.code(), StatusCode::kAborted);
     EXPECT_EQ(s.message(),
               "collective #1 desync: rank 0 called allreduce(count=4, f32, sum), rank 1 called "
@@ -137,9 +131,7 @@ TEST(Desync, ReduceOpMismatchNeedsDebugMode) {
       2,
       [](Communicator& c) {
         float x = 1;
-        Status s = c.Allreduce(&x, &x, 1, DType::kF32, c.rank() == 0 ? ReduceOp::kSum
-                                                                     : ReduceOp::kMax)
-                       ->Wait();
+        Status s = c.Allreduce(&x, &x, 1, DType::kF32, c.rank() == 0 ? ReduceOp::kSum : ReduceOp::kMax)->Wait();
         EXPECT_EQ(s.message(),
                   "collective #1 desync: rank 0 called allreduce(count=1, f32, sum), rank 1 "
                   "called allreduce(count=1, f32, max)");
@@ -150,14 +142,12 @@ TEST(Desync, ReduceOpMismatchNeedsDebugMode) {
 TEST(Errors, InvalidArgumentsAreLocalAndKeepCommunicatorUsable) {
   RunRanks(2, [](Communicator& c) {
     std::vector<int32_t> buf(4, c.rank() + 1);
-    EXPECT_EQ(c.Broadcast(buf.data(), 4, DType::kI32, 2)->Wait().code(),
-              StatusCode::kInvalidArgument);
+    EXPECT_EQ(c.Broadcast(buf.data(), 4, DType::kI32, 2)->Wait().code(), StatusCode::kInvalidArgument);
     EXPECT_EQ(c.Allreduce(buf.data(), buf.data(), 4, DType::kBytes, ReduceOp::kSum)->Wait().code(),
               StatusCode::kInvalidArgument);
     EXPECT_EQ(c.Allreduce(nullptr, buf.data(), 4, DType::kI32, ReduceOp::kSum)->Wait().code(),
               StatusCode::kInvalidArgument);
-    EXPECT_EQ(c.Send(buf.data(), 4, DType::kI32, -1, 0)->Wait().code(),
-              StatusCode::kInvalidArgument);
+    EXPECT_EQ(c.Send(buf.data(), 4, DType::kI32, -1, 0)->Wait().code(), StatusCode::kInvalidArgument);
     Status ok = c.Allreduce(buf.data(), buf.data(), 4, DType::kI32, ReduceOp::kSum)->Wait();
     ASSERT_TRUE(ok.ok()) << ok.ToString();
     EXPECT_EQ(buf[0], 3);

@@ -52,8 +52,7 @@ TEST(ReduceRange, AllTypesAndOpsInPlace) {
       testing::ExpectedReduction(dt, op, world, n, 0, 5, want.data());
       void* out = bufs[1].data();  // in place on input 1
       ReduceRange(dt, op, in.data(), world, &out, 1, 0, n, world);
-      EXPECT_EQ(testing::DescribeMismatch(dt, out, want.data(), n), "")
-          << DTypeName(dt) << " " << ReduceOpName(op);
+      EXPECT_EQ(testing::DescribeMismatch(dt, out, want.data(), n), "") << DTypeName(dt) << " " << ReduceOpName(op);
     }
   }
 }
@@ -115,8 +114,7 @@ TEST(Progress, ManyInFlightWaitedInReverse) {
     std::vector<WorkHandle> works;
     for (int k = 0; k < 20; ++k) {
       bufs[k].assign(k % 2 ? 50000 : 3, c.rank() + k);
-      works.push_back(c.Allreduce(bufs[k].data(), bufs[k].data(), bufs[k].size(), DType::kI32,
-                                  ReduceOp::kSum));
+      works.push_back(c.Allreduce(bufs[k].data(), bufs[k].data(), bufs[k].size(), DType::kI32, ReduceOp::kSum));
     }
     for (int k = 19; k >= 0; --k) ASSERT_TRUE(works[k]->Wait().ok());
     for (int k = 0; k < 20; ++k) EXPECT_EQ(bufs[k].back(), 6 + 4 * k) << k;

@@ -27,11 +27,9 @@ const DType kAllTypes[] = {DType::kF32, DType::kBF16, DType::kI32, DType::kI64, 
 const ReduceOp kOps[] = {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMax, ReduceOp::kMin};
 const Algorithm kAlgos[] = {Algorithm::kAuto, Algorithm::kRing, Algorithm::kDirect};
 
-std::string Where(const char* what, DType dt, ReduceOp op, size_t n, bool in_place,
-                  Algorithm a = Algorithm::kAuto) {
-  return std::string(what) + " dtype=" + DTypeName(dt) + " op=" + ReduceOpName(op) +
-         " count=" + std::to_string(n) + (in_place ? " in-place" : " out-of-place") +
-         " algo=" + AlgorithmName(a);
+std::string Where(const char* what, DType dt, ReduceOp op, size_t n, bool in_place, Algorithm a = Algorithm::kAuto) {
+  return std::string(what) + " dtype=" + DTypeName(dt) + " op=" + ReduceOpName(op) + " count=" + std::to_string(n) +
+         (in_place ? " in-place" : " out-of-place") + " algo=" + AlgorithmName(a);
 }
 
 void CheckAllreduce(Communicator& c) {
@@ -44,8 +42,7 @@ void CheckAllreduce(Communicator& c) {
         // Each reduce op's semantics under the default algorithm; the forced algorithms with
         // one arithmetic and one order-free op (keeps 4 oversubscribed ranks under 10 s).
         if (algo != Algorithm::kAuto && op != ReduceOp::kAvg && op != ReduceOp::kMax) continue;
-        for (size_t count : {size_t{0}, size_t{1}, size_t{7}, size_t{13}, size_t{1000},
-                             size_t{4099}, size_t{20011}}) {
+        for (size_t count : {size_t{0}, size_t{1}, size_t{7}, size_t{13}, size_t{1000}, size_t{4099}, size_t{20011}}) {
           for (bool in_place : {false, true}) {
             ++salt;
             std::vector<unsigned char> send(count * es + 1), want(count * es + 1);
@@ -86,8 +83,7 @@ void CheckReduceScatter(Communicator& c) {
           void* out = in_place ? send.data() + r * rc * es : recv.data();
           Status s = c.ReduceScatter(send.data(), out, rc, dt, op)->Wait();
           ASSERT_TRUE(s.ok()) << s.ToString();
-          EXPECT_EQ("", DescribeMismatch(dt, out, want.data(), rc))
-              << Where("reduce_scatter", dt, op, rc, in_place);
+          EXPECT_EQ("", DescribeMismatch(dt, out, want.data(), rc)) << Where("reduce_scatter", dt, op, rc, in_place);
         }
       }
     }
@@ -275,14 +271,14 @@ void CheckDataMovement() {
 
 // One mpirun launch per test case; reductions and data movement are separate launches so
 // that each stays well under 10 s on 4 oversubscribed ranks (and under ASan).
-#define LS_MPI_COLLECTIVE_TESTS(np)                                                    \
-  TEST(MpiCollectives, ReductionsNp##np) {                                             \
-    if (!InsideMpirun()) return testing::ExpectMpirunPasses(np);                       \
-    CheckReductions();                                                                 \
-  }                                                                                    \
-  TEST(MpiCollectives, DataMovementNp##np) {                                           \
-    if (!InsideMpirun()) return testing::ExpectMpirunPasses(np);                       \
-    CheckDataMovement();                                                               \
+#define LS_MPI_COLLECTIVE_TESTS(np)                              \
+  TEST(MpiCollectives, ReductionsNp##np) {                       \
+    if (!InsideMpirun()) return testing::ExpectMpirunPasses(np); \
+    CheckReductions();                                           \
+  }                                                              \
+  TEST(MpiCollectives, DataMovementNp##np) {                     \
+    if (!InsideMpirun()) return testing::ExpectMpirunPasses(np); \
+    CheckDataMovement();                                         \
   }
 
 LS_MPI_COLLECTIVE_TESTS(1)

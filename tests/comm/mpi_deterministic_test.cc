@@ -36,9 +36,7 @@ std::vector<float> Contributions(int64_t first, int64_t n, size_t count) {
   return all;
 }
 
-bool SameBits(const void* a, const void* b, size_t bytes) {
-  return bytes == 0 || std::memcmp(a, b, bytes) == 0;
-}
+bool SameBits(const void* a, const void* b, size_t bytes) { return bytes == 0 || std::memcmp(a, b, bytes) == 0; }
 
 std::vector<float> ThreadsDeterministic(int world, int64_t total, size_t count) {
   std::vector<float> result(count);
@@ -58,8 +56,7 @@ void CheckDeterministic() {
   const int n = c.size(), r = c.rank();
   for (int64_t total : {int64_t{4}, int64_t{8}, int64_t{16}}) {
     if (total % n != 0) continue;
-    for (size_t count : {size_t{0}, size_t{1}, size_t{7}, size_t{13}, size_t{1000}, size_t{4099},
-                         size_t{40000}}) {
+    for (size_t count : {size_t{0}, size_t{1}, size_t{7}, size_t{13}, size_t{1000}, size_t{4099}, size_t{40000}}) {
       std::vector<float> all = Contributions(0, total, count);
       std::vector<const float*> leaves;
       for (int64_t k = 0; k < total; ++k) leaves.push_back(all.data() + k * count);
@@ -92,8 +89,7 @@ void CheckDeterministic() {
   }
   // Invalid V: local argument errors that consume no sequence number.
   float x[2] = {0, 0};
-  EXPECT_EQ(c.DeterministicAllreduceF32(x, x, 1, 3 * n)->Wait().code(),
-            StatusCode::kInvalidArgument);
+  EXPECT_EQ(c.DeterministicAllreduceF32(x, x, 1, 3 * n)->Wait().code(), StatusCode::kInvalidArgument);
   if (n > 1) {
     EXPECT_EQ(c.DeterministicAllreduceF32(x, x, 1, 1)->Wait().code(), StatusCode::kInvalidArgument);
   }

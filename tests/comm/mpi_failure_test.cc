@@ -33,9 +33,7 @@ void PrintOkMarker(int rank) {
   std::fflush(stdout);
 }
 
-bool Contains(const std::string& text, const std::string& regex) {
-  return std::regex_search(text, std::regex(regex));
-}
+bool Contains(const std::string& text, const std::string& regex) { return std::regex_search(text, std::regex(regex)); }
 
 TEST(MpiFailure, MissingRankTimesOutAndJobExitsNonZero) {
   if (!InsideMpirun()) {
@@ -44,9 +42,10 @@ TEST(MpiFailure, MissingRankTimesOutAndJobExitsNonZero) {
     EXPECT_NE(r.output.find("MPI-FAILURE-TEST-OK rank 0"), std::string::npos) << r.output;
     EXPECT_NE(r.output.find("MPI-FAILURE-TEST-OK rank 1"), std::string::npos) << r.output;
     // Every rank that can still report prints one line.
-    EXPECT_TRUE(Contains(r.output, "lockstep: error: rank 0: collective allreduce #2 \\(count=4, "
-                                   "dtype=f32\\) timed out after 0\\.[3-9][0-9] s waiting for "
-                                   "rank\\(s\\) 1\n"))
+    EXPECT_TRUE(Contains(r.output,
+                         "lockstep: error: rank 0: collective allreduce #2 \\(count=4, "
+                         "dtype=f32\\) timed out after 0\\.[3-9][0-9] s waiting for "
+                         "rank\\(s\\) 1\n"))
         << r.output;
     return;
   }
@@ -62,8 +61,9 @@ TEST(MpiFailure, MissingRankTimesOutAndJobExitsNonZero) {
     Stopwatch sw;
     Status s = a->Allreduce(x, x, 4, DType::kF32, ReduceOp::kSum, o)->Wait();
     EXPECT_EQ(s.code(), StatusCode::kTimeout) << s.ToString();
-    EXPECT_TRUE(Contains(s.message(), "^rank 0: collective allreduce #2 \\(count=4, dtype=f32\\) "
-                                      "timed out after 0\\.[3-9][0-9] s waiting for rank\\(s\\) 1$"))
+    EXPECT_TRUE(Contains(s.message(),
+                         "^rank 0: collective allreduce #2 \\(count=4, dtype=f32\\) "
+                         "timed out after 0\\.[3-9][0-9] s waiting for rank\\(s\\) 1$"))
         << s.message();
     EXPECT_LT(sw.ElapsedSeconds(), 1.5);
     // Poisoned: later operations fail fast.
@@ -75,8 +75,9 @@ TEST(MpiFailure, MissingRankTimesOutAndJobExitsNonZero) {
     sw.Reset();
     s = b->Allreduce(x, x, 4, DType::kF32, ReduceOp::kSum)->Wait(milliseconds(200));
     EXPECT_EQ(s.code(), StatusCode::kTimeout) << s.ToString();
-    EXPECT_TRUE(Contains(s.message(), "^rank 0: collective allreduce #1 \\(count=4, dtype=f32\\) "
-                                      "timed out after 0\\.20 s waiting for rank\\(s\\) 1$"))
+    EXPECT_TRUE(Contains(s.message(),
+                         "^rank 0: collective allreduce #1 \\(count=4, dtype=f32\\) "
+                         "timed out after 0\\.20 s waiting for rank\\(s\\) 1$"))
         << s.message();
     EXPECT_LT(sw.ElapsedSeconds(), 1.0);
     PrintOkMarker(rank);
@@ -91,8 +92,7 @@ TEST(MpiFailure, MissingRankTimesOutAndJobExitsNonZero) {
   int32_t v = 0;
   Status s = a->Recv(&v, 1, DType::kI32, 0, 9, o)->Wait();
   EXPECT_EQ(s.code(), StatusCode::kAborted) << s.ToString();
-  EXPECT_NE(s.message().find("rank 0 failed: rank 0: collective allreduce #2"), std::string::npos)
-      << s.message();
+  EXPECT_NE(s.message().find("rank 0 failed: rank 0: collective allreduce #2"), std::string::npos) << s.message();
   EXPECT_LT(sw.ElapsedSeconds(), 2.0);
   PrintOkMarker(rank);
   std::this_thread::sleep_for(milliseconds(8000));  // killed by rank 0's AbortMpi
@@ -105,9 +105,9 @@ TEST(MpiFailure, DesyncNamesEveryRanksCall) {
   const int rank = c->rank();
   ASSERT_TRUE(c->Barrier()->Wait().ok());
   float x[4] = {1, 2, 3, 4};
-  WorkHandle w = rank == 0 ? c->Allreduce(x, x, 4, DType::kF32, ReduceOp::kSum)
-               : rank == 1 ? c->Broadcast(x, 4, DType::kF32, 0)
-                           : c->Allreduce(x, x, 3, DType::kF32, ReduceOp::kMax);
+  WorkHandle w = rank == 0   ? c->Allreduce(x, x, 4, DType::kF32, ReduceOp::kSum)
+                 : rank == 1 ? c->Broadcast(x, 4, DType::kF32, 0)
+                             : c->Allreduce(x, x, 3, DType::kF32, ReduceOp::kMax);
   Status s = w->Wait();
   EXPECT_EQ(s.code(), StatusCode::kAborted) << s.ToString();
   EXPECT_EQ(s.message(),
@@ -119,8 +119,7 @@ TEST(MpiFailure, DesyncNamesEveryRanksCall) {
   ASSERT_TRUE(d);
   s = d->Allreduce(x, x, 4, DType::kF32, rank == 2 ? ReduceOp::kMin : ReduceOp::kSum)->Wait();
   EXPECT_EQ(s.code(), StatusCode::kAborted) << s.ToString();
-  EXPECT_NE(s.message().find("rank 2 called allreduce(count=4, f32, min)"), std::string::npos)
-      << s.message();
+  EXPECT_NE(s.message().find("rank 2 called allreduce(count=4, f32, min)"), std::string::npos) << s.message();
   // Matching calls on a debug communicator just work.
   auto e = NewComm(true);
   ASSERT_TRUE(e);
@@ -136,8 +135,9 @@ TEST(MpiFailure, DebugModeFromEnvironment) {
   int32_t x[2] = {0, 0};
   Status s = (*c)->Allreduce(x, x, (*c)->rank() == 0 ? 2 : 1, DType::kI32, ReduceOp::kSum)->Wait();
   EXPECT_EQ(s.code(), StatusCode::kAborted) << s.ToString();
-  EXPECT_EQ(s.message(), "collective #1 desync: rank 0 called allreduce(count=2, i32, sum), "
-                         "rank 1 called allreduce(count=1, i32, sum)");
+  EXPECT_EQ(s.message(),
+            "collective #1 desync: rank 0 called allreduce(count=2, i32, sum), "
+            "rank 1 called allreduce(count=1, i32, sum)");
 }
 
 TEST(MpiFailure, RecvTimeoutAndAbortLeaveProcessClean) {
@@ -151,8 +151,9 @@ TEST(MpiFailure, RecvTimeoutAndAbortLeaveProcessClean) {
     o.timeout = milliseconds(200);
     Status s = a->Recv(v, 3, DType::kI32, 1, 7, o)->Wait();
     EXPECT_EQ(s.code(), StatusCode::kTimeout) << s.ToString();
-    EXPECT_TRUE(Contains(s.message(), "^rank 0: recv from rank 1 \\(tag=7, count=3, dtype=i32\\) "
-                                      "timed out after 0\\.2[0-9] s$"))
+    EXPECT_TRUE(Contains(s.message(),
+                         "^rank 0: recv from rank 1 \\(tag=7, count=3, dtype=i32\\) "
+                         "timed out after 0\\.2[0-9] s$"))
         << s.message();
     // Abort: rank 1, blocked in a Recv on b, fails with the reason.
     ASSERT_TRUE(sync->Barrier()->Wait().ok());
@@ -165,8 +166,7 @@ TEST(MpiFailure, RecvTimeoutAndAbortLeaveProcessClean) {
     Stopwatch sw;
     Status s = b->Recv(&v, 1, DType::kI32, 0, 1)->Wait();
     EXPECT_EQ(s.code(), StatusCode::kAborted) << s.ToString();
-    EXPECT_NE(s.message().find("rank 0 failed: out of memory in the optimizer"), std::string::npos)
-        << s.message();
+    EXPECT_NE(s.message().find("rank 0 failed: out of memory in the optimizer"), std::string::npos) << s.message();
     EXPECT_LT(sw.ElapsedSeconds(), 2.0);
   }
   // The cancelled receives left nothing pending: the job finalizes and exits 0.
@@ -182,8 +182,7 @@ TEST(MpiFailure, ArgumentErrorsAreLocal) {
   // next collective still sees matching calls.
   if (c->rank() == 0) {
     EXPECT_EQ(c->Broadcast(x, 4, DType::kF32, 5)->Wait().code(), StatusCode::kInvalidArgument);
-    EXPECT_EQ(c->Allreduce(nullptr, x, 4, DType::kF32, ReduceOp::kSum)->Wait().code(),
-              StatusCode::kInvalidArgument);
+    EXPECT_EQ(c->Allreduce(nullptr, x, 4, DType::kF32, ReduceOp::kSum)->Wait().code(), StatusCode::kInvalidArgument);
     EXPECT_EQ(c->Send(x, 1, DType::kF32, 1, -1)->Wait().code(), StatusCode::kInvalidArgument);
   }
   ASSERT_TRUE(c->Allreduce(x, x, 4, DType::kF32, ReduceOp::kSum)->Wait().ok());

@@ -11,8 +11,7 @@ namespace lockstep::comm {
 namespace {
 
 // Sum over the members of a group of (parent rank + 1) * (k + 1), elementwise with k.
-void StartGroupSum(Communicator& g, int parent_rank, size_t count, WorkHandle* pending,
-                   std::vector<float>* buf) {
+void StartGroupSum(Communicator& g, int parent_rank, size_t count, WorkHandle* pending, std::vector<float>* buf) {
   buf->assign(count, 0.0f);
   for (size_t k = 0; k < count; ++k) (*buf)[k] = static_cast<float>((parent_rank + 1) * (k % 9 + 1));
   *pending = g.Allreduce(buf->data(), buf->data(), count, DType::kF32, ReduceOp::kSum);

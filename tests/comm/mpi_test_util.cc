@@ -13,8 +13,7 @@
 
 namespace lockstep::comm::testing {
 
-MpirunResult RunCapturingOutput(const std::vector<std::string>& argv,
-                                const std::vector<std::string>& env) {
+MpirunResult RunCapturingOutput(const std::vector<std::string>& argv, const std::vector<std::string>& env) {
   MpirunResult result;
   char path[] = "/tmp/lockstep-mpirun-XXXXXX";
   int fd = mkstemp(path);
@@ -34,8 +33,7 @@ MpirunResult RunCapturingOutput(const std::vector<std::string>& argv,
   }
   int status = 0;
   waitpid(pid, &status, 0);
-  result.exit_status = WIFEXITED(status) ? WEXITSTATUS(status)
-                       : WIFSIGNALED(status) ? 128 + WTERMSIG(status) : -1;
+  result.exit_status = WIFEXITED(status) ? WEXITSTATUS(status) : WIFSIGNALED(status) ? 128 + WTERMSIG(status) : -1;
   lseek(fd, 0, SEEK_SET);
   char buf[65536];
   for (ssize_t n; (n = read(fd, buf, sizeof(buf))) > 0;) result.output.append(buf, n);
@@ -62,8 +60,7 @@ void ExpectMpirunPasses(int nproc, const std::vector<std::string>& env) {
   MpirunResult r = RunCurrentTestUnderMpirun(nproc, env);
   const size_t tail = 6000;
   EXPECT_EQ(r.exit_status, 0) << "mpirun -np " << nproc << " output (tail):\n"
-                              << (r.output.size() > tail ? r.output.substr(r.output.size() - tail)
-                                                         : r.output);
+                              << (r.output.size() > tail ? r.output.substr(r.output.size() - tail) : r.output);
 }
 
 std::shared_ptr<Communicator> WorldPtr() {

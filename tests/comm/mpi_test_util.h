@@ -37,7 +37,6 @@ Communicator& World();
 std::shared_ptr<Communicator> WorldPtr();
 
 // Runs `argv` with `env` added, output captured; returns exit status (128+signal on a signal).
-MpirunResult RunCapturingOutput(const std::vector<std::string>& argv,
-                                const std::vector<std::string>& env);
+MpirunResult RunCapturingOutput(const std::vector<std::string>& argv, const std::vector<std::string>& env);
 
 }  // namespace lockstep::comm::testing

@@ -19,12 +19,18 @@ namespace {
 float Value(int input, size_t i) {
   const uint64_t h = (i * 0x9E3779B97F4A7C15ull) ^ (static_cast<uint64_t>(input) << 40);
   switch ((h >> 20) % 23) {
-    case 0: return NAN;
-    case 1: return -0.0f;
-    case 2: return 0.0f;
-    case 3: return INFINITY;
-    case 4: return -INFINITY;
-    default: return static_cast<float>(static_cast<int>((h >> 32) % 41) - 20) * 0.5f;
+    case 0:
+      return NAN;
+    case 1:
+      return -0.0f;
+    case 2:
+      return 0.0f;
+    case 3:
+      return INFINITY;
+    case 4:
+      return -INFINITY;
+    default:
+      return static_cast<float>(static_cast<int>((h >> 32) % 41) - 20) * 0.5f;
   }
 }
 
@@ -35,9 +41,15 @@ float Reference(ReduceOp op, int n_inputs, size_t i, int divisor) {
     const float b = Value(p, i);
     switch (op) {
       case ReduceOp::kSum:
-      case ReduceOp::kAvg: r = r + b; break;
-      case ReduceOp::kMax: r = r > b ? r : b; break;
-      case ReduceOp::kMin: r = r < b ? r : b; break;
+      case ReduceOp::kAvg:
+        r = r + b;
+        break;
+      case ReduceOp::kMax:
+        r = r > b ? r : b;
+        break;
+      case ReduceOp::kMin:
+        r = r < b ? r : b;
+        break;
     }
   }
   return op == ReduceOp::kAvg ? r / static_cast<float>(divisor) : r;
@@ -58,9 +70,8 @@ struct Case {
 };
 
 std::string Name(const Case& c) {
-  return std::string(ReduceOpName(c.op)) + " in=" + std::to_string(c.n_inputs) +
-         " out=" + std::to_string(c.n_outputs) + " [" + std::to_string(c.begin) + "," +
-         std::to_string(c.end) + ") misalign=" + std::to_string(c.misalign) +
+  return std::string(ReduceOpName(c.op)) + " in=" + std::to_string(c.n_inputs) + " out=" + std::to_string(c.n_outputs) +
+         " [" + std::to_string(c.begin) + "," + std::to_string(c.end) + ") misalign=" + std::to_string(c.misalign) +
          (c.stream ? " stream" : "") + (c.in_place ? " in-place" : "");
 }
 
@@ -80,8 +91,7 @@ void Check(const Case& c) {
   }
   if (c.in_place) outs[0] = in[c.n_inputs - 1].data();
   const int divisor = 3;
-  ReduceF32Fused(c.op, ins.data(), c.n_inputs, outs.data(), c.n_outputs, c.begin, c.end, divisor,
-                 c.stream);
+  ReduceF32Fused(c.op, ins.data(), c.n_inputs, outs.data(), c.n_outputs, c.begin, c.end, divisor, c.stream);
   for (int k = 0; k < c.n_outputs; ++k) {
     const float* o = static_cast<const float*>(outs[k]);
     for (size_t i = 0; i < n; ++i) {

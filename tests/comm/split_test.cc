@@ -51,8 +51,7 @@ TEST(Split, ConcurrentSubgroupCollectives) {
     for (int round = 0; round < rounds; ++round) {
       std::vector<int32_t> buf(count);
       for (size_t i = 0; i < count; ++i) buf[i] = c.rank() * 1000 + round + static_cast<int>(i % 3);
-      WorkHandle w = sub->Allreduce(buf.data(), buf.data(), count, DType::kI32,
-                                    even ? ReduceOp::kSum : ReduceOp::kMax);
+      WorkHandle w = sub->Allreduce(buf.data(), buf.data(), count, DType::kI32, even ? ReduceOp::kSum : ReduceOp::kMax);
       ASSERT_TRUE(w->Wait().ok());
       // Members: even = {0,2,4,6}, odd = {1,3,5,7}.
       for (size_t i = 0; i < count; i += 997) {

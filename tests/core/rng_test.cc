@@ -41,10 +41,19 @@ TEST(Rng, UniformAndNormalMoments) {
   Rng r(1, 0);
   double s = 0, s2 = 0;
   const int n = 200000;
-  for (int i = 0; i < n; ++i) { float u = r.Uniform(); ASSERT_GE(u, 0.f); ASSERT_LT(u, 1.f); s += u; }
+  for (int i = 0; i < n; ++i) {
+    float u = r.Uniform();
+    ASSERT_GE(u, 0.f);
+    ASSERT_LT(u, 1.f);
+    s += u;
+  }
   EXPECT_NEAR(s / n, 0.5, 0.005);
   s = 0;
-  for (int i = 0; i < n; ++i) { double z = r.Normal(); s += z; s2 += z * z; }
+  for (int i = 0; i < n; ++i) {
+    double z = r.Normal();
+    s += z;
+    s2 += z * z;
+  }
   EXPECT_NEAR(s / n, 0.0, 0.01);
   EXPECT_NEAR(s2 / n, 1.0, 0.02);
 }
@@ -52,7 +61,11 @@ TEST(Rng, UniformAndNormalMoments) {
 TEST(Rng, BelowIsInRangeAndCoversAll) {
   Rng r(3, 1);
   std::vector<int> hist(7, 0);
-  for (int i = 0; i < 70000; ++i) { uint64_t v = r.Below(7); ASSERT_LT(v, 7u); hist[v]++; }
+  for (int i = 0; i < 70000; ++i) {
+    uint64_t v = r.Below(7);
+    ASSERT_LT(v, 7u);
+    hist[v]++;
+  }
   for (int h : hist) EXPECT_NEAR(h, 10000, 500);
 }
 

@@ -1,5 +1,5 @@
-#include "lockstep/core/result.h"
 #include "lockstep/core/hash.h"
+#include "lockstep/core/result.h"
 
 #include <gtest/gtest.h>
 

@@ -20,12 +20,12 @@ TEST(ByteCorpus, SelectsDotlessRegularFilesInByteOrder) {
   TempDir dir;
   WriteFile(dir / "b", std::string(17, 'B'));
   WriteFile(dir / "a", "aa");
-  WriteFile(dir / "Z", "Z");           // 'Z' (0x5a) sorts before 'a' (0x61)
-  WriteFile(dir / "a.dat", "index");   // has a dot
-  WriteFile(dir / ".hidden", "h");     // has a dot
+  WriteFile(dir / "Z", "Z");          // 'Z' (0x5a) sorts before 'a' (0x61)
+  WriteFile(dir / "a.dat", "index");  // has a dot
+  WriteFile(dir / ".hidden", "h");    // has a dot
   std::filesystem::create_symlink("b", dir / "b.u8");
   std::filesystem::create_symlink("a", dir / "link");  // no dot, but a symlink
-  std::filesystem::create_directory(dir / "sub");       // no dot, but a directory
+  std::filesystem::create_directory(dir / "sub");      // no dot, but a directory
   WriteFile(dir / "sub/inner", "nested");
   ASSERT_EQ(mkfifo((dir / "fifo").c_str(), 0600), 0);  // not a regular file
 

@@ -34,10 +34,10 @@ TEST(DataConfig, DefaultsAndOverrides) {
 }
 
 TEST(DataConfig, BadValuesNameTheKey) {
-  for (auto [toml, key] : {std::pair{"[data]\nfinal_batch = \"keep\"\n", "data.final_batch"},
-                           std::pair{"[eval]\nbatch_size = 0\n", "eval.batch_size"},
-                           std::pair{"[eval]\nbatches = -1\n", "eval.batches"},
-                           std::pair{"[data]\ndir = 3\n", "data.dir"}}) {
+  for (auto [toml, key] :
+       {std::pair{"[data]\nfinal_batch = \"keep\"\n", "data.final_batch"},
+        std::pair{"[eval]\nbatch_size = 0\n", "eval.batch_size"}, std::pair{"[eval]\nbatches = -1\n", "eval.batches"},
+        std::pair{"[data]\ndir = 3\n", "data.dir"}}) {
     auto c = Config::Parse(toml, "t.toml");
     ASSERT_TRUE(c.ok());
     auto d = ReadDataConfig(*c, DatasetKind::kText, 16);

@@ -122,7 +122,8 @@ TEST(IdxDataset, RealFashionMnistHeaders) {
   if (!std::filesystem::exists(IdxDataset::ImagesPath(dir, FashionMnistSplit::kTest))) {
     GTEST_SKIP() << dir << " not installed (Debian package 'dataset-fashion-mnist')";
   }
-  for (auto [split, count] : {std::pair{FashionMnistSplit::kTrain, 60000}, std::pair{FashionMnistSplit::kTest, 10000}}) {
+  for (auto [split, count] :
+       {std::pair{FashionMnistSplit::kTrain, 60000}, std::pair{FashionMnistSplit::kTest, 10000}}) {
     auto d = IdxDataset::LoadFashionMnist(dir, split);
     ASSERT_TRUE(d.ok()) << d.status().ToString();
     EXPECT_EQ(d->size(), count);

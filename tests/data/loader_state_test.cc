@@ -32,8 +32,7 @@ TEST(LoaderState, MalformedJsonNamesTheField) {
   for (const Case& c : cases) {
     auto r = LoaderStateFromJson(nlohmann::json::parse(c.json));
     ASSERT_FALSE(r.ok()) << c.json;
-    EXPECT_NE(r.status().message().find(std::string("'") + c.field + "'"), std::string::npos)
-        << r.status().message();
+    EXPECT_NE(r.status().message().find(std::string("'") + c.field + "'"), std::string::npos) << r.status().message();
   }
   EXPECT_FALSE(LoaderStateFromJson(nlohmann::json::array()).ok());
 }

@@ -46,12 +46,12 @@ TEST(MicroShards, RankLocalBatchIsItsShardsInOrder) {
 }
 
 TEST(MicroShards, Validation) {
-  EXPECT_FALSE(MicroShardLayout::Create(24, 6, 1).ok());   // 6 is not a power of two
-  EXPECT_FALSE(MicroShardLayout::Create(12, 8, 1).ok());   // 12 % 8 != 0
-  auto r = MicroShardLayout::Create(16, 4, 8);             // more workers than shards
+  EXPECT_FALSE(MicroShardLayout::Create(24, 6, 1).ok());  // 6 is not a power of two
+  EXPECT_FALSE(MicroShardLayout::Create(12, 8, 1).ok());  // 12 % 8 != 0
+  auto r = MicroShardLayout::Create(16, 4, 8);            // more workers than shards
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("world size 8"), std::string::npos);
-  EXPECT_FALSE(MicroShardLayout::Create(16, 4, 3).ok());   // 3 does not divide 4
+  EXPECT_FALSE(MicroShardLayout::Create(16, 4, 3).ok());  // 3 does not divide 4
   EXPECT_TRUE(MicroShardLayout::Create(16, 16, 4).ok());
 }
 

@@ -81,7 +81,8 @@ TEST(TextLoaders, RanksTogetherSeeTheSingleWorkerBatch) {
   ASSERT_TRUE(one.ok());
   for (int64_t n : {2, 4}) {
     std::vector<std::unique_ptr<TextLoader>> ranks;
-    for (int64_t r = 0; r < n; ++r) ranks.push_back(std::move(MakeTextTrainLoader(corpus, kT, Sampling(4, n, r)).value()));
+    for (int64_t r = 0; r < n; ++r)
+      ranks.push_back(std::move(MakeTextTrainLoader(corpus, kT, Sampling(4, n, r)).value()));
     auto reference = MakeTextTrainLoader(corpus, kT, Sampling(4));
     for (int step = 0; step < 10; ++step) {
       TextBatch want, part;

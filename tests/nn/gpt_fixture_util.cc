@@ -36,9 +36,7 @@ void Randomize(ParameterStore& ps, uint64_t seed) {
     const bool is_bias = p.name.size() > 5 && p.name.substr(p.name.size() - 5) == ".bias";
     for (int64_t j = 0; j < p.numel; ++j) {
       float x = v[j];
-      ps.flat_params()[p.offset + j] = is_ln && !is_bias ? 1.0f + 0.3f * x
-                                       : is_bias          ? 0.2f * x
-                                                          : 0.5f * x;
+      ps.flat_params()[p.offset + j] = is_ln && !is_bias ? 1.0f + 0.3f * x : is_bias ? 0.2f * x : 0.5f * x;
     }
   }
 }

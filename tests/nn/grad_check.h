@@ -29,7 +29,7 @@ struct Checked {
 };
 
 struct GradCheckOptions {
-  int coords = 50;      // per tensor; all of them when the tensor is smaller
+  int coords = 50;  // per tensor; all of them when the tensor is smaller
   double h = 1e-6;
   double rtol = 1e-3;
   double atol = 1e-4;
@@ -54,11 +54,9 @@ ref::Vec ToDouble(const tensor::Tensor& t);
 std::vector<float> ToFloat(const tensor::Tensor& t);
 
 // A test input that requires grad: an activation with the given values.
-autograd::Variable Leaf(autograd::Tape& tape, const tensor::Shape& shape,
-                        const std::vector<float>& values);
+autograd::Variable Leaf(autograd::Tape& tape, const tensor::Shape& shape, const std::vector<float>& values);
 // sum(y * r): a scalar loss whose gradient w.r.t. y is r, recorded on the tape.
-autograd::Variable ProbeLoss(autograd::Tape& tape, const autograd::Variable& y,
-                             const std::vector<float>& r);
+autograd::Variable ProbeLoss(autograd::Tape& tape, const autograd::Variable& y, const std::vector<float>& r);
 double RefProbe(const ref::Vec& y, const std::vector<float>& r);
 
 // Normwise forward agreement: max|a - b| / max|b|.

@@ -3,8 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <cstdio>
 #include <cmath>
+#include <cstdio>
 #include <numeric>
 
 #include "lockstep/core/rng.h"
@@ -21,8 +21,7 @@ class OneComputeThread : public ::testing::Environment {
  public:
   void SetUp() override { tensor::SetComputeThreads(1); }
 };
-[[maybe_unused]] ::testing::Environment* const kOneThread =
-    ::testing::AddGlobalTestEnvironment(new OneComputeThread);
+[[maybe_unused]] ::testing::Environment* const kOneThread = ::testing::AddGlobalTestEnvironment(new OneComputeThread);
 
 std::vector<int64_t> PickCoords(const std::vector<float>& grad, int coords, uint64_t seed) {
   const int64_t n = static_cast<int64_t>(grad.size());
@@ -32,9 +31,8 @@ std::vector<int64_t> PickCoords(const std::vector<float>& grad, int coords, uint
   // A fifth from the largest analytic entries (where a wrong scale shows most), the rest
   // uniformly at random (where a missing contribution shows as a zero).
   const int top = coords / 5;
-  std::partial_sort(idx.begin(), idx.begin() + top, idx.end(), [&](int64_t a, int64_t b) {
-    return std::fabs(grad[a]) > std::fabs(grad[b]);
-  });
+  std::partial_sort(idx.begin(), idx.begin() + top, idx.end(),
+                    [&](int64_t a, int64_t b) { return std::fabs(grad[a]) > std::fabs(grad[b]); });
   std::vector<int64_t> out(idx.begin(), idx.begin() + top);
   Rng rng(seed, 99);
   // Partial Fisher-Yates over the remainder.
@@ -50,12 +48,12 @@ std::vector<int64_t> PickCoords(const std::vector<float>& grad, int coords, uint
 
 double ExpectGradientsMatch(const std::vector<Checked>& tensors, const std::function<double()>& f,
                             const GradCheckOptions& opt) {
-  return ExpectGradientsMatch(tensors, [&](size_t, int64_t) { return f(); }, opt);
+  return ExpectGradientsMatch(
+      tensors, [&](size_t, int64_t) { return f(); }, opt);
 }
 
 double ExpectGradientsMatch(const std::vector<Checked>& tensors,
-                            const std::function<double(size_t tensor, int64_t coord)>& f,
-                            const GradCheckOptions& opt) {
+                            const std::function<double(size_t tensor, int64_t coord)>& f, const GradCheckOptions& opt) {
   double worst = 0.0;
   for (size_t t = 0; t < tensors.size(); ++t) {
     const Checked& c = tensors[t];
@@ -93,8 +91,8 @@ double ExpectGradientsMatch(const std::vector<Checked>& tensors,
       tensor_worst = std::max(tensor_worst, d / (opt.rtol * std::fabs(fd[k]) + opt.atol * scale + 1e-12));
       max_rel = std::max(max_rel, d / (scale + 1e-30));
     }
-    std::printf("  gradcheck %-28s %3zu coords  max|err|/scale %.2e  (%.2g of bound)\n",
-                c.name.c_str(), coords.size(), max_rel, tensor_worst);
+    std::printf("  gradcheck %-28s %3zu coords  max|err|/scale %.2e  (%.2g of bound)\n", c.name.c_str(), coords.size(),
+                max_rel, tensor_worst);
   }
   return worst;
 }
@@ -110,16 +108,14 @@ ref::Vec ToDouble(const std::vector<float>& v) { return ref::Vec(v.begin(), v.en
 ref::Vec ToDouble(const tensor::Tensor& t) { return ToDouble(t.ToVector()); }
 std::vector<float> ToFloat(const tensor::Tensor& t) { return t.ToVector(); }
 
-autograd::Variable Leaf(autograd::Tape& tape, const tensor::Shape& shape,
-                        const std::vector<float>& values) {
+autograd::Variable Leaf(autograd::Tape& tape, const tensor::Shape& shape, const std::vector<float>& values) {
   autograd::Variable v = tape.NewActivation(shape, true);
   EXPECT_EQ(static_cast<int64_t>(values.size()), v.numel());
   std::copy(values.begin(), values.end(), v.data());
   return v;
 }
 
-autograd::Variable ProbeLoss(autograd::Tape& tape, const autograd::Variable& y,
-                             const std::vector<float>& r) {
+autograd::Variable ProbeLoss(autograd::Tape& tape, const autograd::Variable& y, const std::vector<float>& r) {
   EXPECT_EQ(static_cast<int64_t>(r.size()), y.numel());
   const bool rec = tape.ShouldRecord({&y});
   autograd::Variable loss = tape.NewActivation({1}, rec);

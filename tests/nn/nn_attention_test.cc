@@ -31,8 +31,7 @@ TEST(Attention, PackedQkvMatchesReferenceAndGradients) {
   EXPECT_LT(testing::MaxRelDiff(y.value().ToVector(), ref::Attention(qd, B, T, C, H)), 1e-5);
   tape.Backward(ProbeLoss(tape, y, r), 1.0f);
   ExpectGradientsMatch({{"qkv", &qd, qkv.grad().ToVector()}},
-                       [&] { return RefProbe(ref::Attention(qd, B, T, C, H), r); },
-                       {.coords = 120});
+                       [&] { return RefProbe(ref::Attention(qd, B, T, C, H), r); }, {.coords = 120});
 }
 
 TEST(Attention, IsCausal) {
@@ -68,8 +67,8 @@ TEST(CausalSelfAttention, ModuleGradients) {
   ref::Params p = ref::FromStore(ps);
   auto fwd = [&] {
     ref::Vec qkv = ref::Linear(xd, p["blocks.0.qkv.weight"], p["blocks.0.qkv.bias"], B * T, C, 3 * C);
-    return ref::Linear(ref::Attention(qkv, B, T, C, H), p["blocks.0.proj.weight"],
-                       p["blocks.0.proj.bias"], B * T, C, C);
+    return ref::Linear(ref::Attention(qkv, B, T, C, H), p["blocks.0.proj.weight"], p["blocks.0.proj.bias"], B * T, C,
+                       C);
   };
   EXPECT_LT(testing::MaxRelDiff(y.value().ToVector(), fwd()), 1e-5);
   tape.Backward(ProbeLoss(tape, y, r), 1.0f);

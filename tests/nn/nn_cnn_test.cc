@@ -45,9 +45,8 @@ TEST(Cnn, ParameterCountNamesAndInit) {
   EXPECT_EQ(ps.numel(), 50186);
   EXPECT_EQ(ps.numel(), kCnnParamCount);
   const std::vector<std::pair<std::string, tensor::Shape>> want = {
-      {"conv1.weight", {32, 1, 3, 3}}, {"conv1.bias", {32}},
-      {"conv2.weight", {64, 32, 3, 3}}, {"conv2.bias", {64}},
-      {"fc.weight", {10, 3136}},        {"fc.bias", {10}}};
+      {"conv1.weight", {32, 1, 3, 3}}, {"conv1.bias", {32}}, {"conv2.weight", {64, 32, 3, 3}}, {"conv2.bias", {64}},
+      {"fc.weight", {10, 3136}},       {"fc.bias", {10}}};
   ASSERT_EQ(ps.size(), 6);
   for (int i = 0; i < 6; ++i) {
     EXPECT_EQ(ps.info(i).name, want[i].first);
@@ -55,8 +54,8 @@ TEST(Cnn, ParameterCountNamesAndInit) {
     EXPECT_EQ(ps.info(i).decay, i % 2 == 0);
   }
   // U(+-1/sqrt(fan_in)), weights and biases alike: fan_in 9, 288, 3136.
-  const double bounds[] = {1 / 3.0, 1 / 3.0, 1 / std::sqrt(288.0), 1 / std::sqrt(288.0),
-                           1 / std::sqrt(3136.0), 1 / std::sqrt(3136.0)};
+  const double bounds[] = {
+      1 / 3.0, 1 / 3.0, 1 / std::sqrt(288.0), 1 / std::sqrt(288.0), 1 / std::sqrt(3136.0), 1 / std::sqrt(3136.0)};
   for (int i = 0; i < 6; ++i) {
     double mx = 0.0, sum_sq = 0.0;
     for (float v : ps.value(i).ToVector()) {
@@ -99,11 +98,16 @@ TEST(Cnn, WholeModelGradientsMatchFiniteDifferences) {
   // [64,32,3,3], conv2.bias, fc.weight, fc.bias.
   auto f = [&](size_t t, int64_t k) {
     switch (t) {
-      case 0: return staged.LossAfterConv1Channel(k / 9);
-      case 1: return staged.LossAfterConv1Channel(k);
-      case 2: return staged.LossAfterConv2Channel(k / 288);
-      case 3: return staged.LossAfterConv2Channel(k);
-      default: return staged.LossAfterFc();
+      case 0:
+        return staged.LossAfterConv1Channel(k / 9);
+      case 1:
+        return staged.LossAfterConv1Channel(k);
+      case 2:
+        return staged.LossAfterConv2Channel(k / 288);
+      case 3:
+        return staged.LossAfterConv2Channel(k);
+      default:
+        return staged.LossAfterFc();
     }
   };
   // The shortcuts agree with the full reference on perturbed parameters.

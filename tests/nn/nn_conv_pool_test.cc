@@ -57,7 +57,10 @@ TEST(Conv2d, GradientsOfInputWeightsAndBias) {
     l2.GradAccumulate()[0] += both.grad_data()[0];
   });
   tape.Backward(both, 1.0f);
-  auto f = [&] { ref::Vec o = fwd(); return RefProbe(o, r) + RefProbe(o, r2); };
+  auto f = [&] {
+    ref::Vec o = fwd();
+    return RefProbe(o, r) + RefProbe(o, r2);
+  };
   ExpectGradientsMatch({{"x", &xd, x.grad().ToVector()},
                         {"conv.weight", &p["conv.weight"], ps.grad(0).ToVector()},
                         {"conv.bias", &p["conv.bias"], ps.grad(1).ToVector()}},
@@ -76,9 +79,9 @@ TEST(Conv2d, ConstantInputGetsNoGradient) {
   EXPECT_FALSE(img.has_grad());
   ref::Vec xd = ToDouble(img.value().ToVector());
   ref::Params p = ref::FromStore(ps);
-  ExpectGradientsMatch({{"c.weight", &p["c.weight"], ps.grad(0).ToVector()},
-                        {"c.bias", &p["c.bias"], ps.grad(1).ToVector()}},
-                       [&] { return RefProbe(ref::Conv2d(xd, p["c.weight"], p["c.bias"], 1, 1, 4, 4, 2, 3, 1), r); });
+  ExpectGradientsMatch(
+      {{"c.weight", &p["c.weight"], ps.grad(0).ToVector()}, {"c.bias", &p["c.bias"], ps.grad(1).ToVector()}},
+      [&] { return RefProbe(ref::Conv2d(xd, p["c.weight"], p["c.bias"], 1, 1, 4, 4, 2, 3, 1), r); });
 }
 
 TEST(MaxPool2x2, ValuesAndGradients) {
@@ -91,8 +94,7 @@ TEST(MaxPool2x2, ValuesAndGradients) {
   ref::Vec xd = ToDouble(xv);
   EXPECT_LT(testing::MaxRelDiff(y.value().ToVector(), ref::MaxPool2x2(xd, N, C, H, W)), 1e-7);
   tape.Backward(ProbeLoss(tape, y, r), 1.0f);
-  ExpectGradientsMatch({{"x", &xd, x.grad().ToVector()}},
-                       [&] { return RefProbe(ref::MaxPool2x2(xd, N, C, H, W), r); },
+  ExpectGradientsMatch({{"x", &xd, x.grad().ToVector()}}, [&] { return RefProbe(ref::MaxPool2x2(xd, N, C, H, W), r); },
                        {.coords = 200});
 }
 

@@ -22,8 +22,8 @@ using autograd::Tape;
 using autograd::Variable;
 using testing::Batch;
 using testing::RandomBatch;
-using testing::RandomVector;
 using testing::Randomize;
+using testing::RandomVector;
 using testing::SmallConfig;
 
 TEST(Gpt, WholeModelGradientsMatchFiniteDifferences) {

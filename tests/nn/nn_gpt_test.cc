@@ -22,8 +22,8 @@ using autograd::Tape;
 using autograd::Variable;
 using testing::Batch;
 using testing::RandomBatch;
-using testing::RandomVector;
 using testing::Randomize;
+using testing::RandomVector;
 using testing::SmallConfig;
 
 TEST(Gpt, ParameterCountLayoutAndNames) {
@@ -33,13 +33,11 @@ TEST(Gpt, ParameterCountLayoutAndNames) {
   // wte 32768 + wpe 16384 + 4 * 198272 + lnf 256 + head 32768.
   EXPECT_EQ(ps.numel(), 875264);
   EXPECT_EQ(GptParamCount(GptConfig{}), 875264);
-  std::printf("gpt-tiny parameters: %lld (%d tensors)\n", static_cast<long long>(ps.numel()),
-              ps.size());
+  std::printf("gpt-tiny parameters: %lld (%d tensors)\n", static_cast<long long>(ps.numel()), ps.size());
   const std::vector<std::string> first = {
-      "wte.weight",          "wpe.weight",          "blocks.0.ln1.weight", "blocks.0.ln1.bias",
-      "blocks.0.qkv.weight", "blocks.0.qkv.bias",   "blocks.0.proj.weight", "blocks.0.proj.bias",
-      "blocks.0.ln2.weight", "blocks.0.ln2.bias",   "blocks.0.fc.weight",  "blocks.0.fc.bias",
-      "blocks.0.fc2.weight", "blocks.0.fc2.bias"};
+      "wte.weight",         "wpe.weight",           "blocks.0.ln1.weight", "blocks.0.ln1.bias",   "blocks.0.qkv.weight",
+      "blocks.0.qkv.bias",  "blocks.0.proj.weight", "blocks.0.proj.bias",  "blocks.0.ln2.weight", "blocks.0.ln2.bias",
+      "blocks.0.fc.weight", "blocks.0.fc.bias",     "blocks.0.fc2.weight", "blocks.0.fc2.bias"};
   for (size_t i = 0; i < first.size(); ++i) EXPECT_EQ(ps.info(i).name, first[i]);
   EXPECT_EQ(ps.size(), 2 + 4 * 12 + 3);
   EXPECT_EQ(ps.info(ps.size() - 1).name, "head.weight");  // no head bias: untied, bias-free

@@ -48,9 +48,9 @@ TEST(Linear, TwoConsumersOfOneInputWithAndWithoutBias) {
   ref::Vec xd = ToDouble(xv);
   ref::Params p = ref::FromStore(ps);
   auto f = [&] {
-    return RefProbe(ref::AddVec(ref::Linear(xd, p["a.weight"], p["a.bias"], 6, 5, 4),
-                                ref::Linear(xd, p["b.weight"], {}, 6, 5, 4)),
-                    r);
+    return RefProbe(
+        ref::AddVec(ref::Linear(xd, p["a.weight"], p["a.bias"], 6, 5, 4), ref::Linear(xd, p["b.weight"], {}, 6, 5, 4)),
+        r);
   };
   Variable loss = ProbeLoss(tape, y, r);
   EXPECT_NEAR(loss.data()[0], f(), 1e-5);
@@ -74,8 +74,7 @@ TEST(Embedding, RepeatedIdsAccumulate) {
   ref::Params p = ref::FromStore(ps);
   const std::vector<int32_t> idv = ids.ToVectorI32();
   auto f = [&] { return RefProbe(ref::Embedding(idv, p["wte.weight"], 6), r); };
-  EXPECT_LT(testing::MaxRelDiff(y.value().ToVector(), ref::Embedding(idv, p["wte.weight"], 6)),
-            1e-7);
+  EXPECT_LT(testing::MaxRelDiff(y.value().ToVector(), ref::Embedding(idv, p["wte.weight"], 6)), 1e-7);
   tape.Backward(ProbeLoss(tape, y, r), 1.0f);
   std::vector<float> g = ps.grad(0).ToVector();
   // Rows 4 and 5 are never looked up: exactly zero.
@@ -122,8 +121,7 @@ TEST(Activations, GeluTanhAndRelu) {
   EXPECT_LT(testing::MaxRelDiff(rl.value().ToVector(), ref::Relu(xrd)), 1e-7);
   // Both through one loss: probe(gelu) + probe(relu) via a residual add.
   tape.Backward(ProbeLoss(tape, AddForward(tape, g, rl), r), 1.0f);
-  ExpectGradientsMatch({{"gelu.x", &xgd, xg.grad().ToVector()},
-                        {"relu.x", &xrd, xr.grad().ToVector()}},
+  ExpectGradientsMatch({{"gelu.x", &xgd, xg.grad().ToVector()}, {"relu.x", &xrd, xr.grad().ToVector()}},
                        [&] { return RefProbe(ref::AddVec(ref::Gelu(xgd), ref::Relu(xrd)), r); });
 }
 

@@ -26,8 +26,9 @@ std::string ErrorOf(const std::string& text) {
 }
 
 TEST(MakeModel, GptWithOverridesAndAllKeysKnown) {
-  Config cfg = Parse("[model]\nkind = \"gpt\"\nlayers = 2\nwidth = 32\nheads = 2\ncontext = 16\n"
-                     "mlp_ratio = 2\ninit_seed = 5\nvocab = 256\n");
+  Config cfg = Parse(
+      "[model]\nkind = \"gpt\"\nlayers = 2\nwidth = 32\nheads = 2\ncontext = 16\n"
+      "mlp_ratio = 2\ninit_seed = 5\nvocab = 256\n");
   auto m = MakeModel(cfg);
   ASSERT_TRUE(m.ok()) << m.status().ToString();
   EXPECT_EQ((*m)->name(), "gpt");

@@ -25,8 +25,8 @@ Vec Embedding(const std::vector<int32_t>& ids, const Vec& table, int64_t c);
 // qkv [B, T, 3C] packed q|k|v -> [B, T, C], causal, H heads.
 Vec Attention(const Vec& qkv, int64_t B, int64_t T, int64_t C, int64_t H);
 // x [N, IC, H, W], w [OC, IC, K, K], stride 1, zero padding `pad`.
-Vec Conv2d(const Vec& x, const Vec& w, const Vec& b, int64_t N, int64_t IC, int64_t H, int64_t W,
-           int64_t OC, int64_t K, int64_t pad);
+Vec Conv2d(const Vec& x, const Vec& w, const Vec& b, int64_t N, int64_t IC, int64_t H, int64_t W, int64_t OC, int64_t K,
+           int64_t pad);
 Vec MaxPool2x2(const Vec& x, int64_t N, int64_t C, int64_t H, int64_t W);
 // Mean over rows with target >= 0.
 double CrossEntropy(const Vec& logits, const std::vector<int32_t>& targets, int64_t n, int64_t v);
@@ -43,8 +43,8 @@ double CnnLoss(const Params& p, const Vec& images, const std::vector<int32_t>& l
 class CnnStaged {
  public:
   CnnStaged(const Params* p, const Vec* images, const std::vector<int32_t>* labels, int64_t n);
-  double Run();                                // full forward; caches a1, p1, a2
-  double LossAfterFc() const;                  // fc.* changed
+  double Run();                                   // full forward; caches a1, p1, a2
+  double LossAfterFc() const;                     // fc.* changed
   double LossAfterConv2Channel(int64_t o) const;  // conv2 output channel o's params changed
   double LossAfterConv1Channel(int64_t c) const;  // conv1 output channel c's params changed
 

@@ -85,8 +85,8 @@ Vec Attention(const Vec& qkv, int64_t B, int64_t T, int64_t C, int64_t H) {
   return y;
 }
 
-Vec Conv2d(const Vec& x, const Vec& w, const Vec& b, int64_t N, int64_t IC, int64_t H, int64_t W,
-           int64_t OC, int64_t K, int64_t pad) {
+Vec Conv2d(const Vec& x, const Vec& w, const Vec& b, int64_t N, int64_t IC, int64_t H, int64_t W, int64_t OC, int64_t K,
+           int64_t pad) {
   const int64_t OH = H + 2 * pad - K + 1, OW = W + 2 * pad - K + 1;
   Vec y(N * OC * OH * OW);
   for (int64_t n = 0; n < N; ++n) {
@@ -175,16 +175,13 @@ double GptLoss(const GptConfig& c, const Params& p, const std::vector<int32_t>& 
 
 double CnnLoss(const Params& p, const Vec& images, const std::vector<int32_t>& labels, int64_t N) {
   auto P = [&](const std::string& name) -> const Vec& { return p.at(name); };
-  Vec a = MaxPool2x2(Relu(Conv2d(images, P("conv1.weight"), P("conv1.bias"), N, 1, 28, 28, 32, 3, 1)),
-                     N, 32, 28, 28);
-  Vec b = MaxPool2x2(Relu(Conv2d(a, P("conv2.weight"), P("conv2.bias"), N, 32, 14, 14, 64, 3, 1)),
-                     N, 64, 14, 14);
+  Vec a = MaxPool2x2(Relu(Conv2d(images, P("conv1.weight"), P("conv1.bias"), N, 1, 28, 28, 32, 3, 1)), N, 32, 28, 28);
+  Vec b = MaxPool2x2(Relu(Conv2d(a, P("conv2.weight"), P("conv2.bias"), N, 32, 14, 14, 64, 3, 1)), N, 64, 14, 14);
   Vec logits = Linear(b, P("fc.weight"), P("fc.bias"), N, 3136, 10);
   return CrossEntropy(logits, labels, N, 10);
 }
 
-CnnStaged::CnnStaged(const Params* p, const Vec* images, const std::vector<int32_t>* labels,
-                     int64_t n)
+CnnStaged::CnnStaged(const Params* p, const Vec* images, const std::vector<int32_t>* labels, int64_t n)
     : p_(p), images_(images), labels_(labels), n_(n) {}
 
 double CnnStaged::Run() {
@@ -198,13 +195,11 @@ double CnnStaged::Run() {
 
 double CnnStaged::Head(const Vec& a2) const {
   Vec b = MaxPool2x2(Relu(a2), n_, 64, 14, 14);
-  return CrossEntropy(Linear(b, p_->at("fc.weight"), p_->at("fc.bias"), n_, 3136, 10), *labels_,
-                      n_, 10);
+  return CrossEntropy(Linear(b, p_->at("fc.weight"), p_->at("fc.bias"), n_, 3136, 10), *labels_, n_, 10);
 }
 
 double CnnStaged::LossAfterFc() const {
-  return CrossEntropy(Linear(p2_, p_->at("fc.weight"), p_->at("fc.bias"), n_, 3136, 10),
-                      *labels_, n_, 10);
+  return CrossEntropy(Linear(p2_, p_->at("fc.weight"), p_->at("fc.bias"), n_, 3136, 10), *labels_, n_, 10);
 }
 
 double CnnStaged::LossAfterConv2Channel(int64_t o) const {

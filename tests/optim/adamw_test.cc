@@ -97,8 +97,8 @@ std::vector<float> RandomVector(int64_t n, uint64_t stream) {
 }
 
 // Mixed decay spans with odd boundaries and a padding gap (elements 500..507 in no span).
-const std::vector<ParamGroupSpan> kGroups = {{0, 301, true}, {301, 17, false}, {318, 182, true},
-                                             {508, 526, true}, {1037 - 3, 3, false}};
+const std::vector<ParamGroupSpan> kGroups = {
+    {0, 301, true}, {301, 17, false}, {318, 182, true}, {508, 526, true}, {1037 - 3, 3, false}};
 constexpr int64_t kN = 1037;
 
 TEST(AdamW, SubRangeSteppingIsBitIdenticalToFullStepping) {
@@ -151,8 +151,7 @@ TEST(AdamW, ExportImportContinuesIdentically) {
 }
 
 TEST(AdamW, RejectsBadInput) {
-  EXPECT_EQ(AdamW::Create({}, {{0, 10, true}, {5, 10, false}}, {0, 15}).status().code(),
-            StatusCode::kInvalidArgument);
+  EXPECT_EQ(AdamW::Create({}, {{0, 10, true}, {5, 10, false}}, {0, 15}).status().code(), StatusCode::kInvalidArgument);
   AdamWOptions bad;
   bad.beta2 = 1.0;
   auto r = AdamW::Create(bad, {{0, 3, true}}, {0, 3});

@@ -63,8 +63,8 @@ TEST(ExactSquareSum, AnyPartitionGivesTheSameBits) {
   // Values spanning many binades (tiny, subnormal, huge), cut into pieces three different
   // ways and merged in different orders, also through the i64 words an allreduce would sum.
   std::vector<float> g = Random(10007);
-  g[5] = 1e-40f;   // subnormal
-  g[6] = 3e38f;    // near FLT_MAX: its square overflows float but not the accumulator
+  g[5] = 1e-40f;  // subnormal
+  g[6] = 3e38f;   // near FLT_MAX: its square overflows float but not the accumulator
   g[7] = -2.5e-30f;
   g[8] = -0.0f;
   const double whole = GlobalGradNorm(g.data(), static_cast<int64_t>(g.size()));

@@ -45,8 +45,10 @@ Result1 RunShard(int tp, int slices, bool det, const Canonical& values, const te
     tape.Backward(loss, 1.0f);
     ASSERT_TRUE(ctx.status().ok()) << ctx.status().message();
     std::lock_guard<std::mutex> lock(mu);
-    if (comm->rank() == 0) out.loss = l;
-    else EXPECT_EQ(std::memcmp(&l, &out.loss, sizeof l) == 0 || out.loss == 0, true);
+    if (comm->rank() == 0)
+      out.loss = l;
+    else
+      EXPECT_EQ(std::memcmp(&l, &out.loss, sizeof l) == 0 || out.loss == 0, true);
     testing::AddToCanonical(**shard, (*shard)->params().flat_grads(), &out.grads);
   });
   return out;
@@ -93,7 +95,8 @@ TEST_F(GptShardTest, DeterministicTensorParallelIsBitIdenticalAtEveryDegree) {
   Result1 one = RunShard(1, 4, true, values_, batch_);
   for (int tp : {2, 4}) {
     Result1 many = RunShard(tp, 4, true, values_, batch_);
-    EXPECT_EQ(std::memcmp(&one.loss, &many.loss, sizeof(float)), 0) << "tp=" << tp << ": " << one.loss << " vs " << many.loss;
+    EXPECT_EQ(std::memcmp(&one.loss, &many.loss, sizeof(float)), 0)
+        << "tp=" << tp << ": " << one.loss << " vs " << many.loss;
     EXPECT_EQ(testing::CompareBits(one.grads, many.grads), "") << "tp=" << tp;
     EXPECT_EQ(one.grads.size(), many.grads.size());
   }

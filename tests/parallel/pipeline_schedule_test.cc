@@ -56,8 +56,8 @@ TEST(StageSchedule, EachMicroOnceForwardThenBackwardAndInFlightBounded) {
     for (int p = 1; p <= 8; ++p)
       for (int s = 0; s < p; ++s)
         for (int m = 1; m <= 16; ++m) {
-          SCOPED_TRACE(std::string(PipeScheduleName(sched)) + " p=" + std::to_string(p) + " s=" +
-                       std::to_string(s) + " m=" + std::to_string(m));
+          SCOPED_TRACE(std::string(PipeScheduleName(sched)) + " p=" + std::to_string(p) + " s=" + std::to_string(s) +
+                       " m=" + std::to_string(m));
           std::vector<PipeOp> ops = StageSchedule(sched, p, s, m);
           ASSERT_EQ(ops.size(), 2u * m);
           std::vector<int> forwards(m, 0), backwards(m, 0);
@@ -194,8 +194,9 @@ TEST(SimulatePipeline, ReportsDeadlocks) {
   // A cycle across stages: stage 0 wants B0 before sending F1, stage 1 wants F1 before B0.
   auto cycle = SimulatePipeline({{F(0), B(0), F(1), B(1)}, {F(0), F(1), B(0), B(1)}}, 2, Same(2, 1), Same(2, 2));
   ASSERT_FALSE(cycle.ok());
-  EXPECT_EQ(cycle.status().message(),
-            "pipeline schedule deadlocks: stage 0 at B0 waits for B0 of stage 1, stage 1 at F1 waits for F1 of stage 0");
+  EXPECT_EQ(
+      cycle.status().message(),
+      "pipeline schedule deadlocks: stage 0 at B0 waits for B0 of stage 1, stage 1 at F1 waits for F1 of stage 0");
   // The same ops in the 1F1B order finish.
   EXPECT_TRUE(SimulatePipeline({{F(0), F(1), B(0), B(1)}, {F(0), B(0), F(1), B(1)}}, 2, Same(2, 1), Same(2, 2)).ok());
 }
@@ -316,9 +317,11 @@ TEST(BalanceStages, RejectsImpossibleLayouts) {
             "--layout pp=8: the model has 4 layers; each pipeline stage needs at least one (use pp <= 4)");
   EXPECT_EQ(message(BalanceStages({1}, 0, 0, 2)),
             "--layout pp=2: the model has 1 layer; each pipeline stage needs at least one (use pp <= 1)");
-  EXPECT_EQ(message(BalanceStages({1, 1}, 0, 0, 0)), "--layout pp=0: a pipeline needs at least one stage (use pp >= 1)");
+  EXPECT_EQ(message(BalanceStages({1, 1}, 0, 0, 0)),
+            "--layout pp=0: a pipeline needs at least one stage (use pp >= 1)");
   EXPECT_EQ(message(BalanceStages({}, 0, 0, 1)), "--layout pp=1: the model has no layers to place on pipeline stages");
-  EXPECT_EQ(message(BalanceStages({1, -2}, 0, 0, 1)), "BalanceStages: layer 1 has cost -2; costs must be finite and >= 0");
+  EXPECT_EQ(message(BalanceStages({1, -2}, 0, 0, 1)),
+            "BalanceStages: layer 1 has cost -2; costs must be finite and >= 0");
 }
 
 TEST(DescribePartition, NamesLayersExtrasAndShares) {

@@ -56,7 +56,8 @@ TEST(ShardedParamGather, EveryRankEndsWithEveryShard) {
       }
       for (auto& t : threads) t.join();
       for (int r = 0; r < world; ++r)
-        for (int64_t i = 0; i < numel; ++i) ASSERT_EQ(bufs[r][i], static_cast<float>(i) * 0.5f) << world << " " << r << " " << i;
+        for (int64_t i = 0; i < numel; ++i)
+          ASSERT_EQ(bufs[r][i], static_cast<float>(i) * 0.5f) << world << " " << r << " " << i;
     }
   }
 }

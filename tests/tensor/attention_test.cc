@@ -21,12 +21,11 @@ struct AttRef {
 };
 
 // Forward and (if dout given) backward in double.
-AttRef RefAttention(const std::vector<double>& qkv, const std::vector<double>* dout, int64_t B,
-                    int64_t T, int64_t C, int64_t H) {
+AttRef RefAttention(const std::vector<double>& qkv, const std::vector<double>* dout, int64_t B, int64_t T, int64_t C,
+                    int64_t H) {
   const int64_t hs = C / H, C3 = 3 * C;
   const double scale = 1.0 / std::sqrt(double(hs));
-  AttRef r{std::vector<double>(B * T * C), std::vector<double>(B * H * T * T),
-           std::vector<double>(B * T * C3)};
+  AttRef r{std::vector<double>(B * T * C), std::vector<double>(B * H * T * T), std::vector<double>(B * T * C3)};
   for (int64_t b = 0; b < B; ++b)
     for (int64_t h = 0; h < H; ++h) {
       auto q = [&](int64_t t, int64_t d) { return qkv[(b * T + t) * C3 + h * hs + d]; };
@@ -80,9 +79,7 @@ TEST(Attention, ReferenceBackwardMatchesFiniteDifferences) {
   auto qkv = testing::ToDouble(RandomVector(B * T * 3 * C, 1));
   auto g = testing::ToDouble(RandomVector(B * T * C, 2));
   AttRef r = RefAttention(qkv, &g, B, T, C, H);
-  auto loss = [&](const std::vector<double>& x) {
-    return testing::Dot(RefAttention(x, nullptr, B, T, C, H).out, g);
-  };
+  auto loss = [&](const std::vector<double>& x) { return testing::Dot(RefAttention(x, nullptr, B, T, C, H).out, g); };
   testing::ExpectNear(testing::FiniteDiff(qkv, loss), r.dqkv, 1e-8, 1e-6, "dqkv vs FD");
 }
 
@@ -117,12 +114,11 @@ TEST(Attention, SameBitsForAnyThreadCount) {
   std::vector<float> ref_out, ref_dqkv;
   for (int threads : {1, 2, 3}) {
     ScopedComputeThreads t(threads);
-    std::vector<float> out(B * T * C), att(B * H * T * T), dqkv(qkv.size(), 0.0f),
-        scratch(B * H * T * T);
+    std::vector<float> out(B * T * C), att(B * H * T * T), dqkv(qkv.size(), 0.0f), scratch(B * H * T * T);
     AttentionForward(out.data(), att.data(), qkv.data(), B, T, C, H);
     // scratch is unused: nullptr is allowed.
-    AttentionBackward(dqkv.data(), threads == 3 ? nullptr : scratch.data(), g.data(), qkv.data(),
-                      att.data(), B, T, C, H);
+    AttentionBackward(dqkv.data(), threads == 3 ? nullptr : scratch.data(), g.data(), qkv.data(), att.data(), B, T, C,
+                      H);
     if (threads == 1) {
       ref_out = out;
       ref_dqkv = dqkv;

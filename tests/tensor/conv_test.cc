@@ -21,8 +21,8 @@ struct ConvRef {
 ConvRef RefConv(const Conv2dShape& s, const std::vector<double>& x, const std::vector<double>& w,
                 const std::vector<double>& b, const std::vector<double>* g) {
   const int64_t OH = s.OH(), OW = s.OW();
-  ConvRef r{std::vector<double>(s.N * s.OC * OH * OW), std::vector<double>(x.size()),
-            std::vector<double>(w.size()), std::vector<double>(s.OC)};
+  ConvRef r{std::vector<double>(s.N * s.OC * OH * OW), std::vector<double>(x.size()), std::vector<double>(w.size()),
+            std::vector<double>(s.OC)};
   for (int64_t n = 0; n < s.N; ++n)
     for (int64_t oc = 0; oc < s.OC; ++oc)
       for (int64_t oy = 0; oy < OH; ++oy)
@@ -63,8 +63,7 @@ TEST(Conv2dReference, AdjointMatchesFiniteDifferences) {
 void CheckConv(const Conv2dShape& s, bool deterministic, int threads) {
   ScopedDeterministic det(deterministic);
   ScopedComputeThreads th(threads);
-  const int64_t in_n = s.N * s.IC * s.H * s.W, w_n = s.OC * s.IC * s.KH * s.KW,
-                out_n = s.N * s.OC * s.OH() * s.OW();
+  const int64_t in_n = s.N * s.IC * s.H * s.W, w_n = s.OC * s.IC * s.KH * s.KW, out_n = s.N * s.OC * s.OH() * s.OW();
   auto x = RandomVector(in_n, 10), w = RandomVector(w_n, 11), b = RandomVector(s.OC, 12);
   auto g = RandomVector(out_n, 13);
   auto gd = testing::ToDouble(g);
@@ -72,8 +71,8 @@ void CheckConv(const Conv2dShape& s, bool deterministic, int threads) {
   Conv2d conv(s);
   std::vector<float> out(out_n, 7.0f), dinp(in_n, 7.0f), dw(w_n, 0.5f), db(s.OC, 0.5f);
   conv.Forward(out.data(), x.data(), w.data(), b.data());
-  conv.BackwardData(dinp.data(), g.data(), w.data());                // overwrite
-  conv.BackwardWeights(dw.data(), db.data(), g.data(), x.data());    // accumulate onto 0.5
+  conv.BackwardData(dinp.data(), g.data(), w.data());              // overwrite
+  conv.BackwardWeights(dw.data(), db.data(), g.data(), x.data());  // accumulate onto 0.5
   for (auto& v : r.dw) v += 0.5;
   for (auto& v : r.db) v += 0.5;
   // Each output / input gradient sums IC*KH*KW (or OC*KH*KW) O(1) products: ~1e-6
@@ -113,8 +112,10 @@ TEST(Conv2d, DeterministicModeSameBitsForAnyThreadCount) {
     conv.BackwardWeights(dw.data(), db.data(), g.data(), x.data());
     std::vector<float> all = out;
     for (auto* v : {&dinp, &dw, &db}) all.insert(all.end(), v->begin(), v->end());
-    if (threads == 1) ref = all;
-    else EXPECT_TRUE(testing::BitEqual(all, ref)) << threads;
+    if (threads == 1)
+      ref = all;
+    else
+      EXPECT_TRUE(testing::BitEqual(all, ref)) << threads;
   }
 }
 

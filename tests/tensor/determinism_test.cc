@@ -21,8 +21,10 @@ void ExpectThreadInvariant(const std::string& what, const std::function<void(std
     ScopedComputeThreads t(threads);
     std::vector<float> got;
     body(got);
-    if (threads == 1) ref = got;
-    else EXPECT_TRUE(testing::BitEqual(got, ref)) << what << " with " << threads << " threads";
+    if (threads == 1)
+      ref = got;
+    else
+      EXPECT_TRUE(testing::BitEqual(got, ref)) << what << " with " << threads << " threads";
   }
 }
 
@@ -44,16 +46,14 @@ TEST(Deterministic, LayerNormGeluSoftmax) {
   auto x = RandomVector(kN * kC, 5, 3.0f), w = RandomVector(kC, 6), b = RandomVector(kC, 7);
   auto g = RandomVector(kN * kC, 8);
   ExpectThreadInvariant("layernorm/gelu/softmax", [&](std::vector<float>& all) {
-    std::vector<float> out(kN * kC), mean(kN), rstd(kN), dx(kN * kC, 0.0f), dw(kC, 0.0f),
-        db(kC, 0.0f), gl(kN * kC), dgl(kN * kC, 0.0f), sm(kN * kC);
+    std::vector<float> out(kN * kC), mean(kN), rstd(kN), dx(kN * kC, 0.0f), dw(kC, 0.0f), db(kC, 0.0f), gl(kN * kC),
+        dgl(kN * kC, 0.0f), sm(kN * kC);
     LayerNormForward(out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), kN, kC, 1e-5f);
-    LayerNormBackward(dx.data(), dw.data(), db.data(), g.data(), x.data(), w.data(), mean.data(),
-                      rstd.data(), kN, kC);
+    LayerNormBackward(dx.data(), dw.data(), db.data(), g.data(), x.data(), w.data(), mean.data(), rstd.data(), kN, kC);
     GeluForward(gl.data(), x.data(), kN * kC);
     GeluBackward(dgl.data(), x.data(), g.data(), kN * kC);
     SoftmaxRows(sm.data(), x.data(), kN, kC);
-    for (auto* v : {&out, &mean, &rstd, &dx, &dw, &db, &gl, &dgl, &sm})
-      all.insert(all.end(), v->begin(), v->end());
+    for (auto* v : {&out, &mean, &rstd, &dx, &dw, &db, &gl, &dgl, &sm}) all.insert(all.end(), v->begin(), v->end());
   });
 }
 
@@ -65,8 +65,7 @@ TEST(Deterministic, CrossEntropyEmbeddingReductions) {
   auto g = RandomVector(kN * kC, 12);
   ExpectThreadInvariant("ce/embedding/sums", [&](std::vector<float>& all) {
     std::vector<float> losses(kN), dl(kN * V), emb(kN * kC), dt(V * kC, 0.0f);
-    double mean = SoftmaxCrossEntropy(losses.data(), dl.data(), logits.data(), targets.data(), kN,
-                                      V, 1.0f / kN);
+    double mean = SoftmaxCrossEntropy(losses.data(), dl.data(), logits.data(), targets.data(), kN, V, 1.0f / kN);
     EmbeddingForward(emb.data(), targets.data(), table.data(), kN, kC);
     EmbeddingBackward(dt.data(), targets.data(), g.data(), kN, kC);
     double ss = SumSquares(logits.data(), kN * V), s = Sum(logits.data(), kN * V);

@@ -14,8 +14,8 @@ using testing::RandomVector;
 
 // Naive row-major reference in double.
 std::vector<double> RefGemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, double alpha,
-                            const std::vector<float>& A, int64_t lda, const std::vector<float>& B,
-                            int64_t ldb, double beta, const std::vector<float>& C, int64_t ldc) {
+                            const std::vector<float>& A, int64_t lda, const std::vector<float>& B, int64_t ldb,
+                            double beta, const std::vector<float>& C, int64_t ldc) {
   std::vector<double> out(C.begin(), C.end());
   for (int64_t i = 0; i < M; ++i)
     for (int64_t j = 0; j < N; ++j) {
@@ -54,8 +54,7 @@ TEST_P(GemmTest, MatchesDoubleReferenceWithPaddedLeadingDims) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(AllTransposes, GemmTest,
-                         ::testing::Combine(::testing::Bool(), ::testing::Bool()));
+INSTANTIATE_TEST_SUITE_P(AllTransposes, GemmTest, ::testing::Combine(::testing::Bool(), ::testing::Bool()));
 
 TEST(Gemm, BetaZeroIgnoresNaNInOutput) {
   std::vector<float> A = {1, 2, 3, 4}, B = {1, 0, 0, 1};
@@ -66,8 +65,8 @@ TEST(Gemm, BetaZeroIgnoresNaNInOutput) {
 
 TEST(Gemm, DeterministicModeGivesSameBitsForAnyThreadCount) {
   // Shapes include a tall-K case where a threaded GEMM is tempted to split K.
-  for (auto [M, N, K] : {std::tuple<int64_t, int64_t, int64_t>{512, 128, 384}, {16, 16, 20000},
-                         {128, 384, 2048}, {33, 7, 1000}}) {
+  for (auto [M, N, K] :
+       {std::tuple<int64_t, int64_t, int64_t>{512, 128, 384}, {16, 16, 20000}, {128, 384, 2048}, {33, 7, 1000}}) {
     auto A = RandomVector(M * K, 10);
     auto B = RandomVector(K * N, 11);
     std::vector<float> ref;
@@ -95,8 +94,7 @@ TEST(BatchedGemm, MatchesPerMatrixReference) {
       ScopedComputeThreads t(threads);
       ScopedDeterministic d(det);
       std::vector<float> C = C0;
-      BatchedGemm(false, true, batch, M, N, K, 2.0f, A.data(), K, M * K, B.data(), K, N * K, 1.0f,
-                  C.data(), N, M * N);
+      BatchedGemm(false, true, batch, M, N, K, 2.0f, A.data(), K, M * K, B.data(), K, N * K, 1.0f, C.data(), N, M * N);
       for (int64_t b = 0; b < batch; ++b) {
         std::vector<float> a(A.begin() + b * M * K, A.begin() + (b + 1) * M * K);
         std::vector<float> bb(B.begin() + b * N * K, B.begin() + (b + 1) * N * K);

@@ -67,8 +67,7 @@ TEST(SoftmaxCrossEntropy, LossAndGradientWithIgnoredRows) {
     testing::ExpectNear(testing::FiniteDiff(row, f), want, 1e-9, 1e-6, "reference vs FD");
   }
   std::vector<float> losses(n, 123.0f), dlogits(n * v, 123.0f);
-  double mean = SoftmaxCrossEntropy(losses.data(), dlogits.data(), logits.data(), targets.data(),
-                                    n, v, dscale);
+  double mean = SoftmaxCrossEntropy(losses.data(), dlogits.data(), logits.data(), targets.data(), n, v, dscale);
   // Losses are O(5): float log-sum-exp is good to ~1e-6 relative.
   EXPECT_NEAR(mean, mean_ref, 1e-5);
   ExpectNear(losses, loss_ref, 1e-5, 1e-6, "losses");
@@ -102,8 +101,8 @@ TEST(Embedding, ForwardGathersAndBackwardAccumulatesDuplicates) {
 }
 
 // Reference pooling: first maximum in window order (row-major), exact values.
-void RefPool(const std::vector<float>& x, int64_t planes, int64_t H, int64_t W,
-             std::vector<float>& out, std::vector<int32_t>& am) {
+void RefPool(const std::vector<float>& x, int64_t planes, int64_t H, int64_t W, std::vector<float>& out,
+             std::vector<int32_t>& am) {
   out.assign(planes * H * W / 4, 0.0f);
   am.assign(out.size(), -1);
   for (int64_t p = 0; p < planes; ++p)
@@ -114,7 +113,10 @@ void RefPool(const std::vector<float>& x, int64_t planes, int64_t H, int64_t W,
         for (int dy = 0; dy < 2; ++dy)
           for (int dx = 0; dx < 2; ++dx) {
             int idx = static_cast<int>((2 * oy + dy) * W + 2 * ox + dx);
-            if (x[p * H * W + idx] > bv) { bv = x[p * H * W + idx]; best = idx; }
+            if (x[p * H * W + idx] > bv) {
+              bv = x[p * H * W + idx];
+              best = idx;
+            }
           }
         int64_t o = p * (H / 2) * (W / 2) + oy * (W / 2) + ox;
         out[o] = bv;

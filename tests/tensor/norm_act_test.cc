@@ -16,8 +16,8 @@ struct LnRef {
   std::vector<double> out, mean, rstd;
 };
 
-LnRef RefLayerNorm(const std::vector<double>& x, const std::vector<float>& w,
-                   const std::vector<float>& b, int64_t n, int64_t c, double eps) {
+LnRef RefLayerNorm(const std::vector<double>& x, const std::vector<float>& w, const std::vector<float>& b, int64_t n,
+                   int64_t c, double eps) {
   LnRef r{std::vector<double>(n * c), std::vector<double>(n), std::vector<double>(n)};
   for (int64_t i = 0; i < n; ++i) {
     double m = 0, v = 0;
@@ -79,8 +79,7 @@ TEST(LayerNorm, ForwardAndBackwardMatchDoubleReference) {
     testing::ExpectNear(testing::FiniteDiff(x2, loss), dx2, 1e-6, 1e-5, "reference vs FD");
   }
   std::vector<float> gx(n * c, 0.5f), gw(c, 0.5f), gb(c, 0.5f);  // accumulate onto 0.5
-  LayerNormBackward(gx.data(), gw.data(), gb.data(), g.data(), x.data(), w.data(), mean.data(),
-                    rstd.data(), n, c);
+  LayerNormBackward(gx.data(), gw.data(), gb.data(), g.data(), x.data(), w.data(), mean.data(), rstd.data(), n, c);
   for (auto* v : {&dx, &dw, &db})
     for (auto& e : *v) e += 0.5;
   // dx: O(1) values from differences of O(1) terms: 2e-5 absolute. dw/db sum 300 rows.

@@ -130,8 +130,7 @@ TEST(Tensor, BF16RoundTripAndRounding) {
   // 1 + 3*2^-8 is halfway between 1+2^-7 and 1+2^-6: ties to even -> 1 + 2^-6.
   EXPECT_EQ(BF16ToF32(F32ToBF16(1.0f + 3 * std::ldexp(1.0f, -8))), 1.0f + std::ldexp(1.0f, -6));
   // Just above the halfway point rounds up.
-  EXPECT_EQ(BF16ToF32(F32ToBF16(std::nextafter(1.0f + std::ldexp(1.0f, -8), 2.0f))),
-            1.0f + std::ldexp(1.0f, -7));
+  EXPECT_EQ(BF16ToF32(F32ToBF16(std::nextafter(1.0f + std::ldexp(1.0f, -8), 2.0f))), 1.0f + std::ldexp(1.0f, -7));
   EXPECT_TRUE(std::isnan(BF16ToF32(F32ToBF16(std::numeric_limits<float>::quiet_NaN()))));
   EXPECT_TRUE(std::isinf(BF16ToF32(F32ToBF16(std::numeric_limits<float>::infinity()))));
 

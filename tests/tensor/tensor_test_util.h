@@ -16,8 +16,7 @@
 namespace lockstep::tensor::testing {
 
 // Uniform in [-scale, scale), reproducible from (seed, stream).
-inline std::vector<float> RandomVector(int64_t n, uint64_t stream, float scale = 1.0f,
-                                       uint64_t seed = 1234) {
+inline std::vector<float> RandomVector(int64_t n, uint64_t stream, float scale = 1.0f, uint64_t seed = 1234) {
   Rng rng(seed, stream);
   std::vector<float> v(n);
   for (auto& x : v) x = (2.0f * rng.Uniform() - 1.0f) * scale;
@@ -31,14 +30,12 @@ inline std::vector<int32_t> RandomIds(int64_t n, int32_t below, uint64_t stream)
   return v;
 }
 
-inline std::vector<double> ToDouble(const std::vector<float>& v) {
-  return std::vector<double>(v.begin(), v.end());
-}
+inline std::vector<double> ToDouble(const std::vector<float>& v) { return std::vector<double>(v.begin(), v.end()); }
 
 // Checks |got - want| <= atol + rtol * |want| elementwise; reports the worst element.
 template <typename T>
-void ExpectNear(const std::vector<T>& got, const std::vector<double>& want, double atol,
-                double rtol, const std::string& what) {
+void ExpectNear(const std::vector<T>& got, const std::vector<double>& want, double atol, double rtol,
+                const std::string& what) {
   ASSERT_EQ(got.size(), want.size()) << what;
   double worst = -1;
   size_t worst_i = 0;
@@ -51,9 +48,8 @@ void ExpectNear(const std::vector<T>& got, const std::vector<double>& want, doub
     }
   }
   if (got.empty()) return;
-  EXPECT_LE(worst, 0.0) << what << ": element " << worst_i << " got " << got[worst_i]
-                        << " want " << want[worst_i] << " (atol " << atol << ", rtol " << rtol
-                        << ")";
+  EXPECT_LE(worst, 0.0) << what << ": element " << worst_i << " got " << got[worst_i] << " want " << want[worst_i]
+                        << " (atol " << atol << ", rtol " << rtol << ")";
 }
 
 inline bool BitEqual(const std::vector<float>& a, const std::vector<float>& b) {
@@ -61,8 +57,7 @@ inline bool BitEqual(const std::vector<float>& a, const std::vector<float>& b) {
 }
 
 // Central finite differences of a scalar function f(x) (double), step h.
-inline std::vector<double> FiniteDiff(std::vector<double> x,
-                                      const std::function<double(const std::vector<double>&)>& f,
+inline std::vector<double> FiniteDiff(std::vector<double> x, const std::function<double(const std::vector<double>&)>& f,
                                       double h = 1e-6) {
   std::vector<double> g(x.size());
   for (size_t i = 0; i < x.size(); ++i) {

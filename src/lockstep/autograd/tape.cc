@@ -21,9 +21,7 @@ Variable Tape::NewActivation(const tensor::Shape& shape, bool requires_grad) {
   return Variable::Activation(pool_.Empty(shape), requires_grad, &pool_);
 }
 
-tensor::Tensor Tape::NewBuffer(const tensor::Shape& shape, tensor::DType dtype) {
-  return pool_.Empty(shape, dtype);
-}
+tensor::Tensor Tape::NewBuffer(const tensor::Shape& shape, tensor::DType dtype) { return pool_.Empty(shape, dtype); }
 
 void Tape::EnsureParam(int index) {
   if (index >= num_params_) num_params_ = index + 1;
@@ -59,8 +57,7 @@ void Tape::RecordOp(const Variable* begin, const Variable* end, BackwardFn fn) {
 }
 
 void Tape::Backward(const Variable& loss, float grad_scale) {
-  LS_CHECK(loss.defined() && loss.numel() == 1)
-      << "Tape::Backward: the loss must hold exactly one element";
+  LS_CHECK(loss.defined() && loss.numel() == 1) << "Tape::Backward: the loss must hold exactly one element";
   LS_CHECK(!in_backward_) << "Tape::Backward re-entered";
   if (loss.requires_grad()) {
     bool fresh = false;
@@ -77,8 +74,10 @@ void Tape::BackwardFrom(const Variable& output, const float* grad) {
     bool fresh = false;
     float* g = output.GradForWrite(&fresh);
     const int64_t n = output.numel();
-    if (fresh) std::copy(grad, grad + n, g);
-    else for (int64_t i = 0; i < n; ++i) g[i] += grad[i];
+    if (fresh)
+      std::copy(grad, grad + n, g);
+    else
+      for (int64_t i = 0; i < n; ++i) g[i] += grad[i];
   }
   RunBackward();
 }

@@ -85,9 +85,7 @@ class Tape {
 
   class NoGradGuard {
    public:
-    explicit NoGradGuard(Tape& tape) : tape_(tape), prev_(tape.grad_enabled()) {
-      tape.set_grad_enabled(false);
-    }
+    explicit NoGradGuard(Tape& tape) : tape_(tape), prev_(tape.grad_enabled()) { tape.set_grad_enabled(false); }
     ~NoGradGuard() { tape_.set_grad_enabled(prev_); }
     NoGradGuard(const NoGradGuard&) = delete;
     NoGradGuard& operator=(const NoGradGuard&) = delete;
@@ -107,7 +105,7 @@ class Tape {
   void RunBackward();
 
   std::vector<Op> ops_;
-  std::vector<int> pending_;   // per parameter: recorded ops not yet run
+  std::vector<int> pending_;  // per parameter: recorded ops not yet run
   std::vector<int> unused_;
   int num_params_ = 0;
   ParamReadyHook hook_;

@@ -55,14 +55,16 @@ float* Variable::GradAccumulate() const {
   LS_CHECK(requires_grad()) << "GradAccumulate on a Variable that does not require grad";
   // A parameter's gradient is storage someone bound (a flat buffer, a ZeRO unit buffer);
   // inventing one here would silently lose the gradient.
-  LS_CHECK(!is_parameter() || impl_->grad.defined()) << "parameter " << param_index() << " has no gradient storage bound";
+  LS_CHECK(!is_parameter() || impl_->grad.defined())
+      << "parameter " << param_index() << " has no gradient storage bound";
   if (!impl_->grad.defined()) impl_->grad = NewGrad(/*zero=*/true);
   return impl_->grad.data<float>();
 }
 
 float* Variable::GradForWrite(bool* fresh) const {
   LS_CHECK(requires_grad()) << "GradForWrite on a Variable that does not require grad";
-  LS_CHECK(!is_parameter() || impl_->grad.defined()) << "parameter " << param_index() << " has no gradient storage bound";
+  LS_CHECK(!is_parameter() || impl_->grad.defined())
+      << "parameter " << param_index() << " has no gradient storage bound";
   *fresh = !impl_->grad.defined();
   if (*fresh) impl_->grad = NewGrad(/*zero=*/false);
   return impl_->grad.data<float>();

@@ -47,10 +47,11 @@ Status CollectShards(Env* env, const std::string& dir, int64_t step, int world, 
       } else if (t.dtype != e.dtype || t.shape != e.global_shape) {
         return Status::InvalidArgument("tensor " + internal::Quote(e.tensor) + ": " + path + " stores it as " +
                                        DTypeName(e.dtype) + " " + internal::ShapeString(e.global_shape) +
-                                       ", another shard as " + DTypeName(t.dtype) + " " + internal::ShapeString(t.shape));
+                                       ", another shard as " + DTypeName(t.dtype) + " " +
+                                       internal::ShapeString(t.shape));
       }
-      t.shards.push_back(ShardInfo{name, e.key, e.begin, e.end, h.data_start() + e.data_begin,
-                                   e.data_end - e.data_begin, e.xxh64});
+      t.shards.push_back(
+          ShardInfo{name, e.key, e.begin, e.end, h.data_start() + e.data_begin, e.data_end - e.data_begin, e.xxh64});
     }
   }
   for (auto& [name, t] : tensors) {
@@ -71,7 +72,8 @@ Status Discard(Env* env, const std::string& path) {
 }  // namespace
 
 Status CheckpointWriter::Commit(const nlohmann::json& extra) {
-  if (rank_ != 0) return Status::InvalidArgument("Commit called on rank " + std::to_string(rank_) + "; only rank 0 commits");
+  if (rank_ != 0)
+    return Status::InvalidArgument("Commit called on rank " + std::to_string(rank_) + "; only rank 0 commits");
   if (committed_) return Status::InvalidArgument(final_dir_ + ": already committed");
   if (!extra.is_null() && !extra.is_object()) return Status::InvalidArgument("checkpoint extra must be a JSON object");
   // Leftovers of an earlier crashed attempt at this step: anything but this world's shards.

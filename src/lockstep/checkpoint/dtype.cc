@@ -4,22 +4,32 @@ namespace lockstep::checkpoint {
 
 const char* DTypeName(DType dtype) {
   switch (dtype) {
-    case DType::kF32: return "F32";
-    case DType::kBF16: return "BF16";
-    case DType::kI32: return "I32";
-    case DType::kI64: return "I64";
-    case DType::kU8: return "U8";
+    case DType::kF32:
+      return "F32";
+    case DType::kBF16:
+      return "BF16";
+    case DType::kI32:
+      return "I32";
+    case DType::kI64:
+      return "I64";
+    case DType::kU8:
+      return "U8";
   }
   return "?";
 }
 
 int64_t DTypeSize(DType dtype) {
   switch (dtype) {
-    case DType::kF32: return 4;
-    case DType::kBF16: return 2;
-    case DType::kI32: return 4;
-    case DType::kI64: return 8;
-    case DType::kU8: return 1;
+    case DType::kF32:
+      return 4;
+    case DType::kBF16:
+      return 2;
+    case DType::kI32:
+      return 4;
+    case DType::kI64:
+      return 8;
+    case DType::kU8:
+      return 1;
   }
   return 1;
 }

@@ -36,8 +36,7 @@ Status RemoveDirRecursive(Env* env, const std::string& dir) {
   return env->RemoveDir(dir);
 }
 
-Status ReadExactly(const RandomAccessFile& file, const std::string& path, uint64_t offset,
-                   size_t n, void* out) {
+Status ReadExactly(const RandomAccessFile& file, const std::string& path, uint64_t offset, size_t n, void* out) {
   LS_ASSIGN_OR_RETURN(size_t got, file.Read(offset, n, out));
   if (got != n) {
     return Status::Corruption(path + ": truncated: file ends at byte " + std::to_string(offset + got) +

@@ -73,8 +73,7 @@ Status RemoveDirRecursive(Env* env, const std::string& dir);
 // Reads a whole file; Corruption naming the file when it is larger than max_bytes.
 Result<std::string> ReadFileToString(Env* env, const std::string& path, uint64_t max_bytes);
 // Reads exactly n bytes at offset; Corruption "truncated" naming the file when it ends first.
-Status ReadExactly(const RandomAccessFile& file, const std::string& path, uint64_t offset,
-                   size_t n, void* out);
+Status ReadExactly(const RandomAccessFile& file, const std::string& path, uint64_t offset, size_t n, void* out);
 // Creates (truncating) path, writes data, fsyncs and closes it.
 Status WriteFileDurably(Env* env, const std::string& path, std::string_view data);
 

@@ -32,7 +32,7 @@ class FaultInjectionEnv final : public Env {
   // The n-th mutation from now on (1-based) fails with IoError "injected fault"; with crash,
   // every later one fails too. n = 0 disables injection.
   void FailAt(int64_t n, bool crash = true);
-  int64_t mutations() const;         // mutations attempted so far (failed ones included)
+  int64_t mutations() const;  // mutations attempted so far (failed ones included)
   bool fault_hit() const;
   std::vector<std::string> log() const;  // one line per mutation, e.g. "12 sync /x/manifest.json"
   Status DropUnsyncedData();
@@ -44,9 +44,7 @@ class FaultInjectionEnv final : public Env {
   Result<uint64_t> GetFileSize(const std::string& path) override { return base_->GetFileSize(path); }
   bool FileExists(const std::string& path) override { return base_->FileExists(path); }
   bool IsDirectory(const std::string& path) override { return base_->IsDirectory(path); }
-  Result<std::vector<std::string>> GetChildren(const std::string& dir) override {
-    return base_->GetChildren(dir);
-  }
+  Result<std::vector<std::string>> GetChildren(const std::string& dir) override { return base_->GetChildren(dir); }
   Status CreateDir(const std::string& dir) override;
   Status RemoveFile(const std::string& path) override;
   Status RemoveDir(const std::string& dir) override;

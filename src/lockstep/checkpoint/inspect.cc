@@ -22,7 +22,8 @@ std::string ChecksumCell(const TensorInfo& t, const std::vector<Status>& st) {
   std::vector<std::string> bad;
   for (size_t i = 0; i < st.size(); ++i) {
     if (!st[i].ok()) {
-      bad.push_back(t.shards[i].file + " [" + std::to_string(t.shards[i].begin) + ", " + std::to_string(t.shards[i].end) + ")");
+      bad.push_back(t.shards[i].file + " [" + std::to_string(t.shards[i].begin) + ", " +
+                    std::to_string(t.shards[i].end) + ")");
     }
   }
   if (bad.empty()) return "ok";
@@ -55,8 +56,10 @@ Status InspectToStream(const std::string& dir, std::ostream& os, Env* env) {
     std::vector<Status> st = c.CheckShards(i);
     for (const Status& s : st) {
       ++all_pieces;
-      if (s.ok()) ++ok_pieces;
-      else errors.push_back(s);
+      if (s.ok())
+        ++ok_pieces;
+      else
+        errors.push_back(s);
     }
     total_bytes += t.bytes();
     rows.push_back({internal::Printable(t.name, 60), DTypeName(t.dtype), internal::ShapeString(t.shape),
@@ -71,9 +74,10 @@ Status InspectToStream(const std::string& dir, std::ostream& os, Env* env) {
     w[4] = std::max(w[4], r.bytes.size());
   }
   for (const Row& r : rows) {
-    os << std::left << std::setw(static_cast<int>(w[0])) << r.name << "  " << std::setw(static_cast<int>(w[1])) << r.dtype
-       << "  " << std::setw(static_cast<int>(w[2])) << r.shape << "  " << std::right << std::setw(static_cast<int>(w[3]))
-       << r.shards << "  " << std::setw(static_cast<int>(w[4])) << r.bytes << "  " << r.checksum << "\n";
+    os << std::left << std::setw(static_cast<int>(w[0])) << r.name << "  " << std::setw(static_cast<int>(w[1]))
+       << r.dtype << "  " << std::setw(static_cast<int>(w[2])) << r.shape << "  " << std::right
+       << std::setw(static_cast<int>(w[3])) << r.shards << "  " << std::setw(static_cast<int>(w[4])) << r.bytes << "  "
+       << r.checksum << "\n";
   }
   uint64_t file_bytes = 0;
   for (const FileInfo& f : c.files()) file_bytes += f.bytes;
@@ -87,8 +91,9 @@ Status InspectToStream(const std::string& dir, std::ostream& os, Env* env) {
   os << "\n";
   for (const Status& s : errors) os << "error: " << s.message() << "\n";
   if (errors.empty()) return Status::Ok();
-  return Status::Corruption(errors.front().message() +
-                            (errors.size() > 1 ? " (and " + std::to_string(errors.size() - 1) + " more bad pieces)" : ""));
+  return Status::Corruption(
+      errors.front().message() +
+      (errors.size() > 1 ? " (and " + std::to_string(errors.size() - 1) + " more bad pieces)" : ""));
 }
 
 }  // namespace lockstep::checkpoint

@@ -43,10 +43,12 @@ Status ParseFiles(const json& arr, Manifest* m) {
     LS_RETURN_IF_ERROR(internal::GetInt(arr[i], "rank", where, &f.rank));
     LS_RETURN_IF_ERROR(internal::GetInt(arr[i], "bytes", where, &bytes));
     LS_RETURN_IF_ERROR(GetHex(arr[i], "header_xxh64", where, &f.header_xxh64));
-    if (!IsPlainFileName(f.name)) return Status::Corruption(where + ": name " + Quote(f.name) + " is not a plain file name");
+    if (!IsPlainFileName(f.name))
+      return Status::Corruption(where + ": name " + Quote(f.name) + " is not a plain file name");
     if (!names.insert(f.name).second) return Status::Corruption(where + ": file " + Quote(f.name) + " listed twice");
     if (f.rank < 0 || f.rank >= m->world || bytes < 8) {
-      return Status::Corruption(where + ": rank " + std::to_string(f.rank) + " or bytes " + std::to_string(bytes) + " out of range");
+      return Status::Corruption(where + ": rank " + std::to_string(f.rank) + " or bytes " + std::to_string(bytes) +
+                                " out of range");
     }
     f.bytes = static_cast<uint64_t>(bytes);
     m->files.push_back(std::move(f));
@@ -130,7 +132,8 @@ Status ParseTensors(const json& arr, Manifest* m) {
 bool IsPlainFileName(std::string_view name) {
   if (name.empty() || name.size() > 255 || name == "." || name == "..") return false;
   for (char c : name) {
-    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-';
+    bool ok =
+        (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-';
     if (!ok) return false;
   }
   return true;
@@ -186,8 +189,13 @@ Result<std::string> SerializeManifest(const Manifest& m) {
       const TensorInfo& t = m.tensors[i];
       json shards = json::array();
       for (const ShardInfo& s : t.shards) {
-        shards.push_back({{"file", s.file}, {"key", s.key}, {"begin", s.begin}, {"end", s.end},
-                          {"offset", s.offset}, {"bytes", s.bytes}, {"xxh64", HexU64(s.xxh64)}});
+        shards.push_back({{"file", s.file},
+                          {"key", s.key},
+                          {"begin", s.begin},
+                          {"end", s.end},
+                          {"offset", s.offset},
+                          {"bytes", s.bytes},
+                          {"xxh64", HexU64(s.xxh64)}});
       }
       json line = {{"name", t.name}, {"dtype", DTypeName(t.dtype)}, {"shape", t.shape}, {"shards", std::move(shards)}};
       text += (i ? ",\n  " : "\n  ") + line.dump();
@@ -220,12 +228,14 @@ Result<Manifest> ParseManifest(std::string_view text) {
   if (format != kMagic) return Status::Corruption("format " + Quote(format) + " is not " + std::string(kMagic));
   LS_RETURN_IF_ERROR(internal::GetInt(j, "format_version", "manifest", &m.format_version));
   if (m.format_version != 1) {
-    return Status::Corruption("unsupported format_version " + std::to_string(m.format_version) + " (this build reads 1)");
+    return Status::Corruption("unsupported format_version " + std::to_string(m.format_version) +
+                              " (this build reads 1)");
   }
   LS_RETURN_IF_ERROR(internal::GetInt(j, "step", "manifest", &m.step));
   LS_RETURN_IF_ERROR(internal::GetInt(j, "world", "manifest", &m.world));
   if (m.step < 0 || m.world < 1 || m.world > (1 << 20)) {
-    return Status::Corruption("step " + std::to_string(m.step) + " or world " + std::to_string(m.world) + " out of range");
+    return Status::Corruption("step " + std::to_string(m.step) + " or world " + std::to_string(m.world) +
+                              " out of range");
   }
   const json* extra = nullptr;
   LS_RETURN_IF_ERROR(internal::GetObject(j, "extra", "manifest", &extra));

@@ -28,25 +28,25 @@ struct ShardInfo {
 struct TensorInfo {
   std::string name;
   DType dtype = DType::kF32;
-  std::vector<int64_t> shape;     // global shape
+  std::vector<int64_t> shape;  // global shape
   int64_t numel = 0;
   std::vector<ShardInfo> shards;  // sorted by begin; their non-empty ranges tile [0, numel)
   int64_t bytes() const { return numel * DTypeSize(dtype); }
 };
 
 struct FileInfo {
-  std::string name;               // e.g. "rank-00002.safetensors", relative to the checkpoint dir
+  std::string name;  // e.g. "rank-00002.safetensors", relative to the checkpoint dir
   int64_t rank = 0;
-  uint64_t bytes = 0;             // exact file size
-  uint64_t header_xxh64 = 0;      // of its first 8 + N bytes (length prefix and JSON header)
+  uint64_t bytes = 0;         // exact file size
+  uint64_t header_xxh64 = 0;  // of its first 8 + N bytes (length prefix and JSON header)
 };
 
 struct Manifest {
   int64_t format_version = 1;
   int64_t step = 0;
   int64_t world = 1;
-  std::vector<FileInfo> files;    // sorted by rank
-  std::vector<TensorInfo> tensors;  // sorted by name
+  std::vector<FileInfo> files;                      // sorted by rank
+  std::vector<TensorInfo> tensors;                  // sorted by name
   nlohmann::json extra = nlohmann::json::object();  // the caller's state (see writer.h)
 };
 

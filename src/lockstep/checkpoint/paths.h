@@ -18,8 +18,8 @@ inline constexpr const char* kManifestFile = "manifest.json";
 inline constexpr const char* kLatestFile = "latest";
 inline constexpr uint64_t kMaxManifestBytes = 1ull << 30;
 
-std::string StepDirName(int64_t step);                        // "step-00001200"
-std::string ShardFileName(int64_t rank);                      // "rank-00003.safetensors"
+std::string StepDirName(int64_t step);    // "step-00001200"
+std::string ShardFileName(int64_t rank);  // "rank-00003.safetensors"
 // The step of a canonical "step-XXXXXXXX" name (as StepDirName writes it); nullopt otherwise.
 std::optional<int64_t> ParseStepDirName(std::string_view name);
 // For "step-XXXXXXXX<suffix>" (suffix ".tmp" or ".trash"): the step; nullopt otherwise.

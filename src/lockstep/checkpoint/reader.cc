@@ -18,15 +18,22 @@ using internal::Quote;
 Status MatchEntry(const std::string& path, const TensorInfo& t, const ShardInfo& s, const ShardEntry& e,
                   const ShardHeader& h) {
   const char* field = nullptr;
-  if (e.tensor != t.name) field = "tensor name";
-  else if (e.dtype != t.dtype) field = "dtype";
-  else if (e.global_shape != t.shape) field = "shape";
-  else if (e.begin != s.begin || e.end != s.end) field = "element range";
-  else if (h.data_start() + e.data_begin != s.offset || e.data_end - e.data_begin != s.bytes) field = "byte offset";
-  else if (e.xxh64 != s.xxh64) field = "xxh64";
+  if (e.tensor != t.name)
+    field = "tensor name";
+  else if (e.dtype != t.dtype)
+    field = "dtype";
+  else if (e.global_shape != t.shape)
+    field = "shape";
+  else if (e.begin != s.begin || e.end != s.end)
+    field = "element range";
+  else if (h.data_start() + e.data_begin != s.offset || e.data_end - e.data_begin != s.bytes)
+    field = "byte offset";
+  else if (e.xxh64 != s.xxh64)
+    field = "xxh64";
   if (field == nullptr) return Status::Ok();
-  return Status::Corruption(path + ": tensor " + Quote(t.name) + ": shape/range mismatch: header and manifest disagree on " +
-                            field + " of key " + Quote(s.key));
+  return Status::Corruption(path + ": tensor " + Quote(t.name) +
+                            ": shape/range mismatch: header and manifest disagree on " + field + " of key " +
+                            Quote(s.key));
 }
 
 Status CheckFile(Checkpoint::Impl* impl, const FileInfo& f, std::map<std::string, ShardHeader>* headers) {
@@ -37,18 +44,21 @@ Status CheckFile(Checkpoint::Impl* impl, const FileInfo& f, std::map<std::string
     return size.status();
   }
   if (*size < f.bytes) {
-    return Status::Corruption(path + ": truncated: " + std::to_string(*size) + " bytes, manifest says " + std::to_string(f.bytes));
+    return Status::Corruption(path + ": truncated: " + std::to_string(*size) + " bytes, manifest says " +
+                              std::to_string(f.bytes));
   }
   if (*size > f.bytes) {
-    return Status::Corruption(path + ": size mismatch: " + std::to_string(*size) + " bytes, manifest says " + std::to_string(f.bytes));
+    return Status::Corruption(path + ": size mismatch: " + std::to_string(*size) + " bytes, manifest says " +
+                              std::to_string(f.bytes));
   }
   LS_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> file, impl->env->NewRandomAccessFile(path));
   LS_ASSIGN_OR_RETURN(ShardHeader h, ReadShardHeader(*file, path, *size, &f.header_xxh64));
   const Manifest& m = impl->manifest;
   if (h.step != m.step || h.world != m.world || h.rank != f.rank) {
-    return Status::Corruption(path + ": header says step " + std::to_string(h.step) + " rank " + std::to_string(h.rank) +
-                              " of " + std::to_string(h.world) + ", manifest says step " + std::to_string(m.step) +
-                              " rank " + std::to_string(f.rank) + " of " + std::to_string(m.world));
+    return Status::Corruption(path + ": header says step " + std::to_string(h.step) + " rank " +
+                              std::to_string(h.rank) + " of " + std::to_string(h.world) + ", manifest says step " +
+                              std::to_string(m.step) + " rank " + std::to_string(f.rank) + " of " +
+                              std::to_string(m.world));
   }
   (*headers)[f.name] = std::move(h);
   impl->files[f.name] = std::move(file);
@@ -66,7 +76,8 @@ Status MatchHeaders(Checkpoint::Impl* impl, const std::map<std::string, ShardHea
       const std::string path = impl->Path(s.file);
       auto it = keys[s.file].find(s.key);
       if (it == keys[s.file].end()) {
-        return Status::Corruption(path + ": tensor " + Quote(t.name) + ": key " + Quote(s.key) + " missing from header");
+        return Status::Corruption(path + ": tensor " + Quote(t.name) + ": key " + Quote(s.key) +
+                                  " missing from header");
       }
       LS_RETURN_IF_ERROR(MatchEntry(path, t, s, *it->second, headers.at(s.file)));
       ++used[s.file];
@@ -126,12 +137,13 @@ Status Checkpoint::CheckConfigHash(const std::string& expected) const {
   const std::string where = JoinPath(impl_->dir, kManifestFile);
   auto it = impl_->manifest.extra.find("config_hash");
   if (it == impl_->manifest.extra.end() || !it->is_string()) {
-    return Status::InvalidArgument(where + ": foreign checkpoint: it records no config_hash, so it cannot be matched to this config");
+    return Status::InvalidArgument(
+        where + ": foreign checkpoint: it records no config_hash, so it cannot be matched to this config");
   }
   const std::string stored = it->get<std::string>();
   if (stored != expected) {
-    return Status::InvalidArgument(where + ": foreign checkpoint: config hash mismatch: written by config " + Quote(stored) +
-                                   ", this run's config hashes to " + Quote(expected));
+    return Status::InvalidArgument(where + ": foreign checkpoint: config hash mismatch: written by config " +
+                                   Quote(stored) + ", this run's config hashes to " + Quote(expected));
   }
   return Status::Ok();
 }

@@ -73,8 +73,9 @@ Status Checkpoint::Read(const std::string& name, int64_t begin, int64_t end, voi
   const size_t ti = it->second;
   const TensorInfo& t = impl_->manifest.tensors[ti];
   if (begin < 0 || begin > end || end > t.numel) {
-    return Status::InvalidArgument(impl_->dir + ": tensor " + internal::Quote(name) + ": range [" + std::to_string(begin) +
-                                   ", " + std::to_string(end) + ") is outside [0, " + std::to_string(t.numel) + ")");
+    return Status::InvalidArgument(impl_->dir + ": tensor " + internal::Quote(name) + ": range [" +
+                                   std::to_string(begin) + ", " + std::to_string(end) + ") is outside [0, " +
+                                   std::to_string(t.numel) + ")");
   }
   char* dst = static_cast<char*>(out);
   const int64_t esize = DTypeSize(t.dtype);

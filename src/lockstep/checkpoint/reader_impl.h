@@ -17,7 +17,7 @@ struct Checkpoint::Impl {
   std::string dir;
   Env* env = nullptr;
   Manifest manifest;
-  std::map<std::string, size_t, std::less<>> by_name;             // tensor name -> index
+  std::map<std::string, size_t, std::less<>> by_name;              // tensor name -> index
   std::map<std::string, std::unique_ptr<RandomAccessFile>> files;  // file name -> open file
   mutable std::mutex mu;
   mutable std::vector<std::vector<char>> verified;  // [tensor][shard]: checksum already matched

@@ -48,7 +48,8 @@ Result<std::string> FindNewestValid(const std::string& root, std::vector<std::st
     LS_LOG(WARN) << line;
     if (skipped_warnings != nullptr) skipped_warnings->push_back(std::move(line));
   }
-  return Status::NotFound("no valid checkpoint under " + root + " (" + std::to_string(skipped) + " skipped as invalid)");
+  return Status::NotFound("no valid checkpoint under " + root + " (" + std::to_string(skipped) +
+                          " skipped as invalid)");
 }
 
 }  // namespace lockstep::checkpoint

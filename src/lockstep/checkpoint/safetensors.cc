@@ -28,8 +28,7 @@ Status Bad(const std::string& what) { return Status::Corruption("bad header: " +
 
 }  // namespace
 
-Result<std::string> EncodeShardHeader(int64_t step, int64_t rank, int64_t world,
-                                      std::vector<ShardEntry>* entries) {
+Result<std::string> EncodeShardHeader(int64_t step, int64_t rank, int64_t world, std::vector<ShardEntry>* entries) {
   json meta = json::object();
   meta["lockstep.format_version"] = std::to_string(kFormatVersion);
   meta["lockstep.step"] = std::to_string(step);
@@ -45,9 +44,8 @@ Result<std::string> EncodeShardHeader(int64_t step, int64_t rank, int64_t world,
     e.data_begin = offset;
     offset += static_cast<uint64_t>((e.end - e.begin) * DTypeSize(e.dtype));
     e.data_end = offset;
-    header[e.key] = {{"dtype", DTypeName(e.dtype)},
-                     {"shape", LocalShape(e, numel)},
-                     {"data_offsets", {e.data_begin, e.data_end}}};
+    header[e.key] = {
+        {"dtype", DTypeName(e.dtype)}, {"shape", LocalShape(e, numel)}, {"data_offsets", {e.data_begin, e.data_end}}};
     meta[MetaKey(e.key, "tensor")] = e.tensor;
     meta[MetaKey(e.key, "global_shape")] = internal::JoinInts(e.global_shape);
     meta[MetaKey(e.key, "range")] = std::to_string(e.begin) + "," + std::to_string(e.end);
@@ -90,8 +88,8 @@ Result<ShardHeader> ParseShardHeader(std::string_view header_json) {
   int64_t version = 0;
   LS_RETURN_IF_ERROR(meta_int("lockstep.format_version", &version));
   if (version != kFormatVersion) {
-    return Status::Corruption("unsupported format_version " + std::to_string(version) +
-                              " (this build reads " + std::to_string(kFormatVersion) + ")");
+    return Status::Corruption("unsupported format_version " + std::to_string(version) + " (this build reads " +
+                              std::to_string(kFormatVersion) + ")");
   }
   ShardHeader out;
   LS_RETURN_IF_ERROR(meta_int("lockstep.step", &out.step));
@@ -125,8 +123,8 @@ Result<ShardHeader> ParseShardHeader(std::string_view header_json) {
     e.data_end = static_cast<uint64_t>(en);
     std::optional<int64_t> local_numel = internal::NumElements(shape, DTypeSize(e.dtype));
     if (!local_numel || static_cast<uint64_t>(*local_numel * DTypeSize(e.dtype)) != e.data_end - e.data_begin) {
-      return Status::Corruption(where + ": shape/size mismatch: shape " + internal::ShapeString(shape) + " of " + dtype + " does not match " +
-                                std::to_string(e.data_end - e.data_begin) + " data bytes");
+      return Status::Corruption(where + ": shape/size mismatch: shape " + internal::ShapeString(shape) + " of " +
+                                dtype + " does not match " + std::to_string(e.data_end - e.data_begin) + " data bytes");
     }
     // lockstep metadata for this piece.
     LS_RETURN_IF_ERROR(meta_str(MetaKey(e.key, "tensor"), &e.tensor));
@@ -146,8 +144,9 @@ Result<ShardHeader> ParseShardHeader(std::string_view header_json) {
     e.begin = (*range)[0];
     e.end = (*range)[1];
     if (shape != LocalShape(e, *numel)) {
-      return Status::Corruption(where + ": shape/range mismatch: shape " + internal::ShapeString(shape) + " does not match range " + s +
-                                " of global shape " + internal::ShapeString(e.global_shape));
+      return Status::Corruption(where + ": shape/range mismatch: shape " + internal::ShapeString(shape) +
+                                " does not match range " + s + " of global shape " +
+                                internal::ShapeString(e.global_shape));
     }
     LS_RETURN_IF_ERROR(meta_str(MetaKey(e.key, "xxh64"), &s));
     std::optional<uint64_t> x = internal::ParseHex64(s);
@@ -175,7 +174,8 @@ Result<ShardHeader> ReadShardHeader(const RandomAccessFile& file, const std::str
                                     const uint64_t* expected_header_xxh64) {
   unsigned char len_bytes[8];
   if (file_size < 8) {
-    return Status::Corruption(path + ": truncated: " + std::to_string(file_size) + " bytes, shorter than the 8-byte header length");
+    return Status::Corruption(path + ": truncated: " + std::to_string(file_size) +
+                              " bytes, shorter than the 8-byte header length");
   }
   LS_RETURN_IF_ERROR(ReadExactly(file, path, 0, 8, len_bytes));
   uint64_t n = 0;
@@ -189,8 +189,8 @@ Result<ShardHeader> ReadShardHeader(const RandomAccessFile& file, const std::str
   LS_RETURN_IF_ERROR(ReadExactly(file, path, 8, n, text.data() + 8));
   const uint64_t header_xxh64 = Xxh64(text.data(), text.size());
   if (expected_header_xxh64 != nullptr && *expected_header_xxh64 != header_xxh64) {
-    return Status::Corruption(path + ": header checksum mismatch (xxh64 " + HexU64(header_xxh64) +
-                              ", manifest says " + HexU64(*expected_header_xxh64) + ")");
+    return Status::Corruption(path + ": header checksum mismatch (xxh64 " + HexU64(header_xxh64) + ", manifest says " +
+                              HexU64(*expected_header_xxh64) + ")");
   }
   Result<ShardHeader> parsed = ParseShardHeader(std::string_view(text).substr(8));
   if (!parsed.ok()) return parsed.status().WithContext(path);

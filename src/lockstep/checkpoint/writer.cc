@@ -71,9 +71,11 @@ Result<CheckpointWriter> CheckpointWriter::Begin(const std::string& root, int64_
                                                  WriterOptions options) {
   if (step < 0) return Status::InvalidArgument("checkpoint step " + std::to_string(step) + " is negative");
   if (world < 1 || rank < 0 || rank >= world) {
-    return Status::InvalidArgument("checkpoint rank " + std::to_string(rank) + " is outside world " + std::to_string(world));
+    return Status::InvalidArgument("checkpoint rank " + std::to_string(rank) + " is outside world " +
+                                   std::to_string(world));
   }
-  if (options.keep < 0) return Status::InvalidArgument("checkpoint keep " + std::to_string(options.keep) + " is negative");
+  if (options.keep < 0)
+    return Status::InvalidArgument("checkpoint keep " + std::to_string(options.keep) + " is negative");
   CheckpointWriter w;
   w.env_ = options.env != nullptr ? options.env : Env::Default();
   w.root_ = root;

@@ -44,10 +44,10 @@ namespace lockstep::checkpoint {
 // begin = 0, end = numel. A rank may pass several pieces of one tensor (e.g. a row-parallel
 // slice is one piece per row); over all ranks the non-empty pieces must tile [0, numel).
 struct ShardRef {
-  std::string name;                  // 1..1024 bytes, no control characters
+  std::string name;                   // 1..1024 bytes, no control characters
   std::vector<int64_t> global_shape;  // {} is a scalar (numel 1)
   DType dtype = DType::kF32;
-  const void* data = nullptr;        // not owned
+  const void* data = nullptr;  // not owned
   int64_t begin = 0, end = 0;
 };
 

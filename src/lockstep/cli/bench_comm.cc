@@ -25,26 +25,22 @@ using comm::Communicator;
 constexpr const char* kBaselineEnv = "LOCKSTEP_BENCH_COMM_MPI_BASELINE";
 
 bool ParseOps(const std::string& name, std::vector<BenchOp>* ops) {
-  const BenchOp all[] = {BenchOp::kAllreduce, BenchOp::kReduceScatter, BenchOp::kAllGather,
-                         BenchOp::kBroadcast};
+  const BenchOp all[] = {BenchOp::kAllreduce, BenchOp::kReduceScatter, BenchOp::kAllGather, BenchOp::kBroadcast};
   for (BenchOp op : all) {
     if (name == "all" || name == BenchOpName(op)) ops->push_back(op);
   }
   return !ops->empty();
 }
 
-int ItersFor(const BenchCommArgs& args, int64_t bytes) {
-  return args.iters > 0 ? args.iters : AutoIters(bytes);
-}
+int ItersFor(const BenchCommArgs& args, int64_t bytes) { return args.iters > 0 ? args.iters : AutoIters(bytes); }
 
 // Allreduce baseline: bytes -> MPI_Allreduce busbw (GB/s).
 using Baseline = std::map<int64_t, double>;
 
 // One rank's part of the whole benchmark. `report` is non-null on rank 0 only.
 // `baseline` (threads) gives mpi_busbw; with `measure_native` (mpi) it is measured here.
-Status RunRank(Communicator& c, const BenchCommArgs& args, const std::vector<BenchOp>& ops,
-               const Baseline* baseline, bool measure_native, BenchReport* report,
-               int64_t* wrong) {
+Status RunRank(Communicator& c, const BenchCommArgs& args, const std::vector<BenchOp>& ops, const Baseline* baseline,
+               bool measure_native, BenchReport* report, int64_t* wrong) {
   for (BenchOp op : ops) {
     if (report) report->BeginTable(op);
     for (int64_t bytes : BenchSizes(op, c.size(), args.min_bytes, args.max_bytes)) {
@@ -90,11 +86,12 @@ int RunBaselineJob(const BenchCommArgs& args) {
 Baseline MeasureBaselineUnderMpirun(const BenchCommArgs& args, int argc, char** argv) {
   Baseline baseline;
   std::string out;
-  int rc = comm::RunUnderMpirun(args.nproc, argc, argv, {}, {std::string(kBaselineEnv) + "=1"},
-                                &out);
+  int rc = comm::RunUnderMpirun(args.nproc, argc, argv, {}, {std::string(kBaselineEnv) + "=1"}, &out);
   if (rc != 0) {
-    std::fprintf(stderr, "lockstep: warning: MPI_Allreduce baseline (mpirun) failed with status "
-                         "%d; mpi_busbw is n/a\n", rc);
+    std::fprintf(stderr,
+                 "lockstep: warning: MPI_Allreduce baseline (mpirun) failed with status "
+                 "%d; mpi_busbw is n/a\n",
+                 rc);
     return baseline;
   }
   std::istringstream lines(out);
@@ -104,14 +101,12 @@ Baseline MeasureBaselineUnderMpirun(const BenchCommArgs& args, int argc, char** 
     if (j.is_discarded() || !j.contains("bytes") || !j.contains("time_us")) continue;
     const int64_t bytes = j["bytes"].get<int64_t>();
     const double us = j["time_us"].get<double>();
-    baseline[bytes] = static_cast<double>(bytes) / (us * 1e-6) / 1e9 *
-                      BusFactor(BenchOp::kAllreduce, args.nproc);
+    baseline[bytes] = static_cast<double>(bytes) / (us * 1e-6) / 1e9 * BusFactor(BenchOp::kAllreduce, args.nproc);
   }
   return baseline;
 }
 
-int RunThreads(const BenchCommArgs& args, const std::vector<BenchOp>& ops, int argc,
-               char** argv) {
+int RunThreads(const BenchCommArgs& args, const std::vector<BenchOp>& ops, int argc, char** argv) {
   Baseline baseline;
   bool has_allreduce = false;
   for (BenchOp op : ops) has_allreduce = has_allreduce || op == BenchOp::kAllreduce;
@@ -123,10 +118,8 @@ int RunThreads(const BenchCommArgs& args, const std::vector<BenchOp>& ops, int a
   std::vector<int64_t> wrong(args.nproc, 0);
   std::vector<std::thread> threads;
   for (int r = 0; r < args.nproc; ++r) {
-    threads.emplace_back([&, r] {
-      status[r] = RunRank(*comms[r], args, ops, &baseline, false, r == 0 ? &report : nullptr,
-                          &wrong[r]);
-    });
+    threads.emplace_back(
+        [&, r] { status[r] = RunRank(*comms[r], args, ops, &baseline, false, r == 0 ? &report : nullptr, &wrong[r]); });
   }
   for (auto& t : threads) t.join();
   for (const Status& s : status) {
@@ -145,8 +138,8 @@ int RunMpi(const BenchCommArgs& args, const std::vector<BenchOp>& ops) {
     return 1;
   }
   if ((*c)->rank() == 0 && (*c)->size() != args.nproc) {
-    std::fprintf(stderr, "lockstep: warning: --nproc %d, but mpirun started %d ranks; using %d\n",
-                 args.nproc, (*c)->size(), (*c)->size());
+    std::fprintf(stderr, "lockstep: warning: --nproc %d, but mpirun started %d ranks; using %d\n", args.nproc,
+                 (*c)->size(), (*c)->size());
   }
   BenchReport report("mpi", (*c)->size(), args.json);
   int64_t wrong = 0;
@@ -164,18 +157,20 @@ int RunMpi(const BenchCommArgs& args, const std::vector<BenchOp>& ops) {
 int RunBenchComm(const BenchCommArgs& args, int argc, char** argv) {
   std::vector<BenchOp> ops;
   if (!ParseOps(args.op, &ops)) {
-    std::fprintf(stderr, "lockstep: error: --op: expected allreduce, reduce_scatter, all_gather, "
-                         "broadcast or all, got '%s'\n", args.op.c_str());
+    std::fprintf(stderr,
+                 "lockstep: error: --op: expected allreduce, reduce_scatter, all_gather, "
+                 "broadcast or all, got '%s'\n",
+                 args.op.c_str());
     return 2;
   }
   if (args.backend != "threads" && args.backend != "mpi") {
-    std::fprintf(stderr, "lockstep: error: --backend: expected threads or mpi, got '%s'\n",
-                 args.backend.c_str());
+    std::fprintf(stderr, "lockstep: error: --backend: expected threads or mpi, got '%s'\n", args.backend.c_str());
     return 2;
   }
   if (args.nproc < 1 || args.min_bytes < 1 || args.max_bytes < args.min_bytes || args.iters < 0) {
-    std::fprintf(stderr, "lockstep: error: --nproc must be >= 1 and 1 <= --min-bytes <= "
-                         "--max-bytes\n");
+    std::fprintf(stderr,
+                 "lockstep: error: --nproc must be >= 1 and 1 <= --min-bytes <= "
+                 "--max-bytes\n");
     return 2;
   }
   const char* baseline_job = std::getenv(kBaselineEnv);

@@ -17,9 +17,7 @@ using comm::ReduceOp;
 // Rank r's input element i: a small integer, so sums over any number of ranks are exact.
 float Input(int rank, int64_t i) { return static_cast<float>(rank + 1 + i % 17); }
 
-float SumOverRanks(int n, int64_t i) {
-  return static_cast<float>(n * (n + 1) / 2 + n * (i % 17));
-}
+float SumOverRanks(int n, int64_t i) { return static_cast<float>(n * (n + 1) / 2 + n * (i % 17)); }
 
 // The slowest rank's value (max over ranks), on every rank.
 Result<int64_t> MaxOverRanks(Communicator& c, int64_t v) {
@@ -43,27 +41,34 @@ Result<double> TimeLoop(Communicator& c, int iters, F one) {
 
 const char* BenchOpName(BenchOp op) {
   switch (op) {
-    case BenchOp::kAllreduce: return "allreduce";
-    case BenchOp::kReduceScatter: return "reduce_scatter";
-    case BenchOp::kAllGather: return "all_gather";
-    case BenchOp::kBroadcast: return "broadcast";
+    case BenchOp::kAllreduce:
+      return "allreduce";
+    case BenchOp::kReduceScatter:
+      return "reduce_scatter";
+    case BenchOp::kAllGather:
+      return "all_gather";
+    case BenchOp::kBroadcast:
+      return "broadcast";
   }
   return "?";
 }
 
 double BusFactor(BenchOp op, int n) {
   switch (op) {
-    case BenchOp::kAllreduce: return 2.0 * (n - 1) / n;
+    case BenchOp::kAllreduce:
+      return 2.0 * (n - 1) / n;
     case BenchOp::kReduceScatter:
-    case BenchOp::kAllGather: return static_cast<double>(n - 1) / n;
-    case BenchOp::kBroadcast: return 1.0;
+    case BenchOp::kAllGather:
+      return static_cast<double>(n - 1) / n;
+    case BenchOp::kBroadcast:
+      return 1.0;
   }
   return 1.0;
 }
 
 std::vector<int64_t> BenchSizes(BenchOp op, int n, int64_t min_bytes, int64_t max_bytes) {
-  const int64_t unit = static_cast<int64_t>(sizeof(float)) *
-                       (op == BenchOp::kReduceScatter || op == BenchOp::kAllGather ? n : 1);
+  const int64_t unit =
+      static_cast<int64_t>(sizeof(float)) * (op == BenchOp::kReduceScatter || op == BenchOp::kAllGather ? n : 1);
   std::vector<int64_t> sizes;
   for (int64_t b = std::max<int64_t>(min_bytes, 1); b <= max_bytes; b *= 2) {
     int64_t s = std::max(unit, b / unit * unit);
@@ -95,9 +100,7 @@ Result<BenchPoint> MeasurePoint(Communicator& c, BenchOp op, int64_t bytes, int 
       recv.assign(count, -1.0f);
       want.resize(count);
       for (int64_t i = 0; i < count; ++i) send[i] = Input(r, i), want[i] = SumOverRanks(n, i);
-      one = [&] {
-        return c.Allreduce(send.data(), recv.data(), count, DType::kF32, ReduceOp::kSum)->Wait();
-      };
+      one = [&] { return c.Allreduce(send.data(), recv.data(), count, DType::kF32, ReduceOp::kSum)->Wait(); };
       break;
     case BenchOp::kReduceScatter:
       send.resize(count);
@@ -105,9 +108,7 @@ Result<BenchPoint> MeasurePoint(Communicator& c, BenchOp op, int64_t bytes, int 
       want.resize(block);
       for (int64_t i = 0; i < count; ++i) send[i] = Input(r, i);
       for (int64_t i = 0; i < block; ++i) want[i] = SumOverRanks(n, r * block + i);
-      one = [&] {
-        return c.ReduceScatter(send.data(), recv.data(), block, DType::kF32, ReduceOp::kSum)->Wait();
-      };
+      one = [&] { return c.ReduceScatter(send.data(), recv.data(), block, DType::kF32, ReduceOp::kSum)->Wait(); };
       break;
     case BenchOp::kAllGather:
       send.resize(block);
@@ -143,8 +144,7 @@ Result<double> MeasureNativeMpiAllreduceUs(Communicator& c, int64_t bytes, int i
   std::vector<float> send(count), recv(count);
   for (int64_t i = 0; i < count; ++i) send[i] = Input(c.rank(), i);
   return TimeLoop(c, iters, [&] {
-    return comm::NativeMpiAllreduce(c, send.data(), recv.data(), count, DType::kF32,
-                                    ReduceOp::kSum);
+    return comm::NativeMpiAllreduce(c, send.data(), recv.data(), count, DType::kF32, ReduceOp::kSum);
   });
 }
 

@@ -20,10 +20,10 @@ struct BenchPoint {
   int64_t count = 0;  // elements of `bytes`
   int root = -1;
   int iters = 0;
-  double time_us = 0;  // per iteration, slowest rank
-  double algbw = 0;    // GB/s (1e9 bytes/s): bytes / time
-  double busbw = 0;    // GB/s, nccl-tests' bus bandwidth
-  int64_t wrong = 0;   // wrong elements, all ranks together
+  double time_us = 0;     // per iteration, slowest rank
+  double algbw = 0;       // GB/s (1e9 bytes/s): bytes / time
+  double busbw = 0;       // GB/s, nccl-tests' bus bandwidth
+  int64_t wrong = 0;      // wrong elements, all ranks together
   double mpi_busbw = -1;  // allreduce baseline (MPI_Allreduce), < 0 when not measured
 };
 

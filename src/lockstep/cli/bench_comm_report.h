@@ -10,8 +10,7 @@ namespace lockstep::cli {
 
 class BenchReport {
  public:
-  BenchReport(std::string backend, int nproc, bool json)
-      : backend_(std::move(backend)), nproc_(nproc), json_(json) {}
+  BenchReport(std::string backend, int nproc, bool json) : backend_(std::move(backend)), nproc_(nproc), json_(json) {}
 
   void BeginTable(BenchOp op);
   void Line(const BenchPoint& p);

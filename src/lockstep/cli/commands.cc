@@ -49,13 +49,15 @@ int Main(int argc, char** argv) {
   t->add_option("--nproc", train.nproc, "number of workers")->check(CLI::Range(1, 4096));
   t->add_option("--backend", train.backend, "threads (one process) or mpi (processes)")
       ->check(CLI::IsMember({"threads", "mpi"}));
-  auto* steps = t->add_option("--steps", train.steps, "train this many steps")->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
+  auto* steps =
+      t->add_option("--steps", train.steps, "train this many steps")->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
   t->add_option("--epochs", train.epochs, "train this many epochs")->check(CLI::Range(0.0, 1e6))->excludes(steps);
   t->add_option("--out", train.out_dir, "output directory (default runs/<config name>)");
   t->add_option("--resume", train.resume, "auto (newest valid checkpoint in --out) or a checkpoint directory");
   t->add_flag("--deterministic", train.deterministic, "bit-identical results for any number of workers");
   t->add_option("--trace", train.trace_file, "write a Chrome trace (JSON) of the run");
-  t->add_option("--max-restarts", train.max_restarts, "restart failed workers up to R times")->check(CLI::Range(0, 1000));
+  t->add_option("--max-restarts", train.max_restarts, "restart failed workers up to R times")
+      ->check(CLI::Range(0, 1000));
   t->add_option("--inject-fault", train.inject_fault, "fault to inject, e.g. kill:rank=1:step=37");
   t->add_option("--heartbeat-timeout", train.heartbeat_timeout_s,
                 "with --max-restarts: seconds without progress before a worker counts as hung")
@@ -109,8 +111,7 @@ int Main(int argc, char** argv) {
     if (!mem_limit.empty() && !ParseSizeFlag(mem_limit, "--mem-limit", &train.mem_limit)) return 2;
     // The supervisor comes first: it runs the whole job (mpirun included) as its child.
     if (train.max_restarts > 0 && !comm::InsideMpirun()) return ExitCodeFor(runtime::RunSupervised(train));
-    if (train.backend == "mpi" && !comm::InsideMpirun())
-      return comm::RelaunchUnderMpirun(train.nproc, argc, argv, {});
+    if (train.backend == "mpi" && !comm::InsideMpirun()) return comm::RelaunchUnderMpirun(train.nproc, argc, argv, {});
     return ExitCodeFor(runtime::RunTrain(train));
   }
   if (e->parsed()) {

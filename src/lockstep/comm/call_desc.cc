@@ -9,8 +9,7 @@ bool IsReduction(OpKind kind) {
 }
 
 bool SameCall(const CallDesc& a, const CallDesc& b) {
-  if (a.kind != b.kind || a.count != b.count || a.dtype != b.dtype || a.root != b.root ||
-      a.aux != b.aux) {
+  if (a.kind != b.kind || a.count != b.count || a.dtype != b.dtype || a.root != b.root || a.aux != b.aux) {
     return false;
   }
   return !IsReduction(a.kind) || a.op == b.op;
@@ -53,12 +52,11 @@ std::string Seconds(std::chrono::nanoseconds waited) {
 
 }  // namespace
 
-std::string TimeoutMessage(int rank, const CallDesc& d, uint64_t seq,
-                           std::chrono::nanoseconds waited, const std::vector<int>& missing) {
-  std::string s = "rank " + std::to_string(rank) + ": collective " + OpKindName(d.kind) + " #" +
-                  std::to_string(seq) + " (count=" + std::to_string(d.count) +
-                  ", dtype=" + DTypeName(d.dtype) + ") timed out after " + Seconds(waited) +
-                  " waiting for ";
+std::string TimeoutMessage(int rank, const CallDesc& d, uint64_t seq, std::chrono::nanoseconds waited,
+                           const std::vector<int>& missing) {
+  std::string s = "rank " + std::to_string(rank) + ": collective " + OpKindName(d.kind) + " #" + std::to_string(seq) +
+                  " (count=" + std::to_string(d.count) + ", dtype=" + DTypeName(d.dtype) + ") timed out after " +
+                  Seconds(waited) + " waiting for ";
   if (missing.empty()) return s + "peers";
   s += "rank(s) ";
   for (size_t i = 0; i < missing.size(); ++i) {
@@ -71,14 +69,13 @@ std::string TimeoutMessage(int rank, const CallDesc& d, uint64_t seq,
 std::string P2PTimeoutMessage(int rank, const CallDesc& d, std::chrono::nanoseconds waited) {
   return "rank " + std::to_string(rank) + ": " + OpKindName(d.kind) +
          (d.kind == OpKind::kRecv ? " from rank " : " to rank ") + std::to_string(d.root) +
-         " (tag=" + std::to_string(d.aux) + ", count=" + std::to_string(d.count) +
-         ", dtype=" + DTypeName(d.dtype) + ") timed out after " + Seconds(waited);
+         " (tag=" + std::to_string(d.aux) + ", count=" + std::to_string(d.count) + ", dtype=" + DTypeName(d.dtype) +
+         ") timed out after " + Seconds(waited);
 }
 
 Status ValidateCall(const CallDesc& d, int rank, int size, const void* send, const void* recv) {
   auto fail = [&](const std::string& what) {
-    return Status::InvalidArgument("rank " + std::to_string(rank) + ": " + Describe(d) + ": " +
-                                   what);
+    return Status::InvalidArgument("rank " + std::to_string(rank) + ": " + Describe(d) + ": " + what);
   };
   if (IsReduction(d.kind) && d.dtype == DType::kBytes) {
     return fail("dtype bytes cannot be reduced (only moved); use i32/i64/f32/bf16");
@@ -90,14 +87,12 @@ Status ValidateCall(const CallDesc& d, int rank, int size, const void* send, con
   const bool has_root = d.kind == OpKind::kBroadcast || d.kind == OpKind::kReduce;
   const bool has_peer = d.kind == OpKind::kSend || d.kind == OpKind::kRecv;
   if ((has_root || has_peer) && (d.root < 0 || d.root >= size)) {
-    return fail(std::string(has_root ? "root" : "peer") + " must be in [0, " +
-                std::to_string(size) + ")");
+    return fail(std::string(has_root ? "root" : "peer") + " must be in [0, " + std::to_string(size) + ")");
   }
   const bool moves_data = d.count > 0 && d.kind != OpKind::kBarrier && d.kind != OpKind::kSplit;
   if (moves_data) {
     const bool needs_send = d.kind != OpKind::kRecv && d.kind != OpKind::kBroadcast;
-    const bool needs_recv = d.kind != OpKind::kSend &&
-                            !(d.kind == OpKind::kReduce && rank != d.root);
+    const bool needs_recv = d.kind != OpKind::kSend && !(d.kind == OpKind::kReduce && rank != d.root);
     if (needs_send && send == nullptr) return fail("send buffer is null");
     if (needs_recv && recv == nullptr) return fail("recv buffer is null");
   }

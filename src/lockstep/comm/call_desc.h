@@ -17,10 +17,10 @@ namespace lockstep::comm {
 struct CallDesc {
   OpKind kind = OpKind::kBarrier;
   DType dtype = DType::kBytes;
-  ReduceOp op = ReduceOp::kSum;  // meaningful for reductions only
-  int32_t root = -1;             // broadcast/reduce root, send/recv peer, else -1
-  uint64_t count = 0;            // the count argument as the caller passed it
-  int64_t aux = 0;               // deterministic: total_contributions; send/recv: tag
+  ReduceOp op = ReduceOp::kSum;            // meaningful for reductions only
+  int32_t root = -1;                       // broadcast/reduce root, send/recv peer, else -1
+  uint64_t count = 0;                      // the count argument as the caller passed it
+  int64_t aux = 0;                         // deterministic: total_contributions; send/recv: tag
   Algorithm algorithm = Algorithm::kAuto;  // the caller's hint (printed when not auto)
 };
 
@@ -42,8 +42,8 @@ std::string DesyncMessage(uint64_t seq, const std::vector<CallDesc>& calls);
 // "rank 0: collective allreduce #7 (count=4, dtype=f32) timed out after 1.00 s waiting for
 // rank(s) 1, 3". `missing` may be empty when the backend cannot tell who is late (then the
 // tail is "waiting for peers").
-std::string TimeoutMessage(int rank, const CallDesc& d, uint64_t seq,
-                           std::chrono::nanoseconds waited, const std::vector<int>& missing);
+std::string TimeoutMessage(int rank, const CallDesc& d, uint64_t seq, std::chrono::nanoseconds waited,
+                           const std::vector<int>& missing);
 
 // "rank 0: recv from rank 1 (tag=5, count=4, dtype=f32) timed out after 0.20 s".
 std::string P2PTimeoutMessage(int rank, const CallDesc& d, std::chrono::nanoseconds waited);

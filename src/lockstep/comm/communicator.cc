@@ -9,59 +9,88 @@ namespace lockstep::comm {
 
 size_t DTypeSize(DType dtype) {
   switch (dtype) {
-    case DType::kF32: return 4;
-    case DType::kBF16: return 2;
-    case DType::kI32: return 4;
-    case DType::kI64: return 8;
-    case DType::kBytes: return 1;
+    case DType::kF32:
+      return 4;
+    case DType::kBF16:
+      return 2;
+    case DType::kI32:
+      return 4;
+    case DType::kI64:
+      return 8;
+    case DType::kBytes:
+      return 1;
   }
   return 1;
 }
 
 const char* DTypeName(DType dtype) {
   switch (dtype) {
-    case DType::kF32: return "f32";
-    case DType::kBF16: return "bf16";
-    case DType::kI32: return "i32";
-    case DType::kI64: return "i64";
-    case DType::kBytes: return "bytes";
+    case DType::kF32:
+      return "f32";
+    case DType::kBF16:
+      return "bf16";
+    case DType::kI32:
+      return "i32";
+    case DType::kI64:
+      return "i64";
+    case DType::kBytes:
+      return "bytes";
   }
   return "?";
 }
 
 const char* ReduceOpName(ReduceOp op) {
   switch (op) {
-    case ReduceOp::kSum: return "sum";
-    case ReduceOp::kAvg: return "avg";
-    case ReduceOp::kMax: return "max";
-    case ReduceOp::kMin: return "min";
+    case ReduceOp::kSum:
+      return "sum";
+    case ReduceOp::kAvg:
+      return "avg";
+    case ReduceOp::kMax:
+      return "max";
+    case ReduceOp::kMin:
+      return "min";
   }
   return "?";
 }
 
 const char* AlgorithmName(Algorithm algorithm) {
   switch (algorithm) {
-    case Algorithm::kAuto: return "auto";
-    case Algorithm::kRing: return "ring";
-    case Algorithm::kDirect: return "direct";
-    case Algorithm::kDeterministic: return "deterministic";
+    case Algorithm::kAuto:
+      return "auto";
+    case Algorithm::kRing:
+      return "ring";
+    case Algorithm::kDirect:
+      return "direct";
+    case Algorithm::kDeterministic:
+      return "deterministic";
   }
   return "?";
 }
 
 const char* OpKindName(OpKind kind) {
   switch (kind) {
-    case OpKind::kAllreduce: return "allreduce";
-    case OpKind::kReduceScatter: return "reduce_scatter";
-    case OpKind::kAllGather: return "allgather";
-    case OpKind::kBroadcast: return "broadcast";
-    case OpKind::kReduce: return "reduce";
-    case OpKind::kAllToAll: return "alltoall";
-    case OpKind::kSend: return "send";
-    case OpKind::kRecv: return "recv";
-    case OpKind::kBarrier: return "barrier";
-    case OpKind::kDeterministicAllreduce: return "deterministic_allreduce";
-    case OpKind::kSplit: return "split";
+    case OpKind::kAllreduce:
+      return "allreduce";
+    case OpKind::kReduceScatter:
+      return "reduce_scatter";
+    case OpKind::kAllGather:
+      return "allgather";
+    case OpKind::kBroadcast:
+      return "broadcast";
+    case OpKind::kReduce:
+      return "reduce";
+    case OpKind::kAllToAll:
+      return "alltoall";
+    case OpKind::kSend:
+      return "send";
+    case OpKind::kRecv:
+      return "recv";
+    case OpKind::kBarrier:
+      return "barrier";
+    case OpKind::kDeterministicAllreduce:
+      return "deterministic_allreduce";
+    case OpKind::kSplit:
+      return "split";
   }
   return "?";
 }
@@ -119,8 +148,6 @@ class CompletedWorkImpl final : public Work {
 
 }  // namespace
 
-WorkHandle CompletedWork(Status status) {
-  return std::make_shared<CompletedWorkImpl>(std::move(status));
-}
+WorkHandle CompletedWork(Status status) { return std::make_shared<CompletedWorkImpl>(std::move(status)); }
 
 }  // namespace lockstep::comm

@@ -37,8 +37,8 @@ namespace lockstep::comm {
 // only movement (all-gather, broadcast, all-to-all, send/recv, reduce-scatter/allreduce/reduce
 // are InvalidArgument). Average of integers is the sum divided by size() truncating toward 0.
 enum class DType { kF32, kBF16, kI32, kI64, kBytes };
-size_t DTypeSize(DType dtype);         // 4, 2, 4, 8, 1
-const char* DTypeName(DType dtype);    // "f32", "bf16", "i32", "i64", "bytes"
+size_t DTypeSize(DType dtype);       // 4, 2, 4, 8, 1
+const char* DTypeName(DType dtype);  // "f32", "bf16", "i32", "i64", "bytes"
 
 enum class ReduceOp { kSum, kAvg, kMax, kMin };
 const char* ReduceOpName(ReduceOp op);  // "sum", "avg", "max", "min"
@@ -55,8 +55,17 @@ const char* AlgorithmName(Algorithm algorithm);  // "auto", "ring", "direct", "d
 
 // The operations, for messages and for desync checks.
 enum class OpKind {
-  kAllreduce, kReduceScatter, kAllGather, kBroadcast, kReduce, kAllToAll,
-  kSend, kRecv, kBarrier, kDeterministicAllreduce, kSplit,
+  kAllreduce,
+  kReduceScatter,
+  kAllGather,
+  kBroadcast,
+  kReduce,
+  kAllToAll,
+  kSend,
+  kRecv,
+  kBarrier,
+  kDeterministicAllreduce,
+  kSplit,
 };
 // "allreduce", "reduce_scatter", "allgather", "broadcast", "reduce", "alltoall", "send",
 // "recv", "barrier", "deterministic_allreduce", "split".
@@ -110,26 +119,24 @@ class Communicator {
   // Collective over this communicator (synchronous, in issue order after pending work).
   // Ranks with the same color >= 0 form a new communicator, ordered by (key, parent rank);
   // color < 0 means "in no group" and yields a null pointer value.
-  virtual Result<std::shared_ptr<Communicator>> Split(int color, int key,
-                                                      const CollectiveOptions& opts = {}) = 0;
+  virtual Result<std::shared_ptr<Communicator>> Split(int color, int key, const CollectiveOptions& opts = {}) = 0;
 
   // recv[i] = op over ranks of send[i], i < count, on every rank. send == recv: in place.
-  virtual WorkHandle Allreduce(const void* send, void* recv, size_t count, DType dtype,
-                               ReduceOp op, const CollectiveOptions& opts = {}) = 0;
+  virtual WorkHandle Allreduce(const void* send, void* recv, size_t count, DType dtype, ReduceOp op,
+                               const CollectiveOptions& opts = {}) = 0;
   // send holds size()*recv_count elements; rank r receives the reduction of block r.
   // In place: recv == (char*)send + rank()*recv_count*DTypeSize(dtype), as in NCCL.
-  virtual WorkHandle ReduceScatter(const void* send, void* recv, size_t recv_count, DType dtype,
-                                   ReduceOp op, const CollectiveOptions& opts = {}) = 0;
+  virtual WorkHandle ReduceScatter(const void* send, void* recv, size_t recv_count, DType dtype, ReduceOp op,
+                                   const CollectiveOptions& opts = {}) = 0;
   // recv holds size()*send_count elements; block r comes from rank r.
   // In place: send == (char*)recv + rank()*send_count*DTypeSize(dtype).
   virtual WorkHandle AllGather(const void* send, void* recv, size_t send_count, DType dtype,
                                const CollectiveOptions& opts = {}) = 0;
   // buf of `root` is copied into buf of every rank.
-  virtual WorkHandle Broadcast(void* buf, size_t count, DType dtype, int root,
-                               const CollectiveOptions& opts = {}) = 0;
+  virtual WorkHandle Broadcast(void* buf, size_t count, DType dtype, int root, const CollectiveOptions& opts = {}) = 0;
   // recv of `root` = op over ranks of send; recv is ignored (may be null) on other ranks.
-  virtual WorkHandle Reduce(const void* send, void* recv, size_t count, DType dtype, ReduceOp op,
-                            int root, const CollectiveOptions& opts = {}) = 0;
+  virtual WorkHandle Reduce(const void* send, void* recv, size_t count, DType dtype, ReduceOp op, int root,
+                            const CollectiveOptions& opts = {}) = 0;
   // send and recv hold size()*count_per_rank elements; block p of send goes to rank p and
   // lands in block rank() of its recv. send == recv: in place.
   virtual WorkHandle AllToAll(const void* send, void* recv, size_t count_per_rank, DType dtype,
@@ -154,9 +161,8 @@ class Communicator {
   // world size, chunking or timing. A rank's V/N contributions are a complete subtree: the
   // backend reduces them locally, then combines the N partials in the fixed upper tree.
   // See docs/deterministic-reduction.md.
-  virtual WorkHandle DeterministicAllreduceF32(const float* contributions, float* out,
-                                               size_t count, int64_t total_contributions,
-                                               const CollectiveOptions& opts = {}) = 0;
+  virtual WorkHandle DeterministicAllreduceF32(const float* contributions, float* out, size_t count,
+                                               int64_t total_contributions, const CollectiveOptions& opts = {}) = 0;
 
   // Poisons this communicator: pending and later operations fail with Aborted carrying
   // `reason`. Backends that share memory also fail the peers' pending operations.

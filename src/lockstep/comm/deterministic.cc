@@ -30,8 +30,7 @@ Status ValidateDeterministicContributions(int64_t total_contributions, int world
   }
   if (world_size <= 0 || total_contributions % world_size != 0) {
     return Status::InvalidArgument("total_contributions (" + std::to_string(total_contributions) +
-                                   ") must be a multiple of the world size (" +
-                                   std::to_string(world_size) + ")");
+                                   ") must be a multiple of the world size (" + std::to_string(world_size) + ")");
   }
   return Status::Ok();
 }

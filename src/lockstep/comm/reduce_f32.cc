@@ -36,8 +36,8 @@ struct MinF {
 
 // Elements [i, end) one at a time: heads, tails, and machines without AVX2.
 template <class Op>
-void ScalarRange(const void* const* in, int n_in, void* const* out, int n_out, size_t i,
-                 size_t end, bool avg, float divisor) {
+void ScalarRange(const void* const* in, int n_in, void* const* out, int n_out, size_t i, size_t end, bool avg,
+                 float divisor) {
   for (; i < end; ++i) {
     float r = F(in[0])[i];
     for (int p = 1; p < n_in; ++p) r = Op::S(r, F(in[p])[i]);
@@ -52,8 +52,8 @@ void ScalarRange(const void* const* in, int n_in, void* const* out, int n_out, s
 // written, which is what makes in-place (outputs aliasing inputs at the same index) safe.
 // Returns the first element not done.
 template <class Op, bool kStream>
-size_t VectorRange(const void* const* in, int n_in, void* const* out, int n_out, size_t i,
-                   size_t end, bool avg, float divisor) {
+size_t VectorRange(const void* const* in, int n_in, void* const* out, int n_out, size_t i, size_t end, bool avg,
+                   float divisor) {
   constexpr size_t kStep = 32;
   const __m256 d = _mm256_set1_ps(divisor);
   for (; i + kStep <= end; i += kStep) {
@@ -105,8 +105,8 @@ long StreamHead(void* const* out, int n_out, size_t begin) {
 #endif
 
 template <class Op>
-void Reduce(const void* const* in, int n_in, void* const* out, int n_out, size_t begin,
-            size_t end, bool avg, float divisor, bool stream) {
+void Reduce(const void* const* in, int n_in, void* const* out, int n_out, size_t begin, size_t end, bool avg,
+            float divisor, bool stream) {
   size_t i = begin;
 #if defined(__AVX2__)
   const long head = stream ? StreamHead(out, n_out, begin) : -1;
@@ -125,8 +125,8 @@ void Reduce(const void* const* in, int n_in, void* const* out, int n_out, size_t
 
 }  // namespace
 
-void ReduceF32Fused(ReduceOp op, const void* const* inputs, int n_inputs, void* const* outputs,
-                    int n_outputs, size_t begin, size_t end, int avg_divisor, bool stream) {
+void ReduceF32Fused(ReduceOp op, const void* const* inputs, int n_inputs, void* const* outputs, int n_outputs,
+                    size_t begin, size_t end, int avg_divisor, bool stream) {
   if (begin >= end || n_inputs <= 0 || n_outputs <= 0) return;
   const bool avg = op == ReduceOp::kAvg;
   const float divisor = static_cast<float>(avg_divisor);

@@ -17,7 +17,7 @@ namespace lockstep::comm {
 // i in [begin, end) and every k < n_outputs. Same contract and bits as ReduceRange, including
 // outputs that alias inputs at the same index. `stream`: write with non-temporal stores
 // (where the outputs' alignment allows) and fence before returning.
-void ReduceF32Fused(ReduceOp op, const void* const* inputs, int n_inputs, void* const* outputs,
-                    int n_outputs, size_t begin, size_t end, int avg_divisor, bool stream);
+void ReduceF32Fused(ReduceOp op, const void* const* inputs, int n_inputs, void* const* outputs, int n_outputs,
+                    size_t begin, size_t end, int avg_divisor, bool stream);
 
 }  // namespace lockstep::comm

@@ -119,9 +119,15 @@ void CombineF32(ReduceOp op, float* __restrict acc, const float* __restrict in, 
     float a = acc[i], b = in[i];
     switch (op) {
       case ReduceOp::kSum:
-      case ReduceOp::kAvg: acc[i] = a + b; break;
-      case ReduceOp::kMax: acc[i] = a > b ? a : b; break;
-      case ReduceOp::kMin: acc[i] = a < b ? a : b; break;
+      case ReduceOp::kAvg:
+        acc[i] = a + b;
+        break;
+      case ReduceOp::kMax:
+        acc[i] = a > b ? a : b;
+        break;
+      case ReduceOp::kMin:
+        acc[i] = a < b ? a : b;
+        break;
     }
   }
 }
@@ -137,8 +143,7 @@ void CombineInt(ReduceOp op, T* __restrict acc, const T* __restrict in, size_t n
   switch (op) {
     case ReduceOp::kSum:
     case ReduceOp::kAvg:
-      for (size_t i = 0; i < n; ++i)
-        acc[i] = static_cast<T>(static_cast<U>(acc[i]) + static_cast<U>(in[i]));
+      for (size_t i = 0; i < n; ++i) acc[i] = static_cast<T>(static_cast<U>(acc[i]) + static_cast<U>(in[i]));
       break;
     case ReduceOp::kMax:
       for (size_t i = 0; i < n; ++i) acc[i] = std::max(acc[i], in[i]);
@@ -150,31 +155,29 @@ void CombineInt(ReduceOp op, T* __restrict acc, const T* __restrict in, size_t n
 }
 
 template <typename T, typename U>
-void ReduceIntRange(ReduceOp op, const void* const* inputs, int n_inputs, void* const* outputs,
-                    int n_outputs, size_t begin, size_t end, int avg_divisor, bool stream) {
+void ReduceIntRange(ReduceOp op, const void* const* inputs, int n_inputs, void* const* outputs, int n_outputs,
+                    size_t begin, size_t end, int avg_divisor, bool stream) {
   T acc[kBlock];
   for (size_t b = begin; b < end; b += kBlock) {
     const size_t n = std::min(kBlock, end - b);
     std::memcpy(acc, static_cast<const T*>(inputs[0]) + b, n * sizeof(T));
-    for (int p = 1; p < n_inputs; ++p)
-      CombineInt<T, U>(op, acc, static_cast<const T*>(inputs[p]) + b, n);
+    for (int p = 1; p < n_inputs; ++p) CombineInt<T, U>(op, acc, static_cast<const T*>(inputs[p]) + b, n);
     if (op == ReduceOp::kAvg) {
       const T d = static_cast<T>(avg_divisor);
       for (size_t i = 0; i < n; ++i) acc[i] = acc[i] / d;
     }
-    for (int k = 0; k < n_outputs; ++k)
-      StoreBlock(static_cast<T*>(outputs[k]) + b, acc, n * sizeof(T), stream);
+    for (int k = 0; k < n_outputs; ++k) StoreBlock(static_cast<T*>(outputs[k]) + b, acc, n * sizeof(T), stream);
   }
   StoreFence(stream);
 }
 
-void ReduceF32Range(ReduceOp op, const void* const* inputs, int n_inputs, void* const* outputs,
-                    int n_outputs, size_t begin, size_t end, int avg_divisor, bool stream) {
+void ReduceF32Range(ReduceOp op, const void* const* inputs, int n_inputs, void* const* outputs, int n_outputs,
+                    size_t begin, size_t end, int avg_divisor, bool stream) {
   ReduceF32Fused(op, inputs, n_inputs, outputs, n_outputs, begin, end, avg_divisor, stream);
 }
 
-void ReduceBf16Range(ReduceOp op, const void* const* inputs, int n_inputs, void* const* outputs,
-                     int n_outputs, size_t begin, size_t end, int avg_divisor, bool stream) {
+void ReduceBf16Range(ReduceOp op, const void* const* inputs, int n_inputs, void* const* outputs, int n_outputs,
+                     size_t begin, size_t end, int avg_divisor, bool stream) {
   alignas(64) float acc[kBlock];
   alignas(64) float tmp[kBlock];
   alignas(64) uint16_t packed[kBlock];
@@ -197,32 +200,27 @@ void ReduceBf16Range(ReduceOp op, const void* const* inputs, int n_inputs, void*
 
 bool StreamOutputs(size_t out_bytes) { return out_bytes >= kStreamBytes; }
 
-void ReduceRange(DType dtype, ReduceOp op, const void* const* inputs, int n_inputs,
-                 void* const* outputs, int n_outputs, size_t begin, size_t end,
-                 int avg_divisor) {
+void ReduceRange(DType dtype, ReduceOp op, const void* const* inputs, int n_inputs, void* const* outputs, int n_outputs,
+                 size_t begin, size_t end, int avg_divisor) {
   if (begin >= end) return;
   const size_t out_bytes = (end - begin) * DTypeSize(dtype) * static_cast<size_t>(n_outputs);
-  ReduceRange(dtype, op, inputs, n_inputs, outputs, n_outputs, begin, end, avg_divisor,
-              StreamOutputs(out_bytes));
+  ReduceRange(dtype, op, inputs, n_inputs, outputs, n_outputs, begin, end, avg_divisor, StreamOutputs(out_bytes));
 }
 
-void ReduceRange(DType dtype, ReduceOp op, const void* const* inputs, int n_inputs,
-                 void* const* outputs, int n_outputs, size_t begin, size_t end,
-                 int avg_divisor, bool stream) {
+void ReduceRange(DType dtype, ReduceOp op, const void* const* inputs, int n_inputs, void* const* outputs, int n_outputs,
+                 size_t begin, size_t end, int avg_divisor, bool stream) {
   if (begin >= end || n_inputs <= 0) return;
   switch (dtype) {
     case DType::kF32:
-      return ReduceF32Range(op, inputs, n_inputs, outputs, n_outputs, begin, end, avg_divisor,
-                            stream);
+      return ReduceF32Range(op, inputs, n_inputs, outputs, n_outputs, begin, end, avg_divisor, stream);
     case DType::kBF16:
-      return ReduceBf16Range(op, inputs, n_inputs, outputs, n_outputs, begin, end, avg_divisor,
-                             stream);
+      return ReduceBf16Range(op, inputs, n_inputs, outputs, n_outputs, begin, end, avg_divisor, stream);
     case DType::kI32:
-      return ReduceIntRange<int32_t, uint32_t>(op, inputs, n_inputs, outputs, n_outputs, begin,
-                                               end, avg_divisor, stream);
+      return ReduceIntRange<int32_t, uint32_t>(op, inputs, n_inputs, outputs, n_outputs, begin, end, avg_divisor,
+                                               stream);
     case DType::kI64:
-      return ReduceIntRange<int64_t, uint64_t>(op, inputs, n_inputs, outputs, n_outputs, begin,
-                                               end, avg_divisor, stream);
+      return ReduceIntRange<int64_t, uint64_t>(op, inputs, n_inputs, outputs, n_outputs, begin, end, avg_divisor,
+                                               stream);
     case DType::kBytes:
       return;  // rejected by ValidateCall
   }

@@ -23,16 +23,14 @@ void Bf16ToF32(const uint16_t* in, float* out, size_t count);
 // r = r / avg_divisor; then outputs[k][i] = r for every k < n_outputs. Indices are elements of
 // `dtype`. Safe when outputs alias inputs at the same index (in place): each block of
 // elements is read from every input before any output is written. `dtype` must not be kBytes.
-void ReduceRange(DType dtype, ReduceOp op, const void* const* inputs, int n_inputs,
-                 void* const* outputs, int n_outputs, size_t begin, size_t end,
-                 int avg_divisor);
+void ReduceRange(DType dtype, ReduceOp op, const void* const* inputs, int n_inputs, void* const* outputs, int n_outputs,
+                 size_t begin, size_t end, int avg_divisor);
 
 // The same with the store kind chosen by the caller: `stream` writes the outputs with
 // non-temporal stores (fenced before returning). For callers that split one large reduction
 // into many small calls, which must stream when the whole does (see StreamOutputs).
-void ReduceRange(DType dtype, ReduceOp op, const void* const* inputs, int n_inputs,
-                 void* const* outputs, int n_outputs, size_t begin, size_t end,
-                 int avg_divisor, bool stream);
+void ReduceRange(DType dtype, ReduceOp op, const void* const* inputs, int n_inputs, void* const* outputs, int n_outputs,
+                 size_t begin, size_t end, int avg_divisor, bool stream);
 
 // Whether a reduction that writes `out_bytes` in all should stream its outputs: true when
 // they cannot stay in the caches anyway, so that skipping the read-for-ownership of every

@@ -26,28 +26,40 @@ bool SplitKey(std::string_view key, std::string_view* section, std::string_view*
 
 std::string TypeName(const toml::node& n) {
   switch (n.type()) {
-    case toml::node_type::string: return "a string";
-    case toml::node_type::integer: return "an integer";
-    case toml::node_type::floating_point: return "a number";
-    case toml::node_type::boolean: return "a boolean";
-    case toml::node_type::array: return "an array";
-    case toml::node_type::table: return "a table";
-    default: return "a date/time";
+    case toml::node_type::string:
+      return "a string";
+    case toml::node_type::integer:
+      return "an integer";
+    case toml::node_type::floating_point:
+      return "a number";
+    case toml::node_type::boolean:
+      return "a boolean";
+    case toml::node_type::array:
+      return "an array";
+    case toml::node_type::table:
+      return "a table";
+    default:
+      return "a date/time";
   }
 }
 
 Status WrongType(std::string_view key, const toml::node& n, std::string_view expected) {
-  return Status::InvalidArgument("config key '" + std::string(key) + "' must be " +
-                                 std::string(expected) + ", got " + TypeName(n));
+  return Status::InvalidArgument("config key '" + std::string(key) + "' must be " + std::string(expected) + ", got " +
+                                 TypeName(n));
 }
 
 }  // namespace
 
 Config::Config() : root_(std::make_unique<toml::table>()) {}
 Config::~Config() = default;
-Config::Config(const Config& o) : root_(std::make_unique<toml::table>(*o.root_)), source_(o.source_), read_keys_(o.read_keys_) {}
+Config::Config(const Config& o)
+    : root_(std::make_unique<toml::table>(*o.root_)), source_(o.source_), read_keys_(o.read_keys_) {}
 Config& Config::operator=(const Config& o) {
-  if (this != &o) { root_ = std::make_unique<toml::table>(*o.root_); source_ = o.source_; read_keys_ = o.read_keys_; }
+  if (this != &o) {
+    root_ = std::make_unique<toml::table>(*o.root_);
+    source_ = o.source_;
+    read_keys_ = o.read_keys_;
+  }
   return *this;
 }
 Config::Config(Config&&) noexcept = default;
@@ -189,8 +201,7 @@ Status Config::CheckAllKeysKnown() const {
   for (const auto& [section, node] : *root_) {
     for (const auto& [name, value] : *node.as_table()) {
       std::string key = std::string(section.str()) + "." + std::string(name.str());
-      if (read_keys_.find(key) == read_keys_.end())
-        return Status::InvalidArgument("unknown config key '" + key + "'");
+      if (read_keys_.find(key) == read_keys_.end()) return Status::InvalidArgument("unknown config key '" + key + "'");
     }
   }
   return Status::Ok();
@@ -224,17 +235,22 @@ uint64_t Config::HashWithout(std::initializer_list<std::string_view> entries) co
 Result<int64_t> ParseSize(std::string_view text, std::string_view what) {
   std::string s(text);
   auto bad = [&] {
-    return Status::InvalidArgument(std::string(what) + ": expected a size such as 4096, 64K, 25M or 1G, got '" + s + "'");
+    return Status::InvalidArgument(std::string(what) + ": expected a size such as 4096, 64K, 25M or 1G, got '" + s +
+                                   "'");
   };
   if (s.empty()) return bad();
   int64_t mult = 1;
   char last = s.back();
-  if (last == 'K' || last == 'k') mult = 1024;
-  else if (last == 'M' || last == 'm') mult = 1024 * 1024;
-  else if (last == 'G' || last == 'g') mult = 1024LL * 1024 * 1024;
+  if (last == 'K' || last == 'k')
+    mult = 1024;
+  else if (last == 'M' || last == 'm')
+    mult = 1024 * 1024;
+  else if (last == 'G' || last == 'g')
+    mult = 1024LL * 1024 * 1024;
   if (mult != 1) s.pop_back();
   if (s.empty()) return bad();
-  for (char c : s) if (c < '0' || c > '9') return bad();
+  for (char c : s)
+    if (c < '0' || c > '9') return bad();
   errno = 0;
   long long v = std::strtoll(s.c_str(), nullptr, 10);
   if (errno != 0 || v > (1LL << 50) / mult) return bad();

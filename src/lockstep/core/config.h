@@ -16,7 +16,11 @@
 
 #include "lockstep/core/result.h"
 
-namespace toml { inline namespace v3 { class table; } }
+namespace toml {
+inline namespace v3 {
+class table;
+}
+}  // namespace toml
 
 namespace lockstep {
 

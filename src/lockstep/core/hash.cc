@@ -21,8 +21,6 @@ Xxh64Stream::~Xxh64Stream() { XXH64_freeState(static_cast<XXH64_state_t*>(state_
 void Xxh64Stream::Update(const void* data, size_t size) {
   XXH64_update(static_cast<XXH64_state_t*>(state_), data, size);
 }
-uint64_t Xxh64Stream::Digest() const {
-  return XXH64_digest(static_cast<const XXH64_state_t*>(state_));
-}
+uint64_t Xxh64Stream::Digest() const { return XXH64_digest(static_cast<const XXH64_state_t*>(state_)); }
 
 }  // namespace lockstep

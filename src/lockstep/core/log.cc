@@ -24,10 +24,14 @@ thread_local std::string t_prefix;
 
 const char* LevelTag(Level l) {
   switch (l) {
-    case Level::DEBUG: return "debug: ";
-    case Level::INFO: return "";
-    case Level::WARN: return "warning: ";
-    case Level::ERROR: return "error: ";
+    case Level::DEBUG:
+      return "debug: ";
+    case Level::INFO:
+      return "";
+    case Level::WARN:
+      return "warning: ";
+    case Level::ERROR:
+      return "error: ";
   }
   return "";
 }

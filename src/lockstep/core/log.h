@@ -18,7 +18,10 @@ class Line {
   explicit Line(Level level) : level_(level) {}
   ~Line();
   template <typename T>
-  Line& operator<<(const T& v) { stream_ << v; return *this; }
+  Line& operator<<(const T& v) {
+    stream_ << v;
+    return *this;
+  }
 
  private:
   Level level_;
@@ -27,7 +30,7 @@ class Line {
 
 }  // namespace lockstep::log
 
-#define LS_LOG(level)                                                          \
-  if (::lockstep::log::Level::level < ::lockstep::log::GetLevel()) {          \
-  } else                                                                       \
+#define LS_LOG(level)                                                \
+  if (::lockstep::log::Level::level < ::lockstep::log::GetLevel()) { \
+  } else                                                             \
     ::lockstep::log::Line(::lockstep::log::Level::level)

@@ -1,8 +1,8 @@
 // Result<T>: a value or the Status that explains why there is none.
 #pragma once
 
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
 #include <optional>
 #include <utility>
 
@@ -13,8 +13,8 @@ namespace lockstep {
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : value_(std::move(value)) {}          // NOLINT: implicit by design
-  Result(Status status) : status_(std::move(status)) {   // NOLINT: implicit by design
+  Result(T value) : value_(std::move(value)) {}         // NOLINT: implicit by design
+  Result(Status status) : status_(std::move(status)) {  // NOLINT: implicit by design
     if (status_.ok()) status_ = Status::Internal("Result built from an ok Status");
   }
 
@@ -22,9 +22,18 @@ class [[nodiscard]] Result {
   const Status& status() const { return status_; }
 
   // Accessing the value of a failed Result is a lockstep bug, not a user error.
-  T& value() & { check(); return *value_; }
-  const T& value() const& { check(); return *value_; }
-  T&& value() && { check(); return std::move(*value_); }
+  T& value() & {
+    check();
+    return *value_;
+  }
+  const T& value() const& {
+    check();
+    return *value_;
+  }
+  T&& value() && {
+    check();
+    return std::move(*value_);
+  }
   T& operator*() & { return value(); }
   const T& operator*() const& { return value(); }
   T* operator->() { return &value(); }
@@ -33,8 +42,7 @@ class [[nodiscard]] Result {
  private:
   void check() const {
     if (!value_) {
-      std::fprintf(stderr, "lockstep: internal error: value of failed Result: %s\n",
-                   status_.ToString().c_str());
+      std::fprintf(stderr, "lockstep: internal error: value of failed Result: %s\n", status_.ToString().c_str());
       std::abort();
     }
   }
@@ -43,15 +51,16 @@ class [[nodiscard]] Result {
 };
 
 template <typename T>
-const Status& ToStatus(const Result<T>& r) { return r.status(); }
+const Status& ToStatus(const Result<T>& r) {
+  return r.status();
+}
 
 }  // namespace lockstep
 
 #define LS_CONCAT_INNER(a, b) a##b
 #define LS_CONCAT(a, b) LS_CONCAT_INNER(a, b)
 // LS_ASSIGN_OR_RETURN(auto x, MakeX()): binds the value or returns the failure.
-#define LS_ASSIGN_OR_RETURN(lhs, expr) \
-  LS_ASSIGN_OR_RETURN_IMPL(LS_CONCAT(ls_result_, __LINE__), lhs, expr)
+#define LS_ASSIGN_OR_RETURN(lhs, expr) LS_ASSIGN_OR_RETURN_IMPL(LS_CONCAT(ls_result_, __LINE__), lhs, expr)
 #define LS_ASSIGN_OR_RETURN_IMPL(tmp, lhs, expr) \
   auto tmp = (expr);                             \
   if (!tmp.ok()) return tmp.status();            \

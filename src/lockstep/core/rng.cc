@@ -28,7 +28,10 @@ std::array<uint32_t, 4> Philox4x32(uint64_t seed, uint64_t stream, uint64_t coun
     MulHiLo(kMul0, c0, &hi0, &lo0);
     MulHiLo(kMul1, c2, &hi1, &lo1);
     uint32_t n0 = hi1 ^ c1 ^ k0, n1 = lo1, n2 = hi0 ^ c3 ^ k1, n3 = lo0;
-    c0 = n0; c1 = n1; c2 = n2; c3 = n3;
+    c0 = n0;
+    c1 = n1;
+    c2 = n2;
+    c3 = n3;
     k0 += kWeyl0;
     k1 += kWeyl1;
   }

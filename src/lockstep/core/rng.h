@@ -17,8 +17,7 @@ std::array<uint32_t, 4> Philox4x32(uint64_t seed, uint64_t stream, uint64_t coun
 // and positions are easy to reason about and restore.
 class Rng {
  public:
-  Rng(uint64_t seed, uint64_t stream, uint64_t counter = 0)
-      : seed_(seed), stream_(stream), counter_(counter) {}
+  Rng(uint64_t seed, uint64_t stream, uint64_t counter = 0) : seed_(seed), stream_(stream), counter_(counter) {}
 
   uint32_t NextU32() { return Philox4x32(seed_, stream_, counter_++)[0]; }
   uint64_t NextU64();

@@ -18,7 +18,7 @@ enum class StatusCode {
   kTimeout,          // a wait ran past its deadline
   kAborted,          // another rank failed, the operation was abandoned
   kUnimplemented,
-  kInternal,         // a lockstep bug
+  kInternal,  // a lockstep bug
 };
 
 const char* StatusCodeName(StatusCode code);
@@ -59,10 +59,10 @@ class Status {
 }  // namespace lockstep
 
 // Propagates a non-ok Status (or the Status of a failed Result) to the caller.
-#define LS_RETURN_IF_ERROR(expr)                              \
-  do {                                                        \
+#define LS_RETURN_IF_ERROR(expr)                                \
+  do {                                                          \
     ::lockstep::Status ls_status_ = ::lockstep::ToStatus(expr); \
-    if (!ls_status_.ok()) return ls_status_;                  \
+    if (!ls_status_.ok()) return ls_status_;                    \
   } while (0)
 
 namespace lockstep {

@@ -39,15 +39,14 @@ Status AppendFile(const std::string& path, int64_t size, std::vector<uint8_t>* o
 
 }  // namespace
 
-int64_t ByteCorpus::SplitPoint(int64_t total) {
-  return static_cast<int64_t>(static_cast<double>(total) * 0.9);
-}
+int64_t ByteCorpus::SplitPoint(int64_t total) { return static_cast<int64_t>(static_cast<double>(total) * 0.9); }
 
 Result<std::vector<CorpusFile>> ByteCorpus::SelectFiles(const std::string& dir) {
   std::error_code ec;
   fs::file_status st = fs::status(dir, ec);
   if (ec || !fs::exists(st)) {
-    return Status::NotFound("corpus directory " + dir + " does not exist (the default corpus is in the Debian package "
+    return Status::NotFound("corpus directory " + dir +
+                            " does not exist (the default corpus is in the Debian package "
                             "'fortunes')");
   }
   if (!fs::is_directory(st)) return Status::InvalidArgument("corpus path " + dir + " is not a directory");
@@ -109,8 +108,8 @@ Status CheckCorpusFitsContext(const ByteCorpus& c, int64_t context) {
   if (context < 1) return Status::InvalidArgument("the context length must be >= 1, got " + std::to_string(context));
   const int64_t train = static_cast<int64_t>(c.train().size()), val = static_cast<int64_t>(c.val().size());
   if (train < 2 * context || val < context + 1) {
-    return Status::InvalidArgument("corpus " + c.dir() + " is too small for context " + std::to_string(context) +
-                                   ": " + std::to_string(train) + " training and " + std::to_string(val) +
+    return Status::InvalidArgument("corpus " + c.dir() + " is too small for context " + std::to_string(context) + ": " +
+                                   std::to_string(train) + " training and " + std::to_string(val) +
                                    " validation bytes, need at least " + std::to_string(2 * context) + " and " +
                                    std::to_string(context + 1));
   }

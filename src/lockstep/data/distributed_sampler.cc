@@ -103,7 +103,8 @@ Status DistributedSampler::Restore(const LoaderState& state) {
   if (state.epoch < 0 || state.batch_in_epoch < 0 || state.batch_in_epoch >= batches_per_epoch_) {
     return Status::InvalidArgument("loader state (epoch " + std::to_string(state.epoch) + ", batch " +
                                    std::to_string(state.batch_in_epoch) + ") is outside an epoch of " +
-                                   std::to_string(batches_per_epoch_) + " batches: the checkpoint was written "
+                                   std::to_string(batches_per_epoch_) +
+                                   " batches: the checkpoint was written "
                                    "with a different dataset or batch size");
   }
   state_ = state;

@@ -30,12 +30,12 @@ enum class FinalBatch { kDrop, kPad, kMask };
 Result<FinalBatch> ParseFinalBatch(const std::string& text, const std::string& key);
 
 struct SamplerOptions {
-  int64_t dataset_size = 0;   // S
-  int64_t global_batch = 0;   // G: all ranks together
-  int64_t world_size = 1;     // N
-  int64_t rank = 0;           // r
+  int64_t dataset_size = 0;  // S
+  int64_t global_batch = 0;  // G: all ranks together
+  int64_t world_size = 1;    // N
+  int64_t rank = 0;          // r
   uint64_t seed = 0;
-  bool shuffle = true;        // false: the identity permutation (evaluation)
+  bool shuffle = true;  // false: the identity permutation (evaluation)
   FinalBatch final_batch = FinalBatch::kDrop;
   // The config key G came from, for error messages ("train.batch_size", "eval.batch_size").
   std::string batch_key = "train.batch_size";

@@ -20,7 +20,8 @@ Result<int64_t> NonNegativeField(const nlohmann::json& j, const char* name) {
     return static_cast<int64_t>(u);
   }
   int64_t v = it->get<int64_t>();
-  if (v < 0) return Status::InvalidArgument(std::string("loader state: field '") + name + "' must be >= 0, got " + it->dump());
+  if (v < 0)
+    return Status::InvalidArgument(std::string("loader state: field '") + name + "' must be >= 0, got " + it->dump());
   return v;
 }
 

@@ -11,8 +11,7 @@ namespace {
 // One loader class for both splits: they differ only in where window k starts.
 class CorpusWindowLoader final : public TextLoader {
  public:
-  CorpusWindowLoader(std::shared_ptr<const ByteCorpus> corpus, bool train, int64_t context,
-                     DistributedSampler sampler)
+  CorpusWindowLoader(std::shared_ptr<const ByteCorpus> corpus, bool train, int64_t context, DistributedSampler sampler)
       : corpus_(std::move(corpus)),
         source_(train ? corpus_->train() : corpus_->val()),
         train_(train),

@@ -21,16 +21,16 @@ using autograd::Variable;
 // qkv: [B, T, 3C] packed q|k|v. Returns [B, T, C] (heads concatenated). Saves the softmax
 // probabilities [B, H, T, T] for backward.
 Variable AttentionForward(Tape& tape, const Variable& qkv, int64_t heads);
-void AttentionBackward(const Variable& out, const Variable& qkv, const tensor::Tensor& att,
-                       int64_t heads, autograd::BufferPool* pool);
+void AttentionBackward(const Variable& out, const Variable& qkv, const tensor::Tensor& att, int64_t heads,
+                       autograd::BufferPool* pool);
 
 class CausalSelfAttention {
  public:
   CausalSelfAttention() = default;
   // Registers "<prefix>.qkv.{weight,bias}" and "<prefix>.proj.{weight,bias}"; weights
   // N(0, std) and N(0, proj_std), biases zero.
-  CausalSelfAttention(ParameterStore& ps, const std::string& prefix, int64_t width,
-                      int64_t heads, float std, float proj_std);
+  CausalSelfAttention(ParameterStore& ps, const std::string& prefix, int64_t width, int64_t heads, float std,
+                      float proj_std);
 
   // x: [B, T, C] -> [B, T, C].
   Variable Forward(Tape& tape, const Variable& x) const;

@@ -58,10 +58,9 @@ EvalResult Cnn::Evaluate(const ModelInput& in) {
 }
 
 double Cnn::TrainFlopsPerSample() const {
-  const double macs = static_cast<double>(conv1_.MacsPerSample(kCnnImageSize, kCnnImageSize) +
-                                          conv2_.MacsPerSample(kCnnImageSize / 2,
-                                                               kCnnImageSize / 2) +
-                                          kFlat * kCnnClasses);
+  const double macs =
+      static_cast<double>(conv1_.MacsPerSample(kCnnImageSize, kCnnImageSize) +
+                          conv2_.MacsPerSample(kCnnImageSize / 2, kCnnImageSize / 2) + kFlat * kCnnClasses);
   return 3.0 * 2.0 * macs;
 }
 

@@ -6,14 +6,12 @@
 
 namespace lockstep::nn {
 
-Variable Conv2dForward(Tape& tape, tensor::Conv2d* plan, const Variable& x, const Variable& w,
-                       const Variable& b) {
+Variable Conv2dForward(Tape& tape, tensor::Conv2d* plan, const Variable& x, const Variable& w, const Variable& b) {
   const tensor::Conv2dShape& s = plan->shape();
   LS_CHECK(x.shape() == tensor::Shape({s.N, s.IC, s.H, s.W}))
-      << "Conv2d input " << x.value().ToString() << " for plan N=" << s.N << " IC=" << s.IC
-      << " H=" << s.H << " W=" << s.W;
-  LS_CHECK(w.shape() == tensor::Shape({s.OC, s.IC, s.KH, s.KW}))
-      << "Conv2d weight " << w.value().ToString();
+      << "Conv2d input " << x.value().ToString() << " for plan N=" << s.N << " IC=" << s.IC << " H=" << s.H
+      << " W=" << s.W;
+  LS_CHECK(w.shape() == tensor::Shape({s.OC, s.IC, s.KH, s.KW})) << "Conv2d weight " << w.value().ToString();
   LS_CHECK(!b.defined() || b.numel() == s.OC) << "Conv2d bias " << b.value().ToString();
   const bool rec = tape.ShouldRecord({&x, &w, &b});
   Variable y = tape.NewActivation({s.N, s.OC, s.OH(), s.OW()}, rec);
@@ -25,8 +23,8 @@ Variable Conv2dForward(Tape& tape, tensor::Conv2d* plan, const Variable& x, cons
   return y;
 }
 
-void Conv2dBackward(tensor::Conv2d* plan, const Variable& y, const Variable& x,
-                    const Variable& w, const Variable& b, autograd::BufferPool* pool) {
+void Conv2dBackward(tensor::Conv2d* plan, const Variable& y, const Variable& x, const Variable& w, const Variable& b,
+                    autograd::BufferPool* pool) {
   if (!y.has_grad()) return;
   const float* dout = y.grad().data<float>();
   if (w.requires_grad() || (b.defined() && b.requires_grad())) {
@@ -51,12 +49,11 @@ void Conv2dBackward(tensor::Conv2d* plan, const Variable& y, const Variable& x,
   }
 }
 
-Conv2d::Conv2d(ParameterStore& ps, const std::string& prefix, int64_t in_channels,
-               int64_t out_channels, int64_t kernel, int64_t stride, int64_t pad)
+Conv2d::Conv2d(ParameterStore& ps, const std::string& prefix, int64_t in_channels, int64_t out_channels, int64_t kernel,
+               int64_t stride, int64_t pad)
     : ps_(&ps), ic_(in_channels), oc_(out_channels), k_(kernel), stride_(stride), pad_(pad) {
   const float bound = 1.0f / std::sqrt(static_cast<float>(in_channels * kernel * kernel));
-  w_ = ps.Add(prefix + ".weight", {out_channels, in_channels, kernel, kernel},
-              Init::Uniform(bound), /*decay=*/true);
+  w_ = ps.Add(prefix + ".weight", {out_channels, in_channels, kernel, kernel}, Init::Uniform(bound), /*decay=*/true);
   b_ = ps.Add(prefix + ".bias", {out_channels}, Init::Uniform(bound), /*decay=*/false);
 }
 
@@ -66,8 +63,7 @@ Variable Conv2d::Forward(Tape& tape, const Variable& x) {
   const std::array<int64_t, 3> key{x.shape()[0], x.shape()[2], x.shape()[3]};
   auto& plan = plans_[key];
   if (plan == nullptr) {
-    plan = std::make_unique<tensor::Conv2d>(key[0], ic_, key[1], key[2], oc_, k_, k_, stride_,
-                                            pad_);
+    plan = std::make_unique<tensor::Conv2d>(key[0], ic_, key[1], key[2], oc_, k_, k_, stride_, pad_);
   }
   return Conv2dForward(tape, plan.get(), x, ps_->var(w_), ps_->var(b_));
 }

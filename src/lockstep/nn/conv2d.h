@@ -1,8 +1,8 @@
 // 2-D convolution (NCHW input, OIHW weights) through oneDNN plans from tensor/conv.h.
 #pragma once
 
-#include <cstdint>
 #include <array>
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <string>
@@ -18,10 +18,9 @@ using autograd::Variable;
 
 // x: [N, IC, H, W]; w: [OC, IC, KH, KW]; b: [OC] or undefined; `plan` must be built for
 // exactly this shape and outlive the tape's backward. Returns [N, OC, OH, OW].
-Variable Conv2dForward(Tape& tape, tensor::Conv2d* plan, const Variable& x, const Variable& w,
-                       const Variable& b);
-void Conv2dBackward(tensor::Conv2d* plan, const Variable& y, const Variable& x,
-                    const Variable& w, const Variable& b, autograd::BufferPool* pool);
+Variable Conv2dForward(Tape& tape, tensor::Conv2d* plan, const Variable& x, const Variable& w, const Variable& b);
+void Conv2dBackward(tensor::Conv2d* plan, const Variable& y, const Variable& x, const Variable& w, const Variable& b,
+                    autograd::BufferPool* pool);
 
 // Registers "<prefix>.weight" [OC, IC, K, K] (decayed) and "<prefix>.bias" [OC], both with
 // PyTorch's default init U(+-1/sqrt(IC*K*K)). Keeps one oneDNN plan per batch size; plans
@@ -29,8 +28,8 @@ void Conv2dBackward(tensor::Conv2d* plan, const Variable& y, const Variable& x,
 class Conv2d {
  public:
   Conv2d() = default;
-  Conv2d(ParameterStore& ps, const std::string& prefix, int64_t in_channels,
-         int64_t out_channels, int64_t kernel, int64_t stride, int64_t pad);
+  Conv2d(ParameterStore& ps, const std::string& prefix, int64_t in_channels, int64_t out_channels, int64_t kernel,
+         int64_t stride, int64_t pad);
 
   // Not const: may build (and cache) the plan for a new input shape.
   Variable Forward(Tape& tape, const Variable& x);

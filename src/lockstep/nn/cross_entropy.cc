@@ -6,13 +6,11 @@
 
 namespace lockstep::nn {
 
-Variable SoftmaxCrossEntropyForward(Tape& tape, const Variable& logits,
-                                    const tensor::Tensor& targets) {
+Variable SoftmaxCrossEntropyForward(Tape& tape, const Variable& logits, const tensor::Tensor& targets) {
   LS_CHECK(logits.value().ndim() == 2) << "CrossEntropy logits " << logits.value().ToString();
   const int64_t n = logits.shape()[0], v = logits.shape()[1];
   LS_CHECK(targets.dtype() == tensor::DType::kI32 && targets.numel() == n)
-      << "CrossEntropy targets " << targets.ToString() << " for logits "
-      << logits.value().ToString();
+      << "CrossEntropy targets " << targets.ToString() << " for logits " << logits.value().ToString();
   const int32_t* t = targets.data<int32_t>();
   int64_t count = 0;
   for (int64_t i = 0; i < n; ++i) count += t[i] >= 0;
@@ -21,19 +19,16 @@ Variable SoftmaxCrossEntropyForward(Tape& tape, const Variable& logits,
   tensor::Tensor dlogits;
   if (rec) dlogits = tape.NewBuffer({n, v});
   const float dscale = count > 0 ? 1.0f / static_cast<float>(count) : 0.0f;
-  const double mean = tensor::SoftmaxCrossEntropy(nullptr, rec ? dlogits.data<float>() : nullptr,
-                                                  logits.data(), t, n, v, dscale);
+  const double mean =
+      tensor::SoftmaxCrossEntropy(nullptr, rec ? dlogits.data<float>() : nullptr, logits.data(), t, n, v, dscale);
   loss.data()[0] = static_cast<float>(mean);
   if (rec) {
-    tape.Record({logits}, [loss, logits, dlogits] {
-      SoftmaxCrossEntropyBackward(loss, logits, dlogits);
-    });
+    tape.Record({logits}, [loss, logits, dlogits] { SoftmaxCrossEntropyBackward(loss, logits, dlogits); });
   }
   return loss;
 }
 
-void SoftmaxCrossEntropyBackward(const Variable& loss, const Variable& logits,
-                                 const tensor::Tensor& dlogits_unit) {
+void SoftmaxCrossEntropyBackward(const Variable& loss, const Variable& logits, const tensor::Tensor& dlogits_unit) {
   if (!loss.has_grad()) return;
   const float dloss = loss.grad().data<float>()[0];
   const int64_t n = logits.numel();
@@ -45,8 +40,7 @@ void SoftmaxCrossEntropyBackward(const Variable& loss, const Variable& logits,
   }
 }
 
-CrossEntropyStats SoftmaxCrossEntropyStats(const float* logits, const int32_t* targets,
-                                           int64_t n, int64_t v) {
+CrossEntropyStats SoftmaxCrossEntropyStats(const float* logits, const int32_t* targets, int64_t n, int64_t v) {
   CrossEntropyStats s;
   std::vector<float> losses(static_cast<size_t>(n));
   tensor::SoftmaxCrossEntropy(losses.data(), nullptr, logits, targets, n, v, 0.0f);

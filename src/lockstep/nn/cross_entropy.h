@@ -14,10 +14,8 @@ using autograd::Variable;
 // logits: [n, V]; targets: I32 [n] (or any shape of n elements) in [-1, V) (checked).
 // Returns the mean loss as a [1] Variable. When recording, the forward also writes
 // (softmax - onehot) / count into a saved buffer, so backward is a single scale by d(loss).
-Variable SoftmaxCrossEntropyForward(Tape& tape, const Variable& logits,
-                                    const tensor::Tensor& targets);
-void SoftmaxCrossEntropyBackward(const Variable& loss, const Variable& logits,
-                                 const tensor::Tensor& dlogits_unit);
+Variable SoftmaxCrossEntropyForward(Tape& tape, const Variable& logits, const tensor::Tensor& targets);
+void SoftmaxCrossEntropyBackward(const Variable& loss, const Variable& logits, const tensor::Tensor& dlogits_unit);
 
 // Evaluation helper (no tape): sum of per-row losses, counted rows, and rows whose argmax
 // (first maximum) equals the target, over logits [n, V].
@@ -26,7 +24,6 @@ struct CrossEntropyStats {
   int64_t count = 0;
   int64_t correct = 0;
 };
-CrossEntropyStats SoftmaxCrossEntropyStats(const float* logits, const int32_t* targets,
-                                           int64_t n, int64_t v);
+CrossEntropyStats SoftmaxCrossEntropyStats(const float* logits, const int32_t* targets, int64_t n, int64_t v);
 
 }  // namespace lockstep::nn

@@ -5,8 +5,7 @@
 namespace lockstep::nn {
 
 Variable EmbeddingForward(Tape& tape, const tensor::Tensor& ids, const Variable& table) {
-  LS_CHECK(ids.dtype() == tensor::DType::kI32 && ids.is_contiguous())
-      << "Embedding ids " << ids.ToString();
+  LS_CHECK(ids.dtype() == tensor::DType::kI32 && ids.is_contiguous()) << "Embedding ids " << ids.ToString();
   LS_CHECK(table.value().ndim() == 2) << "Embedding table " << table.value().ToString();
   const int64_t c = table.shape()[1];
   tensor::Shape out_shape = ids.shape();
@@ -16,8 +15,7 @@ Variable EmbeddingForward(Tape& tape, const tensor::Tensor& ids, const Variable&
   const int64_t v = table.shape()[0];
   const int32_t* id = ids.data<int32_t>();
   for (int64_t i = 0; i < ids.numel(); ++i) {
-    LS_CHECK(id[i] >= 0 && id[i] < v) << "Embedding id " << id[i] << " at " << i
-                                      << " outside [0, " << v << ")";
+    LS_CHECK(id[i] >= 0 && id[i] < v) << "Embedding id " << id[i] << " at " << i << " outside [0, " << v << ")";
   }
   tensor::EmbeddingForward(out.data(), ids.data<int32_t>(), table.data(), ids.numel(), c);
   if (rec) tape.Record({table}, [out, ids, table] { EmbeddingBackward(out, ids, table); });
@@ -26,13 +24,11 @@ Variable EmbeddingForward(Tape& tape, const tensor::Tensor& ids, const Variable&
 
 void EmbeddingBackward(const Variable& out, const tensor::Tensor& ids, const Variable& table) {
   if (!out.has_grad() || !table.requires_grad()) return;
-  tensor::EmbeddingBackward(table.GradAccumulate(), ids.data<int32_t>(),
-                            out.grad().data<float>(), ids.numel(), table.shape()[1]);
+  tensor::EmbeddingBackward(table.GradAccumulate(), ids.data<int32_t>(), out.grad().data<float>(), ids.numel(),
+                            table.shape()[1]);
 }
 
-Embedding::Embedding(ParameterStore& ps, const std::string& prefix, int64_t num, int64_t dim,
-                     Init init)
-    : ps_(&ps) {
+Embedding::Embedding(ParameterStore& ps, const std::string& prefix, int64_t num, int64_t dim, Init init) : ps_(&ps) {
   w_ = ps.Add(prefix + ".weight", {num, dim}, init, /*decay=*/true);
 }
 

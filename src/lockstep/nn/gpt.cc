@@ -16,8 +16,7 @@ using autograd::Variable;
 
 Status ValidateGptConfig(const GptConfig& c) {
   auto bad = [](const char* key, int64_t v, const char* want) {
-    return Status::InvalidArgument(std::string(key) + ": " + std::to_string(v) + " is invalid; " +
-                                   want);
+    return Status::InvalidArgument(std::string(key) + ": " + std::to_string(v) + " is invalid; " + want);
   };
   if (c.vocab < 1 || c.vocab > (int64_t{1} << 24)) {
     return bad("model.vocab", c.vocab, "expected 1..16777216");
@@ -29,8 +28,7 @@ Status ValidateGptConfig(const GptConfig& c) {
   if (c.mlp_ratio < 1) return bad("model.mlp_ratio", c.mlp_ratio, "expected >= 1");
   if (c.width % c.heads != 0) {
     return Status::InvalidArgument("model.width: " + std::to_string(c.width) +
-                                   " is not divisible by model.heads = " +
-                                   std::to_string(c.heads));
+                                   " is not divisible by model.heads = " + std::to_string(c.heads));
   }
   return Status::Ok();
 }
@@ -111,8 +109,7 @@ EvalResult Gpt::Evaluate(const ModelInput& in) {
   {
     Tape::NoGradGuard no_grad(eval_tape_);
     Variable logits = Logits(eval_tape_, in.tokens, in.batch, in.seq);
-    CrossEntropyStats s =
-        SoftmaxCrossEntropyStats(logits.data(), in.targets, in.batch * in.seq, c_.vocab);
+    CrossEntropyStats s = SoftmaxCrossEntropyStats(logits.data(), in.targets, in.batch * in.seq, c_.vocab);
     r = {s.loss_sum, s.count, s.correct};
   }
   eval_tape_.Clear();
@@ -132,8 +129,7 @@ double GptTrainFlopsPerSample(const GptConfig& c) {
   return 3.0 * fwd_per_token * T;
 }
 
-std::string Gpt::Generate(const std::string& prompt, int n_tokens, float temperature,
-                          uint64_t seed) {
+std::string Gpt::Generate(const std::string& prompt, int n_tokens, float temperature, uint64_t seed) {
   std::vector<int32_t> ctx;
   for (unsigned char ch : prompt.empty() ? std::string("\n") : prompt) {
     ctx.push_back(static_cast<int32_t>(ch) % static_cast<int32_t>(c_.vocab));

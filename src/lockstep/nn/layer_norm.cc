@@ -6,12 +6,11 @@
 
 namespace lockstep::nn {
 
-Variable LayerNormForward(Tape& tape, const Variable& x, const Variable& weight,
-                          const Variable& bias, float eps) {
+Variable LayerNormForward(Tape& tape, const Variable& x, const Variable& weight, const Variable& bias, float eps) {
   const int64_t c = x.shape().back();
   LS_CHECK(weight.numel() == c && bias.numel() == c)
-      << "LayerNorm " << x.value().ToString() << " with weight " << weight.value().ToString()
-      << " bias " << bias.value().ToString();
+      << "LayerNorm " << x.value().ToString() << " with weight " << weight.value().ToString() << " bias "
+      << bias.value().ToString();
   const int64_t n = x.numel() / c;
   const bool rec = tape.ShouldRecord({&x, &weight, &bias});
   Variable y = tape.NewActivation(x.shape(), rec);
@@ -20,20 +19,17 @@ Variable LayerNormForward(Tape& tape, const Variable& x, const Variable& weight,
     mean = tape.NewBuffer({n});
     rstd = tape.NewBuffer({n});
   }
-  tensor::LayerNormForward(y.data(), rec ? mean.data<float>() : nullptr,
-                           rec ? rstd.data<float>() : nullptr, x.data(), weight.data(),
-                           bias.data(), n, c, eps);
+  tensor::LayerNormForward(y.data(), rec ? mean.data<float>() : nullptr, rec ? rstd.data<float>() : nullptr, x.data(),
+                           weight.data(), bias.data(), n, c, eps);
   if (rec) {
-    tape.Record({x, weight, bias}, [y, x, weight, bias, mean, rstd] {
-      LayerNormBackward(y, x, weight, bias, mean, rstd);
-    });
+    tape.Record({x, weight, bias},
+                [y, x, weight, bias, mean, rstd] { LayerNormBackward(y, x, weight, bias, mean, rstd); });
   }
   return y;
 }
 
-void LayerNormBackward(const Variable& y, const Variable& x, const Variable& weight,
-                       const Variable& bias, const tensor::Tensor& mean,
-                       const tensor::Tensor& rstd) {
+void LayerNormBackward(const Variable& y, const Variable& x, const Variable& weight, const Variable& bias,
+                       const tensor::Tensor& mean, const tensor::Tensor& rstd) {
   if (!y.has_grad()) return;
   const int64_t c = x.shape().back();
   const int64_t n = x.numel() / c;
@@ -41,9 +37,8 @@ void LayerNormBackward(const Variable& y, const Variable& x, const Variable& wei
   std::vector<float> scratch(x.requires_grad() ? 0 : static_cast<size_t>(x.numel()));
   tensor::LayerNormBackward(x.requires_grad() ? x.GradAccumulate() : scratch.data(),
                             weight.requires_grad() ? weight.GradAccumulate() : nullptr,
-                            bias.requires_grad() ? bias.GradAccumulate() : nullptr,
-                            y.grad().data<float>(), x.data(), weight.data(),
-                            mean.data<float>(), rstd.data<float>(), n, c);
+                            bias.requires_grad() ? bias.GradAccumulate() : nullptr, y.grad().data<float>(), x.data(),
+                            weight.data(), mean.data<float>(), rstd.data<float>(), n, c);
 }
 
 LayerNorm::LayerNorm(ParameterStore& ps, const std::string& prefix, int64_t dim) : ps_(&ps) {

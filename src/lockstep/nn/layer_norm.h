@@ -15,11 +15,10 @@ using autograd::Variable;
 inline constexpr float kLayerNormEps = 1e-5f;  // PyTorch's default
 
 // x: [..., C]; weight, bias: [C]. Saves mean and rstd per row for backward.
-Variable LayerNormForward(Tape& tape, const Variable& x, const Variable& weight,
-                          const Variable& bias, float eps = kLayerNormEps);
-void LayerNormBackward(const Variable& y, const Variable& x, const Variable& weight,
-                       const Variable& bias, const tensor::Tensor& mean,
-                       const tensor::Tensor& rstd);
+Variable LayerNormForward(Tape& tape, const Variable& x, const Variable& weight, const Variable& bias,
+                          float eps = kLayerNormEps);
+void LayerNormBackward(const Variable& y, const Variable& x, const Variable& weight, const Variable& bias,
+                       const tensor::Tensor& mean, const tensor::Tensor& rstd);
 
 // Registers "<prefix>.weight" (ones) and "<prefix>.bias" (zeros), both [dim], no decay.
 class LayerNorm {

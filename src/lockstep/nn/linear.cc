@@ -11,15 +11,13 @@ Variable LinearForward(Tape& tape, const Variable& x, const Variable& w, const V
   const int64_t oc = w.shape()[0], ic = w.shape()[1];
   LS_CHECK(x.value().ndim() >= 1 && x.shape().back() == ic)
       << "Linear input " << x.value().ToString() << " for weight " << w.value().ToString();
-  LS_CHECK(!b.defined() || (b.value().ndim() == 1 && b.shape()[0] == oc))
-      << "Linear bias " << b.value().ToString();
+  LS_CHECK(!b.defined() || (b.value().ndim() == 1 && b.shape()[0] == oc)) << "Linear bias " << b.value().ToString();
   const int64_t n = x.numel() / ic;
   tensor::Shape out_shape = x.shape();
   out_shape.back() = oc;
   const bool rec = tape.ShouldRecord({&x, &w, &b});
   Variable y = tape.NewActivation(out_shape, rec);
-  tensor::LinearForward(y.data(), x.data(), w.data(), b.defined() ? b.data() : nullptr, n, ic,
-                        oc);
+  tensor::LinearForward(y.data(), x.data(), w.data(), b.defined() ? b.data() : nullptr, n, ic, oc);
   if (rec) tape.Record({x, w, b}, [y, x, w, b] { LinearBackward(y, x, w, b); });
   return y;
 }
@@ -34,8 +32,7 @@ void LinearBackward(const Variable& y, const Variable& x, const Variable& w, con
     // saves zeroing it first.
     bool fresh = false;
     float* dx = x.GradForWrite(&fresh);
-    tensor::Gemm(false, false, n, ic, oc, 1.0f, dout, oc, w.data(), ic, fresh ? 0.0f : 1.0f, dx,
-                 ic);
+    tensor::Gemm(false, false, n, ic, oc, 1.0f, dout, oc, w.data(), ic, fresh ? 0.0f : 1.0f, dx, ic);
   }
   float* dw = w.requires_grad() ? w.GradAccumulate() : nullptr;
   float* db = b.defined() && b.requires_grad() ? b.GradAccumulate() : nullptr;
@@ -44,15 +41,14 @@ void LinearBackward(const Variable& y, const Variable& x, const Variable& w, con
   }
 }
 
-Linear::Linear(ParameterStore& ps, const std::string& prefix, int64_t in, int64_t out, bool bias,
-               Init weight_init, Init bias_init)
+Linear::Linear(ParameterStore& ps, const std::string& prefix, int64_t in, int64_t out, bool bias, Init weight_init,
+               Init bias_init)
     : ps_(&ps), in_(in), out_(out) {
   w_ = ps.Add(prefix + ".weight", {out, in}, weight_init, /*decay=*/true);
   if (bias) b_ = ps.Add(prefix + ".bias", {out}, bias_init, /*decay=*/false);
 }
 
-Linear Linear::TorchDefault(ParameterStore& ps, const std::string& prefix, int64_t in,
-                            int64_t out, bool bias) {
+Linear Linear::TorchDefault(ParameterStore& ps, const std::string& prefix, int64_t in, int64_t out, bool bias) {
   // kaiming_uniform_(a=sqrt(5)) gives bound gain*sqrt(3/fan_in) with gain = sqrt(2/(1+5)),
   // i.e. 1/sqrt(fan_in); the bias uses the same bound.
   const float bound = 1.0f / std::sqrt(static_cast<float>(in));

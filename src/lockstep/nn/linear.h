@@ -21,11 +21,10 @@ void LinearBackward(const Variable& y, const Variable& x, const Variable& w, con
 class Linear {
  public:
   Linear() = default;
-  Linear(ParameterStore& ps, const std::string& prefix, int64_t in, int64_t out, bool bias,
-         Init weight_init, Init bias_init);
+  Linear(ParameterStore& ps, const std::string& prefix, int64_t in, int64_t out, bool bias, Init weight_init,
+         Init bias_init);
   // PyTorch's default nn.Linear init: U(+-1/sqrt(in)) for weight and bias.
-  static Linear TorchDefault(ParameterStore& ps, const std::string& prefix, int64_t in,
-                             int64_t out, bool bias);
+  static Linear TorchDefault(ParameterStore& ps, const std::string& prefix, int64_t in, int64_t out, bool bias);
 
   Variable Forward(Tape& tape, const Variable& x) const;
 

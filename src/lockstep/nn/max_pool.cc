@@ -33,18 +33,17 @@ Variable MaxPool2x2Forward(Tape& tape, const Variable& x) {
 
 void MaxPool2x2Backward(const Variable& y, const Variable& x, const tensor::Tensor& argmax) {
   if (!y.has_grad()) return;
-  tensor::MaxPool2x2Backward(x.GradAccumulate(), argmax.data<int32_t>(), y.grad().data<float>(),
-                             x.shape()[0], x.shape()[1], x.shape()[2], x.shape()[3]);
+  tensor::MaxPool2x2Backward(x.GradAccumulate(), argmax.data<int32_t>(), y.grad().data<float>(), x.shape()[0],
+                             x.shape()[1], x.shape()[2], x.shape()[3]);
 }
 
 Variable ReluMaxPool2x2Forward(Tape& tape, const Variable& x) {
-  return Pool2x2(tape, x, tensor::ReluMaxPool2x2Forward,
-                 [](const Variable& y, const Variable& x, const tensor::Tensor& argmax) {
-                   if (!y.has_grad()) return;
-                   tensor::ReluMaxPool2x2Backward(x.GradAccumulate(), argmax.data<int32_t>(), y.data(),
-                                                  y.grad().data<float>(), x.shape()[0], x.shape()[1],
-                                                  x.shape()[2], x.shape()[3]);
-                 });
+  return Pool2x2(
+      tape, x, tensor::ReluMaxPool2x2Forward, [](const Variable& y, const Variable& x, const tensor::Tensor& argmax) {
+        if (!y.has_grad()) return;
+        tensor::ReluMaxPool2x2Backward(x.GradAccumulate(), argmax.data<int32_t>(), y.data(), y.grad().data<float>(),
+                                       x.shape()[0], x.shape()[1], x.shape()[2], x.shape()[3]);
+      });
 }
 
 }  // namespace lockstep::nn

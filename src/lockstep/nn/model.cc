@@ -8,7 +8,8 @@ namespace lockstep::nn {
 Result<GptConfig> ReadGptConfig(const Config& cfg) {
   GptConfig c;
   LS_ASSIGN_OR_RETURN(int64_t seed, cfg.GetInt("model.init_seed", 0));
-  if (seed < 0) return Status::InvalidArgument("model.init_seed: " + std::to_string(seed) + " is invalid; expected >= 0");
+  if (seed < 0)
+    return Status::InvalidArgument("model.init_seed: " + std::to_string(seed) + " is invalid; expected >= 0");
   LS_ASSIGN_OR_RETURN(c.vocab, cfg.GetInt("model.vocab", c.vocab));
   LS_ASSIGN_OR_RETURN(c.context, cfg.GetInt("model.context", c.context));
   LS_ASSIGN_OR_RETURN(c.layers, cfg.GetInt("model.layers", c.layers));
@@ -24,8 +25,7 @@ Result<std::unique_ptr<Model>> MakeModel(const Config& cfg) {
   LS_ASSIGN_OR_RETURN(std::string kind, cfg.GetString("model.kind", ""));
   LS_ASSIGN_OR_RETURN(int64_t seed, cfg.GetInt("model.init_seed", 0));
   if (seed < 0) {
-    return Status::InvalidArgument("model.init_seed: " + std::to_string(seed) +
-                                   " is invalid; expected >= 0");
+    return Status::InvalidArgument("model.init_seed: " + std::to_string(seed) + " is invalid; expected >= 0");
   }
   if (kind == "gpt") {
     LS_ASSIGN_OR_RETURN(GptConfig c, ReadGptConfig(cfg));
@@ -39,8 +39,7 @@ Result<std::unique_ptr<Model>> MakeModel(const Config& cfg) {
   if (kind.empty()) {
     return Status::InvalidArgument("model.kind: missing; expected \"gpt\" or \"cnn\"");
   }
-  return Status::InvalidArgument("model.kind: \"" + kind +
-                                 "\" is not a model; expected \"gpt\" or \"cnn\"");
+  return Status::InvalidArgument("model.kind: \"" + kind + "\" is not a model; expected \"gpt\" or \"cnn\"");
 }
 
 }  // namespace lockstep::nn

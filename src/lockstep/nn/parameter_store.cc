@@ -10,8 +10,7 @@ namespace lockstep::nn {
 using tensor::MemoryTag;
 using tensor::Tensor;
 
-void InitValues(float* out, int64_t n, const Init& init, std::string_view name, uint64_t seed,
-                int64_t first_element) {
+void InitValues(float* out, int64_t n, const Init& init, std::string_view name, uint64_t seed, int64_t first_element) {
   switch (init.kind) {
     case Init::Kind::kZeros:
       std::memset(out, 0, static_cast<size_t>(n) * sizeof(float));
@@ -67,9 +66,9 @@ void ParameterStore::AllocatePartial(bool params, bool grads) {
   vars_.reserve(infos_.size());
   for (int i = 0; i < size(); ++i) {
     const ParamInfo& p = infos_[i];
-    vars_.push_back(autograd::Variable::Parameter(
-        params ? Tensor::FromStorage(params_.storage(), p.offset, p.shape) : Tensor(),
-        grads ? Tensor::FromStorage(grads_.storage(), p.offset, p.shape) : Tensor(), i));
+    vars_.push_back(
+        autograd::Variable::Parameter(params ? Tensor::FromStorage(params_.storage(), p.offset, p.shape) : Tensor(),
+                                      grads ? Tensor::FromStorage(grads_.storage(), p.offset, p.shape) : Tensor(), i));
   }
   finalized_ = true;
 }
@@ -96,9 +95,7 @@ void ParameterStore::Initialize(uint64_t init_seed) {
   }
 }
 
-void ParameterStore::CheckFinalized() const {
-  LS_CHECK(finalized_) << "ParameterStore used before Finalize";
-}
+void ParameterStore::CheckFinalized() const { LS_CHECK(finalized_) << "ParameterStore used before Finalize"; }
 
 const autograd::Variable& ParameterStore::var(int i) const {
   CheckFinalized();

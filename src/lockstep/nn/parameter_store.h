@@ -41,11 +41,11 @@ struct Init {
 };
 
 struct ParamInfo {
-  std::string name;     // hierarchical: "blocks.0.qkv.weight"
+  std::string name;  // hierarchical: "blocks.0.qkv.weight"
   tensor::Shape shape;
   Init init;
-  bool decay = false;   // weight decay applies (matrices, embeddings; not biases/LayerNorm)
-  int64_t offset = 0;   // in elements, into flat_params() / flat_grads()
+  bool decay = false;  // weight decay applies (matrices, embeddings; not biases/LayerNorm)
+  int64_t offset = 0;  // in elements, into flat_params() / flat_grads()
   int64_t numel = 0;
 };
 

@@ -23,8 +23,7 @@ void AccumulateInto(const Variable& v, const tensor::Tensor& d) {
 }  // namespace
 
 Variable AddForward(Tape& tape, const Variable& a, const Variable& b) {
-  LS_CHECK(a.shape() == b.shape())
-      << "Add " << a.value().ToString() << " + " << b.value().ToString();
+  LS_CHECK(a.shape() == b.shape()) << "Add " << a.value().ToString() << " + " << b.value().ToString();
   const bool rec = tape.ShouldRecord({&a, &b});
   Variable out = tape.NewActivation(a.shape(), rec);
   tensor::Add(out.data(), a.data(), b.data(), a.numel());
@@ -48,8 +47,7 @@ void AddBackward(const Variable& out, const Variable& a, const Variable& b) {
 
 Variable ReshapeForward(Tape& tape, const Variable& x, const tensor::Shape& shape) {
   const bool rec = tape.ShouldRecord({&x});
-  Variable out =
-      Variable::Activation(x.value().View(shape), rec, &tape.pool());
+  Variable out = Variable::Activation(x.value().View(shape), rec, &tape.pool());
   if (rec) tape.Record({x}, [out, x] { ReshapeBackward(out, x); });
   return out;
 }

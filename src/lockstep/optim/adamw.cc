@@ -52,9 +52,7 @@ void AdamWKernel(float* p, const float* g, float* m, float* v, int64_t n, const 
   std::memcpy(v + i, tv, bytes);
 }
 
-std::string RangeText(FlatRange r) {
-  return "[" + std::to_string(r.begin) + ", " + std::to_string(r.end) + ")";
-}
+std::string RangeText(FlatRange r) { return "[" + std::to_string(r.begin) + ", " + std::to_string(r.end) + ")"; }
 
 }  // namespace
 
@@ -75,8 +73,7 @@ Status ValidateAdamWOptions(const AdamWOptions& o) {
   return Status::Ok();
 }
 
-Result<AdamW> AdamW::Create(const AdamWOptions& options, const std::vector<ParamGroupSpan>& groups,
-                            FlatRange owned) {
+Result<AdamW> AdamW::Create(const AdamWOptions& options, const std::vector<ParamGroupSpan>& groups, FlatRange owned) {
   LS_RETURN_IF_ERROR(ValidateAdamWOptions(options));
   LS_ASSIGN_OR_RETURN(std::vector<DecaySegment> segments, DecaySegmentsFor(groups, owned));
   return AdamW(options, std::move(segments), owned);
@@ -97,8 +94,8 @@ void AdamW::Step(float* params, const float* grads, float lr) {
 
 Status AdamW::UpdateRange(float* params, const float* grads, FlatRange range, float lr) {
   if (!owned_.Contains(range) || range.begin > range.end) {
-    return Status::Internal("AdamW::UpdateRange: range " + RangeText(range) +
-                            " is not inside the owned range " + RangeText(owned_));
+    return Status::Internal("AdamW::UpdateRange: range " + RangeText(range) + " is not inside the owned range " +
+                            RangeText(owned_));
   }
   if (step_ < 1) return Status::Internal("AdamW::UpdateRange called before BeginStep");
 
@@ -117,7 +114,7 @@ Status AdamW::UpdateRange(float* params, const float* grads, FlatRange range, fl
   const bool any_decay = options_.weight_decay != 0.0;
 
   for (const DecaySegment& seg : ClipSegments(segments_, range)) {
-    int64_t in_range = seg.range.begin - range.begin;  // index into params/grads
+    int64_t in_range = seg.range.begin - range.begin;   // index into params/grads
     int64_t in_state = seg.range.begin - owned_.begin;  // index into m_/v_
     float* p = params + in_range;
     const float* g = grads + in_range;
@@ -135,9 +132,9 @@ Status AdamW::UpdateRange(float* params, const float* grads, FlatRange range, fl
 Status AdamW::ImportState(int64_t step, std::span<const float> m, std::span<const float> v) {
   const size_t want = static_cast<size_t>(owned_.size());
   if (m.size() != want || v.size() != want) {
-    return Status::InvalidArgument("AdamW state for range " + RangeText(owned_) + " needs " +
-                                   std::to_string(want) + " elements per moment, got m=" +
-                                   std::to_string(m.size()) + " v=" + std::to_string(v.size()));
+    return Status::InvalidArgument("AdamW state for range " + RangeText(owned_) + " needs " + std::to_string(want) +
+                                   " elements per moment, got m=" + std::to_string(m.size()) +
+                                   " v=" + std::to_string(v.size()));
   }
   if (step < 0) return Status::InvalidArgument("AdamW state step must be >= 0, got " + std::to_string(step));
   std::copy(m.begin(), m.end(), m_.begin());

@@ -40,8 +40,7 @@ class AdamW {
  public:
   // `groups` describe the whole flat buffer (offsets in flat coordinates); `owned` is the range
   // whose state this instance holds. m and v start at zero, step at 0.
-  static Result<AdamW> Create(const AdamWOptions& options, const std::vector<ParamGroupSpan>& groups,
-                              FlatRange owned);
+  static Result<AdamW> Create(const AdamWOptions& options, const std::vector<ParamGroupSpan>& groups, FlatRange owned);
 
   // One full optimizer step over the owned range: BeginStep() then UpdateRange(owned).
   // params/grads hold exactly the owned elements: params[0] is flat element owned().begin.

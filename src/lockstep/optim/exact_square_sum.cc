@@ -1,7 +1,7 @@
 #include "lockstep/optim/exact_square_sum.h"
 
-#include <cmath>
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <limits>
 
@@ -39,8 +39,10 @@ void ExactSquareSum::Add(const float* x, int64_t n) {
       // value = M * 2^(e - 150) with e = max(exp, 1) (subnormals have no implicit bit), so the
       // square is M^2 * 2^(2e - 300) = M^2 << (2e - 2) in units of 2^-298.
       uint32_t e = exp;
-      if (exp == 0) e = 1;
-      else mant |= 0x800000u;
+      if (exp == 0)
+        e = 1;
+      else
+        mant |= 0x800000u;
       const uint32_t shift = 2 * e - 2;
       const unsigned __int128 v = static_cast<unsigned __int128>(mant * mant) << (shift & 31u);
       const uint32_t d = shift >> 5;

@@ -21,8 +21,8 @@ namespace lockstep::optim {
 
 class ExactSquareSum {
  public:
-  static constexpr int kDigits = 20;            // 32-bit digits; digit i weighs 2^(32*i - 298)
-  static constexpr int kWords = kDigits + 2;    // ToWords(): digits, then #inf, #nan
+  static constexpr int kDigits = 20;          // 32-bit digits; digit i weighs 2^(32*i - 298)
+  static constexpr int kWords = kDigits + 2;  // ToWords(): digits, then #inf, #nan
 
   // Adds x[i]^2 for i < n. Infinities and NaNs are counted, not added.
   void Add(const float* x, int64_t n);

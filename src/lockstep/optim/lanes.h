@@ -40,10 +40,10 @@ inline LaneVec Splat(float v) {
   for (int i = 0; i < kLanes; ++i) r.x[i] = v;
   return r;
 }
-#define LOCKSTEP_LANE_BINOP(name, op)                              \
-  inline LaneVec name(LaneVec a, LaneVec b) {                      \
-    for (int i = 0; i < kLanes; ++i) a.x[i] = a.x[i] op b.x[i];    \
-    return a;                                                      \
+#define LOCKSTEP_LANE_BINOP(name, op)                           \
+  inline LaneVec name(LaneVec a, LaneVec b) {                   \
+    for (int i = 0; i < kLanes; ++i) a.x[i] = a.x[i] op b.x[i]; \
+    return a;                                                   \
   }
 LOCKSTEP_LANE_BINOP(Add, +)
 LOCKSTEP_LANE_BINOP(Mul, *)

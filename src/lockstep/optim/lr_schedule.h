@@ -12,10 +12,10 @@ enum class LrScheduleKind { kCosine, kConstant };
 
 struct LrScheduleOptions {
   LrScheduleKind kind = LrScheduleKind::kCosine;
-  double lr = 1e-3;           // peak learning rate (optim.lr)
-  double min_lr = 0.0;        // floor of the cosine decay (optim.min_lr)
-  int64_t warmup_steps = 0;   // optim.warmup_steps; 0 = no warmup
-  int64_t total_steps = 0;    // step at which the cosine reaches min_lr (cosine only)
+  double lr = 1e-3;          // peak learning rate (optim.lr)
+  double min_lr = 0.0;       // floor of the cosine decay (optim.min_lr)
+  int64_t warmup_steps = 0;  // optim.warmup_steps; 0 = no warmup
+  int64_t total_steps = 0;   // step at which the cosine reaches min_lr (cosine only)
 };
 
 // lr > 0, 0 <= min_lr <= lr, warmup_steps >= 0; cosine also needs total_steps > warmup_steps.

@@ -5,8 +5,7 @@
 
 namespace lockstep::optim {
 
-Result<std::vector<DecaySegment>> DecaySegmentsFor(const std::vector<ParamGroupSpan>& groups,
-                                                   FlatRange range) {
+Result<std::vector<DecaySegment>> DecaySegmentsFor(const std::vector<ParamGroupSpan>& groups, FlatRange range) {
   if (range.begin < 0 || range.end < range.begin) {
     return Status::InvalidArgument("optimizer range [" + std::to_string(range.begin) + ", " +
                                    std::to_string(range.end) + ") is not a valid range");
@@ -16,13 +15,11 @@ Result<std::vector<DecaySegment>> DecaySegmentsFor(const std::vector<ParamGroupS
             [](const ParamGroupSpan& a, const ParamGroupSpan& b) { return a.offset < b.offset; });
   for (size_t i = 0; i < sorted.size(); ++i) {
     if (sorted[i].offset < 0 || sorted[i].size < 0) {
-      return Status::InvalidArgument("parameter span at offset " + std::to_string(sorted[i].offset) +
-                                     " with size " + std::to_string(sorted[i].size) +
-                                     " is not a valid range");
+      return Status::InvalidArgument("parameter span at offset " + std::to_string(sorted[i].offset) + " with size " +
+                                     std::to_string(sorted[i].size) + " is not a valid range");
     }
     if (i > 0 && sorted[i - 1].offset + sorted[i - 1].size > sorted[i].offset) {
-      return Status::InvalidArgument("parameter spans at offsets " +
-                                     std::to_string(sorted[i - 1].offset) + " and " +
+      return Status::InvalidArgument("parameter spans at offsets " + std::to_string(sorted[i - 1].offset) + " and " +
                                      std::to_string(sorted[i].offset) + " overlap");
     }
   }

@@ -36,8 +36,7 @@ struct DecaySegment {
 // Splits `range` into runs of equal decay flag. Elements no span covers (alignment padding
 // between parameters) count as decay=false: their gradient is zero, so AdamW/SGD leave them
 // at whatever value they hold. Spans must not overlap; negative sizes are rejected.
-Result<std::vector<DecaySegment>> DecaySegmentsFor(const std::vector<ParamGroupSpan>& groups,
-                                                   FlatRange range);
+Result<std::vector<DecaySegment>> DecaySegmentsFor(const std::vector<ParamGroupSpan>& groups, FlatRange range);
 
 // Decay segments restricted to `sub` (which must lie inside the segments' union): used when an
 // optimizer updates one piece of the range it owns.

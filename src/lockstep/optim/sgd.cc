@@ -44,9 +44,7 @@ void SgdKernel(float* p, const float* g, float* buf, int64_t n, const SgdScalars
   if (s.use_momentum) std::memcpy(buf + i, tb, bytes);
 }
 
-std::string RangeText(FlatRange r) {
-  return "[" + std::to_string(r.begin) + ", " + std::to_string(r.end) + ")";
-}
+std::string RangeText(FlatRange r) { return "[" + std::to_string(r.begin) + ", " + std::to_string(r.end) + ")"; }
 
 Status CheckNonNegative(double x, const char* key) {
   if (x >= 0.0 && std::isfinite(x)) return Status::Ok();
@@ -60,7 +58,8 @@ Status ValidateSgdOptions(const SgdOptions& o) {
   LS_RETURN_IF_ERROR(CheckNonNegative(o.dampening, "optim.dampening"));
   LS_RETURN_IF_ERROR(CheckNonNegative(o.weight_decay, "optim.weight_decay"));
   if (o.nesterov && (o.momentum <= 0.0 || o.dampening != 0.0)) {
-    return Status::InvalidArgument("optim.nesterov: Nesterov momentum requires optim.momentum > 0 and optim.dampening = 0");
+    return Status::InvalidArgument(
+        "optim.nesterov: Nesterov momentum requires optim.momentum > 0 and optim.dampening = 0");
   }
   return Status::Ok();
 }
@@ -84,8 +83,8 @@ void Sgd::Step(float* params, const float* grads, float lr) {
 
 Status Sgd::UpdateRange(float* params, const float* grads, FlatRange range, float lr) {
   if (!owned_.Contains(range) || range.begin > range.end) {
-    return Status::Internal("Sgd::UpdateRange: range " + RangeText(range) +
-                            " is not inside the owned range " + RangeText(owned_));
+    return Status::Internal("Sgd::UpdateRange: range " + RangeText(range) + " is not inside the owned range " +
+                            RangeText(owned_));
   }
   if (step_ < 1) return Status::Internal("Sgd::UpdateRange called before BeginStep");
   SgdScalars s;

@@ -32,8 +32,7 @@ Status ValidateSgdOptions(const SgdOptions& options);
 
 class Sgd {
  public:
-  static Result<Sgd> Create(const SgdOptions& options, const std::vector<ParamGroupSpan>& groups,
-                            FlatRange owned);
+  static Result<Sgd> Create(const SgdOptions& options, const std::vector<ParamGroupSpan>& groups, FlatRange owned);
 
   // Same contract as AdamW: params/grads hold exactly the elements of the range they update
   // (params[0] is flat element owned().begin for Step, range.begin for UpdateRange).

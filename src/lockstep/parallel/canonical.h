@@ -22,7 +22,7 @@
 namespace lockstep::parallel {
 
 struct LocalPiece {
-  std::string name;            // the parameter's name (callers add "model."/"optim.<kind>.")
+  std::string name;  // the parameter's name (callers add "model."/"optim.<kind>.")
   tensor::Shape global_shape;
   int64_t global_begin = 0, count = 0;
   const float* data = nullptr;  // count floats

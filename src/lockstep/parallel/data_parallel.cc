@@ -4,8 +4,7 @@
 
 namespace lockstep::parallel {
 
-DataParallel::DataParallel(std::shared_ptr<comm::Communicator> comm, nn::ParameterStore* params,
-                           int64_t bucket_bytes)
+DataParallel::DataParallel(std::shared_ptr<comm::Communicator> comm, nn::ParameterStore* params, int64_t bucket_bytes)
     : comm_(std::move(comm)), params_(params) {
   std::vector<int64_t> offsets, numels;
   for (const nn::ParamInfo& p : *params_) {
@@ -42,8 +41,8 @@ void DataParallel::OnParamReady(int param) {
   if (launched_ == 0) first_launch_ns_ = now;
   launch_ns_[b] = now;
   float* span = params_->flat_grads() + bucket.begin;
-  work_[b] = comm_->Allreduce(span, span, static_cast<size_t>(bucket.end - bucket.begin),
-                              comm::DType::kF32, comm::ReduceOp::kSum);
+  work_[b] = comm_->Allreduce(span, span, static_cast<size_t>(bucket.end - bucket.begin), comm::DType::kF32,
+                              comm::ReduceOp::kSum);
   ++launched_;
 }
 
@@ -77,11 +76,11 @@ Status DataParallel::Finish(SyncTimes* times) {
   return first_error;
 }
 
-Status DataParallel::SyncDeterministic(const float* contributions, int64_t total_shards,
-                                       SyncTimes* times) {
+Status DataParallel::SyncDeterministic(const float* contributions, int64_t total_shards, SyncTimes* times) {
   int64_t start = NowNanos();
-  Status s = comm_->DeterministicAllreduceF32(contributions, params_->flat_grads(),
-                                              static_cast<size_t>(params_->numel()), total_shards)
+  Status s = comm_
+                 ->DeterministicAllreduceF32(contributions, params_->flat_grads(),
+                                             static_cast<size_t>(params_->numel()), total_shards)
                  ->Wait();
   if (times) {
     times->comm_ms = times->exposed_ms = (NowNanos() - start) * 1e-6;

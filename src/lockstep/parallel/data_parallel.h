@@ -35,8 +35,7 @@ struct SyncTimes {
 
 class DataParallel {
  public:
-  DataParallel(std::shared_ptr<comm::Communicator> comm, nn::ParameterStore* params,
-               int64_t bucket_bytes);
+  DataParallel(std::shared_ptr<comm::Communicator> comm, nn::ParameterStore* params, int64_t bucket_bytes);
 
   // Copies rank 0's parameters to every rank (DDP does this at construction).
   Status BroadcastParameters();

@@ -62,7 +62,8 @@ GptShard::GptShard(const GptShardOptions& options, TpContext* tp) : o_(options),
   // Row blocks for column-parallel tensors, column blocks for row-parallel ones; whole
   // tensors when there is no split (placements then cover everything, flagged replicated).
   auto rows = [&](const std::string& n, tensor::Shape shape, std::vector<std::pair<int64_t, int64_t>> r) {
-    return split ? TensorPlacement::Rows(n, std::move(shape), std::move(r)) : TensorPlacement::Whole(n, std::move(shape));
+    return split ? TensorPlacement::Rows(n, std::move(shape), std::move(r))
+                 : TensorPlacement::Whole(n, std::move(shape));
   };
   auto cols = [&](const std::string& n, tensor::Shape shape, int64_t b, int64_t e) {
     return split ? TensorPlacement::Cols(n, std::move(shape), b, e) : TensorPlacement::Whole(n, std::move(shape));
@@ -169,7 +170,8 @@ Variable GptShard::Body(Tape& tape, const nn::ModelInput& in, const Variable& x_
 
 Variable GptShard::Forward(Tape& tape, const nn::ModelInput& in, const Variable& x_in) {
   LS_CHECK(o_.has_embedding || x_in.defined()) << "GptShard: a later stage needs the previous activation";
-  LS_CHECK(in.batch >= 1 && in.seq >= 1 && in.seq <= o_.model.context) << "GptShard: batch " << in.batch << " x " << in.seq;
+  LS_CHECK(in.batch >= 1 && in.seq >= 1 && in.seq <= o_.model.context)
+      << "GptShard: batch " << in.batch << " x " << in.seq;
   tape.DeclareParams(ps_.size());
   Variable x = Body(tape, in, x_in);
   if (!o_.has_head) return x;

@@ -63,8 +63,12 @@ class GptShard : public StageModel {
   int Add(TensorPlacement placement, nn::Init init, bool decay);
   void InitValues(uint64_t seed);
   const autograd::Variable& P(int i) const { return ps_.var(i); }
-  void Enter(autograd::Tape& tape, int unit) { if (hooks_) hooks_->Enter(tape, unit); }
-  void Exit(autograd::Tape& tape, int unit) { if (hooks_) hooks_->Exit(tape, unit); }
+  void Enter(autograd::Tape& tape, int unit) {
+    if (hooks_) hooks_->Enter(tape, unit);
+  }
+  void Exit(autograd::Tape& tape, int unit) {
+    if (hooks_) hooks_->Exit(tape, unit);
+  }
 
   autograd::Variable Embed(autograd::Tape& tape, const nn::ModelInput& in);
   autograd::Variable BlockForward(autograd::Tape& tape, const Block& b, autograd::Variable x);

@@ -2,8 +2,7 @@
 
 namespace lockstep::parallel {
 
-BucketPlan PlanBuckets(const std::vector<int64_t>& offsets, const std::vector<int64_t>& numels,
-                       int64_t bucket_bytes) {
+BucketPlan PlanBuckets(const std::vector<int64_t>& offsets, const std::vector<int64_t>& numels, int64_t bucket_bytes) {
   BucketPlan plan;
   const int n = static_cast<int>(offsets.size());
   plan.bucket_of_param.assign(n, 0);

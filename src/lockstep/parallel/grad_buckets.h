@@ -24,7 +24,6 @@ struct BucketPlan {
 };
 
 // offsets[i], numels[i]: parameter i's range in the flat buffer (contiguous, ascending).
-BucketPlan PlanBuckets(const std::vector<int64_t>& offsets, const std::vector<int64_t>& numels,
-                       int64_t bucket_bytes);
+BucketPlan PlanBuckets(const std::vector<int64_t>& offsets, const std::vector<int64_t>& numels, int64_t bucket_bytes);
 
 }  // namespace lockstep::parallel

@@ -23,7 +23,8 @@ bool ParsePositive(const std::string& s, int* out) {
 Result<ParallelDims> ParallelDims::Parse(const std::string& layout, int world_size, int zero) {
   ParallelDims d;
   d.zero = zero;
-  if (zero < 0 || zero > 3) return Status::InvalidArgument("--zero " + std::to_string(zero) + ": expected 0, 1, 2 or 3");
+  if (zero < 0 || zero > 3)
+    return Status::InvalidArgument("--zero " + std::to_string(zero) + ": expected 0, 1, 2 or 3");
   if (layout.empty()) {
     d.dp = world_size;
     return d;
@@ -39,10 +40,14 @@ Result<ParallelDims> ParallelDims::Parse(const std::string& layout, int world_si
       return Bad(layout, "'" + part + "': the degree must be a positive integer");
     int* slot = nullptr;
     bool* seen = nullptr;
-    if (key == "dp") slot = &d.dp, seen = &seen_dp;
-    else if (key == "tp") slot = &d.tp, seen = &seen_tp;
-    else if (key == "pp") slot = &d.pp, seen = &seen_pp;
-    else return Bad(layout, "unknown factor '" + key + "' (expected dp, tp, pp)");
+    if (key == "dp")
+      slot = &d.dp, seen = &seen_dp;
+    else if (key == "tp")
+      slot = &d.tp, seen = &seen_tp;
+    else if (key == "pp")
+      slot = &d.pp, seen = &seen_pp;
+    else
+      return Bad(layout, "unknown factor '" + key + "' (expected dp, tp, pp)");
     if (*seen) return Bad(layout, "factor '" + key + "' given twice");
     *seen = true;
     *slot = value;

@@ -104,7 +104,8 @@ Result<PipeSimulation> SimulatePipeline(const std::vector<std::vector<PipeOp>>& 
                                         const std::vector<double>& forward_time,
                                         const std::vector<double>& backward_time, double comm) {
   const int stages = static_cast<int>(stage_ops.size());
-  if (micros < 1) return Status::InvalidArgument("SimulatePipeline: micros = " + std::to_string(micros) + "; need >= 1");
+  if (micros < 1)
+    return Status::InvalidArgument("SimulatePipeline: micros = " + std::to_string(micros) + "; need >= 1");
   if (stages < 1) return Status::InvalidArgument("SimulatePipeline: no stages");
   if (forward_time.size() != stage_ops.size() || backward_time.size() != stage_ops.size())
     return Status::InvalidArgument("SimulatePipeline: " + std::to_string(stages) + " stages but " +
@@ -167,9 +168,12 @@ Result<PipeSimulation> SimulatePipeline(const std::vector<std::vector<PipeOp>>& 
     // Stage 0's forwards and the last stage's backwards (once their forward ran) never
     // wait on another stage, so a stuck op's missing input is one of these three.
     std::string missing;
-    if (op.kind == Kind::kForward) missing = PipeOpName(op) + " of stage " + std::to_string(s - 1);
-    else if (finish(s, F(op.micro)) == kNotRun) missing = PipeOpName(F(op.micro)) + " (later in its own order)";
-    else missing = PipeOpName(op) + " of stage " + std::to_string(s + 1);
+    if (op.kind == Kind::kForward)
+      missing = PipeOpName(op) + " of stage " + std::to_string(s - 1);
+    else if (finish(s, F(op.micro)) == kNotRun)
+      missing = PipeOpName(F(op.micro)) + " (later in its own order)";
+    else
+      missing = PipeOpName(op) + " of stage " + std::to_string(s + 1);
     stuck += std::string(stuck.empty() ? "" : ", ") + "stage " + std::to_string(s) + " at " + PipeOpName(op) +
              " waits for " + missing;
   }
@@ -193,8 +197,9 @@ Result<StagePartition> BalanceStages(const std::vector<double>& layer_cost, doub
   if (stages < 1) return Status::InvalidArgument(pp + "a pipeline needs at least one stage (use pp >= 1)");
   if (layers == 0) return Status::InvalidArgument(pp + "the model has no layers to place on pipeline stages");
   if (stages > layers)
-    return Status::InvalidArgument(pp + "the model has " + std::to_string(layers) + (layers == 1 ? " layer" : " layers") +
-                                   "; each pipeline stage needs at least one (use pp <= " + std::to_string(layers) + ")");
+    return Status::InvalidArgument(
+        pp + "the model has " + std::to_string(layers) + (layers == 1 ? " layer" : " layers") +
+        "; each pipeline stage needs at least one (use pp <= " + std::to_string(layers) + ")");
   for (int i = 0; i < layers; ++i)
     if (!std::isfinite(layer_cost[i]) || layer_cost[i] < 0)
       return Status::InvalidArgument("BalanceStages: layer " + std::to_string(i) + " has cost " + Str(layer_cost[i]) +
@@ -252,7 +257,8 @@ std::string DescribePartition(const StagePartition& p) {
   for (int s = 0; s < stages; ++s) {
     int first = p.begin[s], last = p.begin[s + 1] - 1;
     out += (s ? ", stage " : "stage ") + std::to_string(s) + ": ";
-    out += first == last ? "layer " + std::to_string(first) : "layers " + std::to_string(first) + "-" + std::to_string(last);
+    out += first == last ? "layer " + std::to_string(first)
+                         : "layers " + std::to_string(first) + "-" + std::to_string(last);
     if (s == 0 && p.first_extra > 0) out += " + embeddings";
     if (s == stages - 1 && p.last_extra > 0) out += " + head";
     out += std::string(s ? " (" : " (cost ") + percent(total > 0 ? p.cost[s] / total : 0) + ")";

@@ -56,10 +56,10 @@ struct PipeOpSpan {
 };
 
 struct PipeSimulation {
-  std::vector<double> busy;      // per stage: time spent computing
-  double makespan = 0;           // first op start (0) to last op end, over all stages
-  std::vector<double> bubble;    // per stage: 1 - busy/makespan
-  double mean_bubble = 0;        // mean of bubble over stages
+  std::vector<double> busy;                    // per stage: time spent computing
+  double makespan = 0;                         // first op start (0) to last op end, over all stages
+  std::vector<double> bubble;                  // per stage: 1 - busy/makespan
+  double mean_bubble = 0;                      // mean of bubble over stages
   std::vector<std::vector<PipeOpSpan>> spans;  // per stage, in run order (for traces)
 };
 

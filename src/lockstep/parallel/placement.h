@@ -38,15 +38,14 @@ struct TensorPlacement {
   // The whole tensor, held whole (data parallelism, tp = 1).
   static TensorPlacement Whole(std::string name, tensor::Shape shape, bool tp_replicated = true);
   // Rows [begin, end) of each listed range, all columns.
-  static TensorPlacement Rows(std::string name, tensor::Shape shape,
-                              std::vector<std::pair<int64_t, int64_t>> ranges);
+  static TensorPlacement Rows(std::string name, tensor::Shape shape, std::vector<std::pair<int64_t, int64_t>> ranges);
   // All rows, columns [begin, end).
   static TensorPlacement Cols(std::string name, tensor::Shape shape, int64_t begin, int64_t end);
 
   int64_t global_rows() const;
   int64_t global_cols() const;
-  int64_t numel() const;                 // of the local tensor
-  tensor::Shape local_shape() const;     // [local rows, local cols] or [local rows] for 1-D
+  int64_t numel() const;              // of the local tensor
+  tensor::Shape local_shape() const;  // [local rows, local cols] or [local rows] for 1-D
   // Maximal contiguous runs covering the local tensor, in local order.
   std::vector<ElementRun> Runs() const;
   // The runs of local elements [begin, end) only (a ZeRO shard's part of this tensor).

@@ -8,9 +8,13 @@
 namespace lockstep::parallel {
 
 TpContext::TpContext(std::shared_ptr<comm::Communicator> comm, int slices, bool deterministic)
-    : comm_(std::move(comm)), size_(comm_->size()), rank_(comm_->rank()), slices_(slices),
+    : comm_(std::move(comm)),
+      size_(comm_->size()),
+      rank_(comm_->rank()),
+      slices_(slices),
       deterministic_(deterministic) {
-  LS_CHECK(slices_ >= size_ && slices_ % size_ == 0) << "TpContext: " << slices_ << " slices over " << size_ << " ranks";
+  LS_CHECK(slices_ >= size_ && slices_ % size_ == 0)
+      << "TpContext: " << slices_ << " slices over " << size_ << " ranks";
   LS_CHECK(deterministic_ || slices_ == size_) << "TpContext: canonical slices need deterministic mode";
 }
 

@@ -23,12 +23,12 @@ void GatherRows(float* dst, const float* w, const RowSlice& s, int j, int64_t in
 }
 // dst rows of slice j += src (contiguous, as GatherRows laid it out).
 void ScatterAddRows(float* dst, const float* src, const RowSlice& s, int j, int64_t in) {
-  for (int p = 0; p < s.parts; ++p)
-    tensor::AddInPlace(dst + s.first(j, p) * in, src + p * s.piece * in, s.piece * in);
+  for (int p = 0; p < s.parts; ++p) tensor::AddInPlace(dst + s.first(j, p) * in, src + p * s.piece * in, s.piece * in);
 }
 // Columns [c0, c0 + cw) of w [rows, ld] into dst [rows, cw]; and the reverse add.
 void GatherCols(float* dst, const float* w, int64_t rows, int64_t ld, int64_t c0, int64_t cw) {
-  for (int64_t r = 0; r < rows; ++r) std::memcpy(dst + r * cw, w + r * ld + c0, static_cast<size_t>(cw) * sizeof(float));
+  for (int64_t r = 0; r < rows; ++r)
+    std::memcpy(dst + r * cw, w + r * ld + c0, static_cast<size_t>(cw) * sizeof(float));
 }
 void ScatterAddCols(float* dst, const float* src, int64_t rows, int64_t ld, int64_t c0, int64_t cw) {
   for (int64_t r = 0; r < rows; ++r) tensor::AddInPlace(dst + r * ld + c0, src + r * cw, cw);
@@ -99,8 +99,8 @@ std::vector<Variable> ColumnParallelLinear(Tape& tape, TpContext& tp, const Vari
       }
       std::memset(dwj.data<float>(), 0, static_cast<size_t>(rows * in) * sizeof(float));
       std::memset(dbj.data<float>(), 0, static_cast<size_t>(rows) * sizeof(float));
-      tensor::LinearBackward(nullptr, dwj.data<float>(), want_b ? dbj.data<float>() : nullptr, dy, x.data(), W, n,
-                             in, rows);
+      tensor::LinearBackward(nullptr, dwj.data<float>(), want_b ? dbj.data<float>() : nullptr, dy, x.data(), W, n, in,
+                             rows);
       if (w.requires_grad()) ScatterAddRows(w.GradAccumulate(), dwj.data<float>(), rs, j, in);
       if (want_b) ScatterAddRows(b.GradAccumulate(), dbj.data<float>(), rs, j, 1);
     }
@@ -109,8 +109,10 @@ std::vector<Variable> ColumnParallelLinear(Tape& tape, TpContext& tp, const Vari
     ctx->SumSlices(partials.data<float>(), sum.data<float>(), static_cast<size_t>(n * in));
     bool fresh = false;
     float* dx = x.GradForWrite(&fresh);
-    if (fresh) std::memcpy(dx, sum.data<float>(), static_cast<size_t>(n * in) * sizeof(float));
-    else tensor::AddInPlace(dx, sum.data<float>(), n * in);
+    if (fresh)
+      std::memcpy(dx, sum.data<float>(), static_cast<size_t>(n * in) * sizeof(float));
+    else
+      tensor::AddInPlace(dx, sum.data<float>(), n * in);
   });
   return ys;
 }

@@ -64,8 +64,10 @@ Variable VocabParallelEmbedding(Tape& tape, TpContext& tp, const tensor::Tensor&
   for (int64_t i = 0; i < n; ++i) {
     LS_CHECK(id[i] >= 0 && id[i] < vocab) << "Embedding id " << id[i] << " outside [0, " << vocab << ")";
     const int64_t r = id[i] - vocab_begin;
-    if (r >= 0 && r < rows) std::memcpy(y + i * c, table.data() + r * c, static_cast<size_t>(c) * sizeof(float));
-    else std::memset(y + i * c, 0, static_cast<size_t>(c) * sizeof(float));
+    if (r >= 0 && r < rows)
+      std::memcpy(y + i * c, table.data() + r * c, static_cast<size_t>(c) * sizeof(float));
+    else
+      std::memset(y + i * c, 0, static_cast<size_t>(c) * sizeof(float));
   }
   tp.CopyFromOwner(y, static_cast<size_t>(n * c));
   if (rec) {

@@ -21,15 +21,16 @@ ZeroBytes ExpectedZeroBytes(int64_t numel, int dp, int stage) {
 }
 
 ShardedParamGather::ShardedParamGather(std::shared_ptr<comm::Communicator> dp, int64_t numel)
-    : dp_(std::move(dp)), numel_(numel), chunk_((numel + dp_->size() - 1) / dp_->size()),
+    : dp_(std::move(dp)),
+      numel_(numel),
+      chunk_((numel + dp_->size() - 1) / dp_->size()),
       staging_(static_cast<size_t>(chunk_ * dp_->size()), 0.0f) {}
 
 Status ShardedParamGather::Gather(float* params) {
   const optim::FlatRange mine = ShardRange(numel_, dp_->rank(), dp_->size());
   float* block = staging_.data() + static_cast<size_t>(dp_->rank() * chunk_);
   std::memcpy(block, params + mine.begin, static_cast<size_t>(mine.size()) * sizeof(float));
-  LS_RETURN_IF_ERROR(
-      dp_->AllGather(block, staging_.data(), static_cast<size_t>(chunk_), comm::DType::kF32)->Wait());
+  LS_RETURN_IF_ERROR(dp_->AllGather(block, staging_.data(), static_cast<size_t>(chunk_), comm::DType::kF32)->Wait());
   std::memcpy(params, staging_.data(), static_cast<size_t>(numel_) * sizeof(float));
   return Status::Ok();
 }

@@ -88,7 +88,8 @@ void ZeroUnits::StartGather(int u) {
       std::memcpy(base + (lo - unit.begin), param_shard_.data<float>() + (lo - owned_.begin),
                   static_cast<size_t>(hi - lo) * sizeof(float));
     if (dp_->size() > 1)
-      unit.gathers.push_back(dp_->Broadcast(base + (lo - unit.begin), static_cast<size_t>(hi - lo), comm::DType::kF32, r));
+      unit.gathers.push_back(
+          dp_->Broadcast(base + (lo - unit.begin), static_cast<size_t>(hi - lo), comm::DType::kF32, r));
   });
 }
 
@@ -116,8 +117,10 @@ void ZeroUnits::Bind(int u) {
     const nn::ParamInfo& p = ps.info(i);
     Tensor value = ps.var(i).value();
     if (stage_ == 3)
-      value = unit.values.defined() ? Tensor::FromStorage(unit.values.storage(), p.offset - unit.begin, p.shape) : Tensor();
-    Tensor grad = unit.grads.defined() ? Tensor::FromStorage(unit.grads.storage(), p.offset - unit.begin, p.shape) : Tensor();
+      value =
+          unit.values.defined() ? Tensor::FromStorage(unit.values.storage(), p.offset - unit.begin, p.shape) : Tensor();
+    Tensor grad =
+        unit.grads.defined() ? Tensor::FromStorage(unit.grads.storage(), p.offset - unit.begin, p.shape) : Tensor();
     ps.BindParam(i, value, grad);
   }
 }
@@ -213,7 +216,8 @@ Status ZeroUnits::ReduceContributions(const float* contributions, int64_t total_
   Tensor sum = Tensor::Empty({n}, tensor::DType::kF32, MemoryTag::kGradient);
   LS_RETURN_IF_ERROR(
       dp_->DeterministicAllreduceF32(contributions, sum.data<float>(), static_cast<size_t>(n), total_shards)->Wait());
-  std::memcpy(grad_shard_.data<float>(), sum.data<float>() + owned_.begin, static_cast<size_t>(owned_.size()) * sizeof(float));
+  std::memcpy(grad_shard_.data<float>(), sum.data<float>() + owned_.begin,
+              static_cast<size_t>(owned_.size()) * sizeof(float));
   return Status::Ok();
 }
 

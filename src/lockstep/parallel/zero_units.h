@@ -38,14 +38,13 @@ class ZeroUnits : public UnitHooks {
   // shard from `initial` (values laid out like the model's flat buffer) when given, else
   // from each parameter's Init at (init_seed, name, GLOBAL element) through the placements:
   // the values every other layout starts from. Installs itself as the model's unit hooks.
-  static Result<std::unique_ptr<ZeroUnits>> Create(int stage, std::shared_ptr<comm::Communicator> dp,
-                                                   StageModel* model, uint64_t init_seed,
-                                                   const float* initial = nullptr);
+  static Result<std::unique_ptr<ZeroUnits>> Create(int stage, std::shared_ptr<comm::Communicator> dp, StageModel* model,
+                                                   uint64_t init_seed, const float* initial = nullptr);
   ~ZeroUnits() override;
 
   optim::FlatRange owned() const { return owned_; }
   float* param_shard() { return stage_ == 3 ? param_shard_.data<float>() : nullptr; }  // owned elements
-  float* grad_shard() { return grad_shard_.data<float>(); }                             // owned elements
+  float* grad_shard() { return grad_shard_.data<float>(); }                            // owned elements
 
   // Start of a step: zeroes the gradient shard.
   void BeginStep();
@@ -66,9 +65,9 @@ class ZeroUnits : public UnitHooks {
   struct Unit {
     int64_t begin = 0, end = 0;  // local flat range
     int first_param = 0, end_param = 0;
-    tensor::Tensor values;       // stage 3: gathered parameters (while needed)
+    tensor::Tensor values;  // stage 3: gathered parameters (while needed)
     std::vector<comm::WorkHandle> gathers;
-    tensor::Tensor grads;        // during the unit's backward
+    tensor::Tensor grads;  // during the unit's backward
   };
   struct Part {
     comm::WorkHandle work;
@@ -76,7 +75,7 @@ class ZeroUnits : public UnitHooks {
     int64_t begin = 0, end = 0;  // flat range
   };
   struct PendingReduce {
-    tensor::Tensor grads;        // kept alive until every part is reduced
+    tensor::Tensor grads;  // kept alive until every part is reduced
     std::vector<Part> parts;
   };
 

@@ -83,7 +83,8 @@ Status AsyncCheckpointSaver::SavePieces(std::vector<parallel::LocalPiece> pieces
   }
   if (!async_) {
     Stopwatch write;
-    LS_RETURN_IF_ERROR(SaveStageCheckpoint(root_, keep_, StagePieces{std::move(pieces)}, contents, before_commit, shard));
+    LS_RETURN_IF_ERROR(
+        SaveStageCheckpoint(root_, keep_, StagePieces{std::move(pieces)}, contents, before_commit, shard));
     finished->push_back(SaveReport{contents.step, stall.ElapsedMs(), write.ElapsedMs(), bytes, false});
     return Status::Ok();
   }

@@ -11,10 +11,10 @@
 // is what the stall of an async save is measured against.
 #pragma once
 
-#include <cstdint>
-#include <functional>
 #include <atomic>
 #include <condition_variable>
+#include <cstdint>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -29,9 +29,9 @@ namespace lockstep::runtime {
 
 struct SaveReport {
   int64_t step = 0;
-  double stall_ms = 0;   // time the training step waited in Save() (snapshot, earlier save)
-  double write_ms = 0;   // writing and committing the checkpoint (files fsynced, latest moved)
-  int64_t bytes = 0;     // tensor bytes written
+  double stall_ms = 0;  // time the training step waited in Save() (snapshot, earlier save)
+  double write_ms = 0;  // writing and committing the checkpoint (files fsynced, latest moved)
+  int64_t bytes = 0;    // tensor bytes written
   bool async = false;
 };
 

@@ -13,11 +13,15 @@ Status InspectCheckpoint(const std::string& path) {
   std::string dir = path;
   std::filesystem::path p(path);
   if (p.filename() == "latest" && std::filesystem::is_regular_file(p)) {
-    if (Result<std::string> r = checkpoint::ResolveLatest(p.parent_path().string()); r.ok()) dir = *r;
-    else return r.status();
+    if (Result<std::string> r = checkpoint::ResolveLatest(p.parent_path().string()); r.ok())
+      dir = *r;
+    else
+      return r.status();
   } else if (std::filesystem::is_regular_file(p / "latest")) {
-    if (Result<std::string> r = checkpoint::ResolveLatest(path); r.ok()) dir = *r;
-    else return r.status();
+    if (Result<std::string> r = checkpoint::ResolveLatest(path); r.ok())
+      dir = *r;
+    else
+      return r.status();
   }
   Status s = checkpoint::InspectToStream(dir, std::cout);
   std::cout.flush();

@@ -16,10 +16,9 @@ Status SaveCheckpoint(const std::string& root, int keep, const nn::ParameterStor
   return SaveCheckpointFrom(root, keep, params, params.flat_params(), optimizer, c, before_commit);
 }
 
-Status SaveCheckpointFrom(const std::string& root, int keep, const nn::ParameterStore& params,
-                          const float* values, const std::vector<OptimizerStateBuffer>& optimizer,
-                          const CheckpointContents& c, const std::function<void()>& before_commit,
-                          const ShardWriteContext& shard) {
+Status SaveCheckpointFrom(const std::string& root, int keep, const nn::ParameterStore& params, const float* values,
+                          const std::vector<OptimizerStateBuffer>& optimizer, const CheckpointContents& c,
+                          const std::function<void()>& before_commit, const ShardWriteContext& shard) {
   std::vector<checkpoint::ShardRef> pieces;
   for (const nn::ParamInfo& p : params) {
     checkpoint::ShardRef ref;
@@ -59,7 +58,9 @@ Status SaveShardRefs(const std::string& root, int keep, const std::vector<checkp
   if (shard.world > 1) {
     const bool all = shard.all_ok(written.ok());
     if (!written.ok()) return written;
-    if (!all) return Status::Aborted("checkpoint of step " + std::to_string(c.step) + ": another rank failed to write its shard");
+    if (!all)
+      return Status::Aborted("checkpoint of step " + std::to_string(c.step) +
+                             ": another rank failed to write its shard");
   }
   LS_RETURN_IF_ERROR(written);
   if (shard.rank != 0) return Status::Ok();
@@ -73,8 +74,7 @@ Status SaveShardRefs(const std::string& root, int keep, const std::vector<checkp
 
 std::string TrajectoryHash(const Config& config) {
   return HexU64(config.HashWithout({"train.threads", "train.steps", "train.epochs", "train.log_every",
-                                    "train.accum_steps", "train.bucket_bytes", "eval", "checkpoint",
-                                    "data.dir"}));
+                                    "train.accum_steps", "train.bucket_bytes", "eval", "checkpoint", "data.dir"}));
 }
 
 Result<std::string> ResolveResume(const std::string& resume, const std::string& out_dir) {
@@ -101,11 +101,12 @@ Result<int64_t> IntField(const nlohmann::json& extra, const char* key, const std
   return it->get<int64_t>();
 }
 
-Status ReadTensor(const checkpoint::Checkpoint& ckpt, const std::string& name, const nn::ParamInfo& p,
-                  int64_t begin, int64_t end, float* out) {
+Status ReadTensor(const checkpoint::Checkpoint& ckpt, const std::string& name, const nn::ParamInfo& p, int64_t begin,
+                  int64_t end, float* out) {
   const checkpoint::TensorInfo* info = ckpt.Find(name);
   if (info == nullptr)
-    return Status::InvalidArgument(ckpt.dir() + ": checkpoint has no tensor '" + name + "' (a different model or optimizer?)");
+    return Status::InvalidArgument(ckpt.dir() + ": checkpoint has no tensor '" + name +
+                                   "' (a different model or optimizer?)");
   if (info->shape != p.shape)
     return Status::InvalidArgument(ckpt.dir() + ": tensor '" + name + "' has a different shape than the model's");
   return ckpt.Read(name, begin, end, out);
@@ -154,7 +155,8 @@ Result<nlohmann::json> LoadParameters(const std::string& dir, nn::ParameterStore
   for (const nn::ParamInfo& p : *params) {
     std::string name = "model." + p.name;
     const checkpoint::TensorInfo* info = ckpt.Find(name);
-    if (info == nullptr) return Status::InvalidArgument(dir + ": checkpoint has no tensor '" + name + "' (a different model?)");
+    if (info == nullptr)
+      return Status::InvalidArgument(dir + ": checkpoint has no tensor '" + name + "' (a different model?)");
     if (info->shape != p.shape)
       return Status::InvalidArgument(dir + ": tensor '" + name + "' has a different shape than the model's");
     LS_RETURN_IF_ERROR(ckpt.Read(name, 0, p.numel, params->flat_params() + p.offset));

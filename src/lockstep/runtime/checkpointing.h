@@ -27,8 +27,8 @@ namespace lockstep::runtime {
 // momentum), or a contiguous range of it (a ZeRO shard): values[i] belongs to flat element
 // begin + i.
 struct OptimizerStateBuffer {
-  std::string kind;          // "exp_avg", "exp_avg_sq", "momentum"
-  std::span<float> values;   // params.numel() floats, or the shard's
+  std::string kind;         // "exp_avg", "exp_avg_sq", "momentum"
+  std::span<float> values;  // params.numel() floats, or the shard's
   int64_t begin = 0;
 };
 
@@ -43,12 +43,12 @@ struct ShardWriteContext {
 };
 
 struct CheckpointContents {
-  int64_t step = 0;               // optimizer steps completed
-  int64_t optimizer_step = 0;     // the optimizer's own counter (AdamW bias correction)
+  int64_t step = 0;            // optimizer steps completed
+  int64_t optimizer_step = 0;  // the optimizer's own counter (AdamW bias correction)
   data::LoaderState loader;
-  std::string config_hash;        // 16 hex digits
-  nlohmann::json layout;          // {"world": N, "dp": N, "tp": 1, "pp": 1, "zero": 0}
-  nlohmann::json rng;             // {"kind": "philox4x32-10", "seed": S}: every stream derives from it
+  std::string config_hash;  // 16 hex digits
+  nlohmann::json layout;    // {"world": N, "dp": N, "tp": 1, "pp": 1, "zero": 0}
+  nlohmann::json rng;       // {"kind": "philox4x32-10", "seed": S}: every stream derives from it
 };
 
 // The config hash a checkpoint carries: every key that shapes the training trajectory (model,
@@ -72,10 +72,9 @@ Status SaveCheckpoint(const std::string& root, int keep, const nn::ParameterStor
 
 // The same, with the parameter values read from `values` (a copy laid out like
 // params.flat_params(); params supplies names, shapes and offsets).
-Status SaveCheckpointFrom(const std::string& root, int keep, const nn::ParameterStore& params,
-                          const float* values, const std::vector<OptimizerStateBuffer>& optimizer,
-                          const CheckpointContents& contents, const std::function<void()>& before_commit,
-                          const ShardWriteContext& shard = {});
+Status SaveCheckpointFrom(const std::string& root, int keep, const nn::ParameterStore& params, const float* values,
+                          const std::vector<OptimizerStateBuffer>& optimizer, const CheckpointContents& contents,
+                          const std::function<void()>& before_commit, const ShardWriteContext& shard = {});
 
 // Writes this rank's pieces (names already "model.<param>" / "optim.<kind>.<param>") into
 // <root>/step-XXXXXXXX; with shard.world > 1 every rank calls it and rank 0 commits once all

@@ -24,7 +24,7 @@ struct FaultSpec {
   enum class Kind { kNone, kKill, kHang };
   Kind kind = Kind::kNone;
   int rank = 0;
-  int64_t step = 0;               // with during_checkpoint: 0 = the first checkpoint
+  int64_t step = 0;  // with during_checkpoint: 0 = the first checkpoint
   bool during_checkpoint = false;
 };
 

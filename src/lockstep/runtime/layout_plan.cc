@@ -18,7 +18,8 @@ int AutoSlices(const nn::GptConfig& c) {
 
 Status CheckGptSplits(const nn::GptConfig& c, int slices, const std::string& by) {
   auto check = [&](const char* what, int64_t v) {
-    return v % slices == 0 ? Status::Ok() : Bad(std::string(what) + " = " + std::to_string(v) + " is not divisible by " + by);
+    return v % slices == 0 ? Status::Ok()
+                           : Bad(std::string(what) + " = " + std::to_string(v) + " is not divisible by " + by);
   };
   LS_RETURN_IF_ERROR(check("model.heads", c.heads));
   LS_RETURN_IF_ERROR(check("model.vocab", c.vocab));
@@ -32,8 +33,8 @@ GptStageCosts EstimateGptStageCosts(const nn::GptConfig& c) {
   const double V = static_cast<double>(c.vocab), r = static_cast<double>(c.mlp_ratio);
   GptStageCosts k;
   k.block = 2.0 * (4.0 + 2.0 * r) * C * C + 4.0 * T * C;  // qkv, proj, fc, fc2; QK^T and AV
-  k.embedding = 2.0 * C;                                     // two lookups and an add
-  k.head = 2.0 * C * V + 5.0 * V;                            // logits, softmax + loss
+  k.embedding = 2.0 * C;                                  // two lookups and an add
+  k.head = 2.0 * C * V + 5.0 * V;                         // logits, softmax + loss
   return k;
 }
 
@@ -57,7 +58,8 @@ Result<LayoutPlan> PlanLayout(const TrainOptions& options, const Config& config,
       if (lp.tp_slices % d.tp != 0)
         return Bad("--deterministic with tp=" + std::to_string(d.tp) + " needs train.det_tp_slices divisible by " +
                    std::to_string(d.tp) + ", got " + std::to_string(lp.tp_slices));
-      LS_RETURN_IF_ERROR(CheckGptSplits(*lp.gpt, lp.tp_slices, "train.det_tp_slices = " + std::to_string(lp.tp_slices)));
+      LS_RETURN_IF_ERROR(
+          CheckGptSplits(*lp.gpt, lp.tp_slices, "train.det_tp_slices = " + std::to_string(lp.tp_slices)));
     } else {
       LS_RETURN_IF_ERROR(CheckGptSplits(*lp.gpt, d.tp, "the tensor-parallel degree tp = " + std::to_string(d.tp)));
     }
@@ -75,10 +77,11 @@ Result<LayoutPlan> PlanLayout(const TrainOptions& options, const Config& config,
                std::to_string(local));
   if (options.deterministic) {
     if (t.det_shards % d.dp != 0)
-      return Bad("--deterministic needs a data-parallel degree dividing train.det_shards=" + std::to_string(t.det_shards) +
-                 " (1, 2, 4, ...), got dp=" + std::to_string(d.dp));
+      return Bad("--deterministic needs a data-parallel degree dividing train.det_shards=" +
+                 std::to_string(t.det_shards) + " (1, 2, 4, ...), got dp=" + std::to_string(d.dp));
     if (t.batch_size % t.det_shards != 0)
-      return Bad("--deterministic needs train.batch_size divisible by train.det_shards=" + std::to_string(t.det_shards));
+      return Bad("--deterministic needs train.batch_size divisible by train.det_shards=" +
+                 std::to_string(t.det_shards));
   }
   LS_ASSIGN_OR_RETURN(lp.schedule, parallel::ParsePipeSchedule(t.pp_schedule));
   if (d.pp > 1) {
@@ -90,8 +93,8 @@ Result<LayoutPlan> PlanLayout(const TrainOptions& options, const Config& config,
     } else {
       lp.pp_micros = t.pp_microbatches > 0 ? static_cast<int>(t.pp_microbatches) : 2 * d.pp;
       if (local % lp.pp_micros != 0)
-        return Bad("train.pp_microbatches = " + std::to_string(lp.pp_micros) + " does not divide the per-replica batch " +
-                   std::to_string(local) + " (train.batch_size / dp)");
+        return Bad("train.pp_microbatches = " + std::to_string(lp.pp_micros) +
+                   " does not divide the per-replica batch " + std::to_string(local) + " (train.batch_size / dp)");
     }
     if (lp.pp_micros > 16000)
       return Bad("train.pp_microbatches = " + std::to_string(lp.pp_micros) + " is more than the 16000 a step can hold");

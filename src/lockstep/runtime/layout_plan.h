@@ -21,8 +21,8 @@ namespace lockstep::runtime {
 
 struct LayoutPlan {
   parallel::ParallelDims dims;
-  int tp_slices = 1;   // canonical slices of split layers: train.det_tp_slices (deterministic) or tp
-  int pp_micros = 1;   // micro-batches per step through the pipeline (pp > 1)
+  int tp_slices = 1;  // canonical slices of split layers: train.det_tp_slices (deterministic) or tp
+  int pp_micros = 1;  // micro-batches per step through the pipeline (pp > 1)
   parallel::PipeSchedule schedule = parallel::PipeSchedule::k1F1B;
   parallel::StagePartition partition;  // pp stages over the GPT's blocks (always set for gpt)
   std::optional<nn::GptConfig> gpt;    // model.kind = "gpt"

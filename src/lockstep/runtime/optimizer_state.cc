@@ -19,17 +19,22 @@ Result<OptimizerState> OptimizerState::Create(const optim::OptimConfig& cfg, con
 }
 
 void OptimizerState::Step(float* params, const float* grads, float lr) {
-  if (adamw_) adamw_->Step(params, grads, lr);
-  else sgd_->Step(params, grads, lr);
+  if (adamw_)
+    adamw_->Step(params, grads, lr);
+  else
+    sgd_->Step(params, grads, lr);
 }
 
 void OptimizerState::set_step(int64_t step) {
-  if (adamw_) adamw_->set_step(step);
-  else sgd_->set_step(step);
+  if (adamw_)
+    adamw_->set_step(step);
+  else
+    sgd_->set_step(step);
 }
 
 std::vector<OptimizerStateBuffer> OptimizerState::StateBuffers() {
-  if (adamw_) return {{"exp_avg", adamw_->mutable_m(), owned_.begin}, {"exp_avg_sq", adamw_->mutable_v(), owned_.begin}};
+  if (adamw_)
+    return {{"exp_avg", adamw_->mutable_m(), owned_.begin}, {"exp_avg_sq", adamw_->mutable_v(), owned_.begin}};
   if (sgd_->mutable_momentum_buffer().empty()) return {};
   return {{"momentum", sgd_->mutable_momentum_buffer(), owned_.begin}};
 }

@@ -68,8 +68,10 @@ Status PipelineRunner::Step(int micros, const std::function<nn::ModelInput(int)>
       m.out = model_->Forward(*m.tape, in, m.x);
       busy += (NowNanos() - start) * 1e-6;
       if (trace_) trace_->Add("forward", "pipeline", start, NowNanos());
-      if (last) (*losses)[i] = m.out.data()[0];
-      else m.send = pp_->Send(m.out.data(), m.out.numel(), comm::DType::kF32, stage_ + 1, 2 * i);
+      if (last)
+        (*losses)[i] = m.out.data()[0];
+      else
+        m.send = pp_->Send(m.out.data(), m.out.numel(), comm::DType::kF32, stage_ + 1, 2 * i);
       continue;
     }
     tensor::Tensor grad;
@@ -80,8 +82,10 @@ Status PipelineRunner::Step(int micros, const std::function<nn::ModelInput(int)>
     LS_RETURN_IF_ERROR(WaitFor(m.send));  // the activation must not be recycled mid-send
     if (hooks.before_backward) hooks.before_backward(i);
     const int64_t start = NowNanos();
-    if (last) m.tape->Backward(m.out, loss_scale);
-    else m.tape->BackwardFrom(m.out, grad.data<float>());
+    if (last)
+      m.tape->Backward(m.out, loss_scale);
+    else
+      m.tape->BackwardFrom(m.out, grad.data<float>());
     busy += (NowNanos() - start) * 1e-6;
     if (trace_) trace_->Add("backward", "pipeline", start, NowNanos());
     m.out = Variable();

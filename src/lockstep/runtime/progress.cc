@@ -11,16 +11,21 @@ namespace {
 
 std::string FormatDuration(double s) {
   char buf[32];
-  if (s < 60) std::snprintf(buf, sizeof(buf), "%.0fs", s);
-  else if (s < 3600) std::snprintf(buf, sizeof(buf), "%dm%02ds", int(s) / 60, int(s) % 60);
-  else std::snprintf(buf, sizeof(buf), "%dh%02dm", int(s) / 3600, (int(s) % 3600) / 60);
+  if (s < 60)
+    std::snprintf(buf, sizeof(buf), "%.0fs", s);
+  else if (s < 3600)
+    std::snprintf(buf, sizeof(buf), "%dm%02ds", int(s) / 60, int(s) % 60);
+  else
+    std::snprintf(buf, sizeof(buf), "%dh%02dm", int(s) / 3600, (int(s) % 3600) / 60);
   return buf;
 }
 
 }  // namespace
 
 Progress::Progress(int64_t total_steps, int64_t log_every)
-    : total_(total_steps), log_every_(log_every > 0 ? log_every : 1), tty_(isatty(2) != 0),
+    : total_(total_steps),
+      log_every_(log_every > 0 ? log_every : 1),
+      tty_(isatty(2) != 0),
       start_s_(NowNanos() * 1e-9) {}
 
 Progress::~Progress() { Finish(); }

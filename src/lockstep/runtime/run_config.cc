@@ -68,9 +68,9 @@ Result<RunConfig> ReadRunConfig(const Config& c) {
 
   LS_ASSIGN_OR_RETURN(std::string kind, c.GetString("data.kind", ""));
   LS_RETURN_IF_ERROR(OneOf("data.kind", kind, {"text", "fashion-mnist"}));
-  LS_ASSIGN_OR_RETURN(r.data, data::ReadDataConfig(c, kind == "text" ? data::DatasetKind::kText
-                                                                     : data::DatasetKind::kFashionMnist,
-                                                   t.batch_size));
+  LS_ASSIGN_OR_RETURN(
+      r.data, data::ReadDataConfig(c, kind == "text" ? data::DatasetKind::kText : data::DatasetKind::kFashionMnist,
+                                   t.batch_size));
   return r;
 }
 

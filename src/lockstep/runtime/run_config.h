@@ -14,32 +14,31 @@
 namespace lockstep::runtime {
 
 struct TrainSection {
-  int64_t batch_size = 16;       // global, all workers together
+  int64_t batch_size = 16;  // global, all workers together
   uint64_t seed = 1234;
-  int64_t steps = 0;             // 0: use epochs
+  int64_t steps = 0;  // 0: use epochs
   double epochs = 0;
-  int threads = 0;               // compute threads per worker; 0 = cores / workers
+  int threads = 0;  // compute threads per worker; 0 = cores / workers
   int64_t log_every = 10;
-  int64_t accum_steps = 1;       // micro-batches per step (gradient accumulation)
-  int64_t det_shards = 8;        // deterministic mode: canonical micro-shards per global batch
+  int64_t accum_steps = 1;          // micro-batches per step (gradient accumulation)
+  int64_t det_shards = 8;           // deterministic mode: canonical micro-shards per global batch
   int64_t bucket_bytes = 25 << 20;  // DDP gradient bucket size
   // Deterministic mode with tensor parallelism: canonical slices of every split layer
   // (parallel/tp_context.h); 0 = the largest power of two <= 8 dividing the model's heads.
   int64_t det_tp_slices = 0;
-  int64_t pp_microbatches = 0;   // pipeline micro-batches per step; 0 = 2 x pp
+  int64_t pp_microbatches = 0;       // pipeline micro-batches per step; 0 = 2 x pp
   std::string pp_schedule = "1f1b";  // gpipe | 1f1b
 };
 
 struct EvalSection {
-  int64_t every = 0;             // steps; 0 = once per epoch (and at the end)
+  int64_t every = 0;  // steps; 0 = once per epoch (and at the end)
 };
 
 struct CheckpointSection {
-  int64_t every = 0;             // steps; 0 = only at the end
+  int64_t every = 0;  // steps; 0 = only at the end
   int64_t keep = 3;
-  bool async = true;             // write in the background from a staging copy
+  bool async = true;  // write in the background from a staging copy
 };
-
 
 struct RunConfig {
   TrainSection train;

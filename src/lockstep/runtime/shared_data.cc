@@ -14,23 +14,26 @@ Result<std::shared_ptr<const SharedData>> LoadSharedData(const RunConfig& run, i
     shared->corpus = std::make_shared<const data::ByteCorpus>(std::move(corpus));
   } else {
     using data::FashionMnistSplit;
-    LS_ASSIGN_OR_RETURN(data::IdxDataset train, data::IdxDataset::LoadFashionMnist(run.data.dir, FashionMnistSplit::kTrain));
-    LS_ASSIGN_OR_RETURN(data::IdxDataset test, data::IdxDataset::LoadFashionMnist(run.data.dir, FashionMnistSplit::kTest));
+    LS_ASSIGN_OR_RETURN(data::IdxDataset train,
+                        data::IdxDataset::LoadFashionMnist(run.data.dir, FashionMnistSplit::kTrain));
+    LS_ASSIGN_OR_RETURN(data::IdxDataset test,
+                        data::IdxDataset::LoadFashionMnist(run.data.dir, FashionMnistSplit::kTest));
     shared->train_images = std::make_shared<const data::IdxDataset>(std::move(train));
     shared->test_images = std::make_shared<const data::IdxDataset>(std::move(test));
   }
   return std::shared_ptr<const SharedData>(std::move(shared));
 }
 
-Result<std::unique_ptr<RankData>> RankData::Create(std::shared_ptr<const SharedData> shared,
-                                                   const RunConfig& run, int rank, int world) {
+Result<std::unique_ptr<RankData>> RankData::Create(std::shared_ptr<const SharedData> shared, const RunConfig& run,
+                                                   int rank, int world) {
   auto d = std::unique_ptr<RankData>(new RankData());
   d->shared_ = shared;
   data::SamplerOptions train = data::TrainSampling(run.data, run.train.batch_size, world, rank, run.train.seed);
   data::SamplerOptions eval = data::EvalSampling(run.data, world, rank);
   if (shared->kind == data::DatasetKind::kText) {
     LS_ASSIGN_OR_RETURN(d->text_train_, data::MakeTextTrainLoader(shared->corpus, shared->context, train));
-    LS_ASSIGN_OR_RETURN(d->text_eval_, data::MakeTextValLoader(shared->corpus, shared->context, eval, run.data.eval_batches));
+    LS_ASSIGN_OR_RETURN(d->text_eval_,
+                        data::MakeTextValLoader(shared->corpus, shared->context, eval, run.data.eval_batches));
     d->eval_start_ = d->text_eval_->State();
   } else {
     LS_ASSIGN_OR_RETURN(d->image_train_, data::MakeImageTrainLoader(shared->train_images, train));

@@ -28,12 +28,12 @@ Result<std::shared_ptr<const SharedData>> LoadSharedData(const RunConfig& run, i
 
 class RankData {
  public:
-  static Result<std::unique_ptr<RankData>> Create(std::shared_ptr<const SharedData> shared,
-                                                  const RunConfig& run, int rank, int world);
+  static Result<std::unique_ptr<RankData>> Create(std::shared_ptr<const SharedData> shared, const RunConfig& run,
+                                                  int rank, int world);
 
   // Training: loads this rank's share of the next global batch.
   Status NextTrain();
-  int64_t train_rows() const;                     // rows of the current local batch
+  int64_t train_rows() const;  // rows of the current local batch
   nn::ModelInput TrainRows(int64_t begin, int64_t n) const;
   int64_t StepsPerEpoch() const;
   data::LoaderState State() const;
@@ -43,7 +43,7 @@ class RankData {
   // after the last one (every rank sees the same number of batches).
   Status StartEval();
   Result<bool> NextEval();
-  int64_t eval_rows() const;   // real rows of the current local eval batch (masked excluded)
+  int64_t eval_rows() const;  // real rows of the current local eval batch (masked excluded)
   nn::ModelInput EvalRows(int64_t begin, int64_t n) const;
 
   // Tokens per row (text: T) or 1 (images): turns rows/s into tokens/s.

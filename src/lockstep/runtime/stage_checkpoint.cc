@@ -7,7 +7,8 @@
 namespace lockstep::runtime {
 namespace {
 
-void Append(std::vector<parallel::LocalPiece>* out, std::vector<parallel::LocalPiece> pieces, const std::string& prefix) {
+void Append(std::vector<parallel::LocalPiece>* out, std::vector<parallel::LocalPiece> pieces,
+            const std::string& prefix) {
   for (parallel::LocalPiece& p : pieces) {
     p.name = prefix + p.name;
     out->push_back(std::move(p));
@@ -23,7 +24,8 @@ Status ReadRange(const checkpoint::Checkpoint& ckpt, const std::string& prefix, 
     const std::string name = prefix + p.name;
     const checkpoint::TensorInfo* info = ckpt.Find(name);
     if (info == nullptr)
-      return Status::InvalidArgument(ckpt.dir() + ": checkpoint has no tensor '" + name + "' (a different model or optimizer?)");
+      return Status::InvalidArgument(ckpt.dir() + ": checkpoint has no tensor '" + name +
+                                     "' (a different model or optimizer?)");
     if (info->shape != p.global_shape)
       return Status::InvalidArgument(ckpt.dir() + ": tensor '" + name + "' has a different shape than the model's");
     LS_RETURN_IF_ERROR(ckpt.Read(name, p.global_begin, p.global_begin + p.count, const_cast<float*>(p.data)));

@@ -11,16 +11,16 @@
 namespace lockstep::runtime {
 
 struct RankStepRecord {
-  double loss_part = 0;      // this rank's share of the global-batch mean loss
+  double loss_part = 0;        // this rank's share of the global-batch mean loss
   int64_t compute_end_ns = 0;  // when this rank's backward ended (steady clock)
   double pipe_busy_ms = 0;     // pipeline: time inside this stage's forward/backward passes
   double pipe_total_ms = 0;    // pipeline: the whole schedule (0 without a pipeline)
 };
 
 struct GatheredStep {
-  double loss = 0;           // global-batch mean loss
-  double wait_ms = 0;        // this rank: how long after its backward the slowest one ended
-  double mean_bubble = 0;    // pipeline: mean over ranks of 1 - busy/total
+  double loss = 0;         // global-batch mean loss
+  double wait_ms = 0;      // this rank: how long after its backward the slowest one ended
+  double mean_bubble = 0;  // pipeline: mean over ranks of 1 - busy/total
   // Pipeline: 1 - busy/total of the busiest rank. Stages never cost exactly the same; the
   // faster ones also idle waiting for the slowest, so the mean sits above (p-1)/(m+p-1) by
   // about the imbalance, while the bottleneck stage's idle time is the fill and drain alone.

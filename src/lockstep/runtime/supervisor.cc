@@ -68,8 +68,10 @@ Result<pid_t> Spawn(const std::vector<std::string>& args, const std::string& hea
     ::signal(SIGINT, SIG_DFL);
     ::signal(SIGTERM, SIG_DFL);
     ::setenv(kHeartbeatDirEnv, heartbeat_dir.c_str(), 1);
-    if (restart) ::setenv(kRestartEnv, "1", 1);
-    else ::unsetenv(kRestartEnv);
+    if (restart)
+      ::setenv(kRestartEnv, "1", 1);
+    else
+      ::unsetenv(kRestartEnv);
     ::execv("/proc/self/exe", argv.data());
     std::fprintf(stderr, "lockstep: supervisor: cannot start the worker: %s\n", std::strerror(errno));
     ::_exit(127);
@@ -115,8 +117,10 @@ void StopGroup(pid_t pid, bool reaped) {
   ::kill(-pid, SIGTERM);
   for (int i = 0; i < 50 && !reaped; ++i) {
     int st = 0;
-    if (::waitpid(pid, &st, WNOHANG) == pid) reaped = true;
-    else std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    if (::waitpid(pid, &st, WNOHANG) == pid)
+      reaped = true;
+    else
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   ::kill(-pid, SIGKILL);
   if (!reaped) ::waitpid(pid, nullptr, 0);
@@ -153,7 +157,8 @@ Status RunSupervised(const TrainOptions& options) {
     std::string resume = options.resume;
     if (attempt > 0) resume = LatestIdentity(root) == stale_latest ? options.resume : "auto";
     for (const auto& e : fs::directory_iterator(heartbeat_dir, ec)) fs::remove(e.path(), ec);
-    LS_ASSIGN_OR_RETURN(pid_t pid, Spawn(ChildArgs(options, out_dir, resume, attempt == 0), heartbeat_dir, attempt > 0));
+    LS_ASSIGN_OR_RETURN(pid_t pid,
+                        Spawn(ChildArgs(options, out_dir, resume, attempt == 0), heartbeat_dir, attempt > 0));
     { std::ofstream(out_dir + "/worker.pid", std::ios::trunc) << pid << "\n"; }
     const auto launched = std::chrono::steady_clock::now();
     int status = 0;
@@ -174,7 +179,8 @@ Status RunSupervised(const TrainOptions& options) {
       // Start-up (process launch, data and checkpoint loading) gets at least kStartupGraceS
       // before the first beat, so a short --heartbeat-timeout does not misfire on a slow start.
       const bool started = who.rfind("every rank", 0) != 0;
-      const double limit = started ? options.heartbeat_timeout_s : std::max(options.heartbeat_timeout_s, kStartupGraceS);
+      const double limit =
+          started ? options.heartbeat_timeout_s : std::max(options.heartbeat_timeout_s, kStartupGraceS);
       if (age > limit) {
         char buf[160];
         std::snprintf(buf, sizeof(buf), "no heartbeat from %s for %.0f s (hung)", who.c_str(), age);

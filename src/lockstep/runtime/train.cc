@@ -26,8 +26,7 @@ Status RunThreads(const TrainOptions& options) {
   comm::ThreadsWorld world(options.nproc);
   std::vector<Status> results(options.nproc);
   std::vector<std::thread> threads;
-  for (int r = 1; r < options.nproc; ++r)
-    threads.emplace_back([&, r] { results[r] = RunWorker(plan, world.Rank(r)); });
+  for (int r = 1; r < options.nproc; ++r) threads.emplace_back([&, r] { results[r] = RunWorker(plan, world.Rank(r)); });
   results[0] = RunWorker(plan, world.Rank(0));
   for (auto& t : threads) t.join();
   // The first rank's own error explains more than the Aborted its peers saw.

@@ -12,19 +12,19 @@ struct TrainOptions {
   std::string config_path;
   std::vector<std::string> overrides;  // "section.key=value" from --set, in order
   int nproc = 1;
-  std::string backend = "threads";     // threads | mpi
-  int64_t steps = -1;                  // -1: train.steps from the config
-  double epochs = -1;                  // -1: train.epochs from the config
-  std::string out_dir;                 // empty: runs/<config file stem>
-  std::string resume;                  // empty, "auto" or a checkpoint directory
+  std::string backend = "threads";  // threads | mpi
+  int64_t steps = -1;               // -1: train.steps from the config
+  double epochs = -1;               // -1: train.epochs from the config
+  std::string out_dir;              // empty: runs/<config file stem>
+  std::string resume;               // empty, "auto" or a checkpoint directory
   bool deterministic = false;
   std::string trace_file;
   int max_restarts = 0;
-  double heartbeat_timeout_s = 300;    // supervisor: a rank silent this long is hung
+  double heartbeat_timeout_s = 300;  // supervisor: a rank silent this long is hung
   std::string inject_fault;
-  std::string layout;                  // "dp=A,tp=B,pp=C" (any order)
+  std::string layout;  // "dp=A,tp=B,pp=C" (any order)
   int zero = 0;
-  int64_t mem_limit = 0;               // bytes of tensors (and optimizer state) per worker; 0: none
+  int64_t mem_limit = 0;  // bytes of tensors (and optimizer state) per worker; 0: none
 };
 
 struct EvalOptions {

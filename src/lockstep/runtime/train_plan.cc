@@ -72,11 +72,9 @@ Result<TrainPlan> PlanTraining(const TrainOptions& options, int world) {
   if (plan.steps_per_epoch <= 0)
     return Status::InvalidArgument("the dataset holds less than one global batch of train.batch_size=" +
                                    std::to_string(t.batch_size));
-  plan.total_steps = t.steps > 0 ? t.steps
-                                 : static_cast<int64_t>(std::llround(t.epochs * plan.steps_per_epoch));
+  plan.total_steps = t.steps > 0 ? t.steps : static_cast<int64_t>(std::llround(t.epochs * plan.steps_per_epoch));
   if (plan.total_steps <= 0) return Status::InvalidArgument("the run would train 0 steps");
-  plan.eval_every = plan.run.eval.every > 0 ? plan.run.eval.every
-                                            : (t.steps > 0 ? 0 : plan.steps_per_epoch);
+  plan.eval_every = plan.run.eval.every > 0 ? plan.run.eval.every : (t.steps > 0 ? 0 : plan.steps_per_epoch);
 
   LS_ASSIGN_OR_RETURN(plan.optim, optim::ReadOptimConfig(plan.config, plan.total_steps));
   LS_RETURN_IF_ERROR(plan.config.CheckAllKeysKnown());

@@ -24,8 +24,10 @@ Status Trainer::SingleStageStep(StepCompute* c) {
   if (zero_units_) zero_units_->BeginStep();  // ZeRO-2/3 reduce unit by unit instead of buckets
   double loss_sum = 0;
   for (int64_t m = 0; m < t.accum_steps; ++m) {
-    if (m + 1 == t.accum_steps && !zero_units_) ddp_->Arm(tape_);
-    else ddp_->Disarm(tape_);
+    if (m + 1 == t.accum_steps && !zero_units_)
+      ddp_->Arm(tape_);
+    else
+      ddp_->Disarm(tape_);
     autograd::Variable loss =
         Traced("forward", "compute", [&] { return model_->Forward(tape_, data_->TrainRows(m * micro, micro), {}); });
     const float scale = static_cast<float>(micro / global);
@@ -113,14 +115,16 @@ Status Trainer::PipelineStep(StepCompute* c) {
       if (zero_units_) zero_units_->SetContribution(contributions_.data() + i * n);
     };
     if (!zero_units_)
-      hooks.after_backward = [&](int i) { std::memcpy(contributions_.data() + i * n, params.flat_grads(), n * sizeof(float)); };
+      hooks.after_backward = [&](int i) {
+        std::memcpy(contributions_.data() + i * n, params.flat_grads(), n * sizeof(float));
+      };
   } else {
     params.ZeroGrad();
     if (zero_units_) zero_units_->BeginStep();
   }
   std::vector<float> losses;
-  LS_RETURN_IF_ERROR(
-      pipeline_->Step(micros, [&](int i) { return data_->TrainRows(i * rows, rows); }, scale, hooks, &losses, &c->pipe));
+  LS_RETURN_IF_ERROR(pipeline_->Step(
+      micros, [&](int i) { return data_->TrainRows(i * rows, rows); }, scale, hooks, &losses, &c->pipe));
   LS_RETURN_IF_ERROR(tp_->status());
   c->compute_end_ns = NowNanos();
   if (det) {
@@ -140,7 +144,8 @@ Status Trainer::PipelineStep(StepCompute* c) {
   } else if (dims().dp > 1) {
     Stopwatch sync;
     LS_RETURN_IF_ERROR(Traced("gradient allreduce", "comm", [&] {
-      return mesh_.dp->Allreduce(params.flat_grads(), params.flat_grads(), n, comm::DType::kF32, comm::ReduceOp::kSum)->Wait();
+      return mesh_.dp->Allreduce(params.flat_grads(), params.flat_grads(), n, comm::DType::kF32, comm::ReduceOp::kSum)
+          ->Wait();
     }));
     c->sync.comm_ms = c->sync.exposed_ms = sync.ElapsedMs();
     c->sync.buckets = 1;
@@ -171,7 +176,8 @@ Result<double> Trainer::GradNorm() {
   int64_t words[optim::ExactSquareSum::kWords];
   sum.ToWords(words);
   LS_RETURN_IF_ERROR(
-      world_comm_->Allreduce(words, words, optim::ExactSquareSum::kWords, comm::DType::kI64, comm::ReduceOp::kSum)->Wait());
+      world_comm_->Allreduce(words, words, optim::ExactSquareSum::kWords, comm::DType::kI64, comm::ReduceOp::kSum)
+          ->Wait());
   return optim::NormOf(optim::ExactSquareSum::FromWords(words));
 }
 
@@ -187,16 +193,20 @@ Status Trainer::TrainStep(int64_t step) {
 
   Stopwatch compute_clock;
   StepCompute c;
-  if (pipeline_) LS_RETURN_IF_ERROR(PipelineStep(&c));
-  else if (plan_.options.deterministic) LS_RETURN_IF_ERROR(DeterministicStep(&c));
-  else LS_RETURN_IF_ERROR(SingleStageStep(&c));
+  if (pipeline_)
+    LS_RETURN_IF_ERROR(PipelineStep(&c));
+  else if (plan_.options.deterministic)
+    LS_RETURN_IF_ERROR(DeterministicStep(&c));
+  else
+    LS_RETURN_IF_ERROR(SingleStageStep(&c));
   LS_RETURN_IF_ERROR(tp_->status());
   if (zero_units_) LS_RETURN_IF_ERROR(zero_units_->status());
   // Compute time excludes the blocking wait at the end (exposed communication).
   const double compute_ms = compute_clock.ElapsedMs() - c.sync.exposed_ms;
 
   RankStepRecord record{c.loss_part, c.compute_end_ns, c.pipe.busy_ms, c.pipe.total_ms};
-  LS_ASSIGN_OR_RETURN(GatheredStep gathered, Traced("step stats", "comm", [&] { return GatherStep(*world_comm_, record); }));
+  LS_ASSIGN_OR_RETURN(GatheredStep gathered,
+                      Traced("step stats", "comm", [&] { return GatherStep(*world_comm_, record); }));
 
   Stopwatch optim_clock;
   const int64_t optim_clock_start = NowNanos();
@@ -206,7 +216,8 @@ Status Trainer::TrainStep(int64_t step) {
   const float lr = schedule_->LrAt(step);
   if (saver_) saver_->WaitForSnapshot();  // an async save may still be copying the parameters
   optimizer_->Step(OwnedParams(), owned_grads, lr);
-  if (gather_) LS_RETURN_IF_ERROR(Traced("param all-gather", "comm", [&] { return gather_->Gather(params.flat_params()); }));
+  if (gather_)
+    LS_RETURN_IF_ERROR(Traced("param all-gather", "comm", [&] { return gather_->Gather(params.flat_params()); }));
   trace_.Add("optimizer", "compute", optim_clock_start, NowNanos());
   const double optim_ms = optim_clock.ElapsedMs();
 
@@ -215,10 +226,17 @@ Status Trainer::TrainStep(int64_t step) {
     const double samples_per_s = global / (step_ms * 1e-3);
     const double tokens_per_s = samples_per_s * data_->units_per_row();
     const double exposed = std::max(0.0, c.sync.exposed_ms - gathered.wait_ms);
-    nlohmann::json row = {{"step", step + 1}, {"loss", gathered.loss}, {"lr", lr}, {"grad_norm", grad_norm},
-                          {"tokens_per_s", tokens_per_s}, {"step_ms", step_ms},
-                          {"data_ms", data_ms}, {"compute_ms", compute_ms}, {"optim_ms", optim_ms},
-                          {"comm_ms", c.sync.comm_ms}, {"exposed_comm_ms", exposed},
+    nlohmann::json row = {{"step", step + 1},
+                          {"loss", gathered.loss},
+                          {"lr", lr},
+                          {"grad_norm", grad_norm},
+                          {"tokens_per_s", tokens_per_s},
+                          {"step_ms", step_ms},
+                          {"data_ms", data_ms},
+                          {"compute_ms", compute_ms},
+                          {"optim_ms", optim_ms},
+                          {"comm_ms", c.sync.comm_ms},
+                          {"exposed_comm_ms", exposed},
                           {"wait_ms", std::min(gathered.wait_ms, c.sync.exposed_ms)},
                           {"gflops", model_->TrainFlopsPerSample() * global / (step_ms * 1e-3) * 1e-9}};
     if (!data_->is_text()) row["samples_per_s"] = samples_per_s;

@@ -116,9 +116,9 @@ class Trainer {
   // the part of them it writes to checkpoints and the weights hash: everything on dp rank 0,
   // nothing on other replicas, its shard under ZeRO-3.
   struct ParamView {
-    float* data = nullptr;     // element 0 is local flat element `begin`
+    float* data = nullptr;  // element 0 is local flat element `begin`
     int64_t begin = 0;
-    optim::FlatRange range;    // local flat range
+    optim::FlatRange range;  // local flat range
   };
   ParamView HeldParams();
   ParamView WrittenParams();
@@ -147,12 +147,12 @@ class Trainer {
   int64_t origin_ns_ = 0;   // rank 0's start: the trace's time zero on every rank
   int64_t start_step_ = 0;  // steps already done (from the checkpoint resumed)
   Heartbeat heartbeat_{rank_};
-  std::unique_ptr<AsyncCheckpointSaver> saver_;  // rank 0 (replicated states) or every rank (sharded)
+  std::unique_ptr<AsyncCheckpointSaver> saver_;    // rank 0 (replicated states) or every rank (sharded)
   std::shared_ptr<comm::Communicator> ckpt_comm_;  // sharded async saves: driven by the writer threads only
   const int zero_ = plan_.options.zero;
-  optim::FlatRange owned_;                      // the part of the local flat buffer this rank updates
+  optim::FlatRange owned_;                                // the part of the local flat buffer this rank updates
   std::unique_ptr<parallel::ShardedParamGather> gather_;  // ZeRO-1/2: re-assembles the parameters
-  std::unique_ptr<parallel::ZeroUnits> zero_units_;      // ZeRO-2/3: unit-wise gradients (and parameters)
+  std::unique_ptr<parallel::ZeroUnits> zero_units_;       // ZeRO-2/3: unit-wise gradients (and parameters)
   tensor::MemoryTracker* memory_;
   int64_t optimizer_reserved_ = 0;  // optimizer-state bytes counted in memory_ (optim/ uses plain vectors)
 };

@@ -28,8 +28,8 @@ Trainer::ParamView Trainer::WrittenParams() {
 
 AsyncCheckpointSaver& Trainer::Saver() {
   if (!saver_)
-    saver_ = std::make_unique<AsyncCheckpointSaver>(plan_.out_dir + "/checkpoints",
-                                                    static_cast<int>(plan_.run.checkpoint.keep), plan_.run.checkpoint.async);
+    saver_ = std::make_unique<AsyncCheckpointSaver>(
+        plan_.out_dir + "/checkpoints", static_cast<int>(plan_.run.checkpoint.keep), plan_.run.checkpoint.async);
   return *saver_;
 }
 
@@ -71,8 +71,9 @@ Status Trainer::Save(int64_t step) {
   std::vector<SaveReport> finished;
   const FaultSpec fault = plan_.fault;
   const int rank = rank_;
-  LS_RETURN_IF_ERROR(Saver().Save(model_->params(), optimizer_->StateBuffers(), c,
-                                  [fault, rank, step] { InjectDuringCheckpoint(fault, rank, step); }, &finished));
+  LS_RETURN_IF_ERROR(Saver().Save(
+      model_->params(), optimizer_->StateBuffers(), c,
+      [fault, rank, step] { InjectDuringCheckpoint(fault, rank, step); }, &finished));
   for (const SaveReport& r : finished) LS_RETURN_IF_ERROR(LogSave(r));
   return Status::Ok();
 }
@@ -102,9 +103,9 @@ Status Trainer::SaveSharded(int64_t step) {
   const FaultSpec fault = plan_.fault;
   const int rank = rank_;
   std::vector<SaveReport> finished;
-  LS_RETURN_IF_ERROR(Saver().SavePieces(std::move(pieces.pieces), Contents(step),
-                                        [fault, rank, step] { InjectDuringCheckpoint(fault, rank, step); }, shard, bytes,
-                                        &finished));
+  LS_RETURN_IF_ERROR(Saver().SavePieces(
+      std::move(pieces.pieces), Contents(step), [fault, rank, step] { InjectDuringCheckpoint(fault, rank, step); },
+      shard, bytes, &finished));
   for (const SaveReport& r : finished) LS_RETURN_IF_ERROR(LogSave(r));
   return Status::Ok();
 }
@@ -126,8 +127,13 @@ Status Trainer::LogSave(const SaveReport& r) {
   std::snprintf(line, sizeof(line), "step %lld: checkpoint saved (%.1f MB in %.0f ms, %.0f MB/s; step stalled %.1f ms)",
                 static_cast<long long>(r.step), r.bytes / 1e6, r.write_ms, mb_per_s, r.stall_ms);
   progress_->Print(line);
-  return metrics_->Write({{"event", "checkpoint"}, {"step", r.step}, {"async", r.async}, {"stall_ms", r.stall_ms},
-                          {"write_ms", r.write_ms}, {"bytes", r.bytes}, {"mb_per_s", mb_per_s}});
+  return metrics_->Write({{"event", "checkpoint"},
+                          {"step", r.step},
+                          {"async", r.async},
+                          {"stall_ms", r.stall_ms},
+                          {"write_ms", r.write_ms},
+                          {"bytes", r.bytes},
+                          {"mb_per_s", mb_per_s}});
 }
 
 // This rank's bytes as its MemoryTracker counts them: parameters, gradients and optimizer

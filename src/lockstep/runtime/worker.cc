@@ -14,8 +14,13 @@
 namespace lockstep::runtime {
 
 Trainer::Trainer(const TrainPlan& plan, std::shared_ptr<comm::Communicator> world, tensor::MemoryTracker* memory)
-    : plan_(plan), world_comm_(std::move(world)), rank_(world_comm_->rank()), world_(world_comm_->size()),
-      config_(plan.config), trace_(world_comm_->rank(), !plan.options.trace_file.empty()), memory_(memory) {}
+    : plan_(plan),
+      world_comm_(std::move(world)),
+      rank_(world_comm_->rank()),
+      world_(world_comm_->size()),
+      config_(plan.config),
+      trace_(world_comm_->rank(), !plan.options.trace_file.empty()),
+      memory_(memory) {}
 
 Trainer::~Trainer() {
   if (optimizer_reserved_ > 0) memory_->Release(optimizer_reserved_, tensor::MemoryTag::kOptimizer);
@@ -170,15 +175,20 @@ Status Trainer::Setup() {
     LogStart();
     if (start_step_ > 0) {
       LS_LOG(INFO) << "resumed from " << plan_.resume_dir << " at step " << start_step_;
-      LS_RETURN_IF_ERROR(metrics_->Write({{"event", "resume"}, {"step", start_step_}, {"checkpoint", plan_.resume_dir}}));
+      LS_RETURN_IF_ERROR(
+          metrics_->Write({{"event", "resume"}, {"step", start_step_}, {"checkpoint", plan_.resume_dir}}));
     }
     if (dims().pp > 1) {
       const parallel::StagePartition& p = plan_.layout.partition;
       const double formula = parallel::BubbleFormula(dims().pp, plan_.layout.pp_micros);
-      LS_LOG(INFO) << "pipeline: " << parallel::DescribePartition(p) << "; " << plan_.layout.pp_micros << " micro-batches, "
-                   << parallel::PipeScheduleName(plan_.layout.schedule) << ", bubble (p-1)/(m+p-1) = " << formula;
-      LS_RETURN_IF_ERROR(metrics_->Write({{"event", "pipeline"}, {"stages", p.begin}, {"cost", p.cost},
-                                          {"imbalance", p.imbalance}, {"micro_batches", plan_.layout.pp_micros},
+      LS_LOG(INFO) << "pipeline: " << parallel::DescribePartition(p) << "; " << plan_.layout.pp_micros
+                   << " micro-batches, " << parallel::PipeScheduleName(plan_.layout.schedule)
+                   << ", bubble (p-1)/(m+p-1) = " << formula;
+      LS_RETURN_IF_ERROR(metrics_->Write({{"event", "pipeline"},
+                                          {"stages", p.begin},
+                                          {"cost", p.cost},
+                                          {"imbalance", p.imbalance},
+                                          {"micro_batches", plan_.layout.pp_micros},
                                           {"schedule", parallel::PipeScheduleName(plan_.layout.schedule)},
                                           {"bubble_formula", formula}}));
     }
@@ -189,9 +199,10 @@ Status Trainer::Setup() {
 void Trainer::LogStart() {
   const int64_t params = plan_.layout.gpt ? nn::GptParamCount(*plan_.layout.gpt) : local_numel();
   std::string layout;
-  if (dims().tp > 1 || dims().pp > 1 || zero_ > 0) layout = " (" + dims().ToString() + ",zero=" + std::to_string(zero_) + ")";
-  LS_LOG(INFO) << "training " << model_->name() << " (" << params << " parameters) on " << world_ << " worker(s)" << layout
-               << ", backend " << world_comm_->backend_name() << ", " << plan_.threads_per_worker
+  if (dims().tp > 1 || dims().pp > 1 || zero_ > 0)
+    layout = " (" + dims().ToString() + ",zero=" + std::to_string(zero_) + ")";
+  LS_LOG(INFO) << "training " << model_->name() << " (" << params << " parameters) on " << world_ << " worker(s)"
+               << layout << ", backend " << world_comm_->backend_name() << ", " << plan_.threads_per_worker
                << " compute thread(s) each, " << plan_.total_steps << " steps"
                << (plan_.options.deterministic ? ", deterministic" : "") << "; output in " << plan_.out_dir;
 }
@@ -275,8 +286,7 @@ Status Trainer::Run() {
     LS_RETURN_IF_ERROR(TrainStep(step));
     heartbeat_.Beat();
     bool last = step + 1 == plan_.total_steps;
-    if (last || (plan_.eval_every > 0 && (step + 1) % plan_.eval_every == 0))
-      LS_RETURN_IF_ERROR(Validate(step + 1));
+    if (last || (plan_.eval_every > 0 && (step + 1) % plan_.eval_every == 0)) LS_RETURN_IF_ERROR(Validate(step + 1));
     const int64_t every = plan_.run.checkpoint.every;
     if (last || (every > 0 && (step + 1) % every == 0)) LS_RETURN_IF_ERROR(Save(step + 1));
     LS_RETURN_IF_ERROR(ReportSaves(/*wait=*/false));

@@ -64,8 +64,7 @@ void CausalSoftmaxBackwardRow(float* ds, const float* p, int64_t i, int64_t T, f
   const int64_t n = i + 1;
   __m256 acc = _mm256_setzero_ps();
   int64_t j = 0;
-  for (; j + 8 <= n; j += 8)
-    acc = _mm256_fmadd_ps(_mm256_loadu_ps(p + j), _mm256_loadu_ps(ds + j), acc);
+  for (; j + 8 <= n; j += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(p + j), _mm256_loadu_ps(ds + j), acc);
   float dot = internal::HorizontalSum(acc);
   for (; j < n; ++j) dot += p[j] * ds[j];
   const __m256 vdot = _mm256_set1_ps(dot), vscale = _mm256_set1_ps(scale);
@@ -134,8 +133,7 @@ void ForwardUnit(const Dims& d, int64_t unit, float* out, float* att, const floa
   }
 }
 
-void BackwardUnit(const Dims& d, int64_t unit, float* dqkv, const float* dout,
-                  const float* qkv, const float* att) {
+void BackwardUnit(const Dims& d, int64_t unit, float* dqkv, const float* dout, const float* qkv, const float* att) {
   const int64_t b = unit / d.H, h = unit % d.H, T = d.T;
   const int64_t base = b * T * d.C3 + h * d.hs;
   const float* q = qkv + base;
@@ -171,10 +169,8 @@ void BackwardUnit(const Dims& d, int64_t unit, float* dqkv, const float* dout,
     const int rows = static_cast<int>(std::min<int64_t>(kRowBlock, T - j0));
     // dk_j += sum_{i >= j} dS[i, j] q_i;  dv_j += sum_{i >= j} P[i, j] dO_i
     // (A is read transposed: element (r, kk) at [(j0 + kk) * T + j0 + r].)
-    MicroGemm(rows, T - j0, ds + j0 * T + j0, 1, T, qp + j0 * d.hs, d.hs, d.hs, dk + j0 * d.C3,
-              d.C3, 1.0f, true);
-    MicroGemm(rows, T - j0, p + j0 * T + j0, 1, T, dop + j0 * d.hs, d.hs, d.hs, dv + j0 * d.C3,
-              d.C3, 1.0f, true);
+    MicroGemm(rows, T - j0, ds + j0 * T + j0, 1, T, qp + j0 * d.hs, d.hs, d.hs, dk + j0 * d.C3, d.C3, 1.0f, true);
+    MicroGemm(rows, T - j0, p + j0 * T + j0, 1, T, dop + j0 * d.hs, d.hs, d.hs, dv + j0 * d.C3, d.C3, 1.0f, true);
   }
 }
 
@@ -190,14 +186,13 @@ void ForEachUnit(int64_t units, Fn fn) {
 
 }  // namespace
 
-void AttentionForward(float* out, float* att, const float* qkv, int64_t B, int64_t T, int64_t C,
-                      int64_t H) {
+void AttentionForward(float* out, float* att, const float* qkv, int64_t B, int64_t T, int64_t C, int64_t H) {
   const Dims d = MakeDims(B, T, C, H);
   ForEachUnit(B * H, [&](int64_t u) { ForwardUnit(d, u, out, att, qkv); });
 }
 
-void AttentionBackward(float* dqkv, float* scratch, const float* dout, const float* qkv,
-                       const float* att, int64_t B, int64_t T, int64_t C, int64_t H) {
+void AttentionBackward(float* dqkv, float* scratch, const float* dout, const float* qkv, const float* att, int64_t B,
+                       int64_t T, int64_t C, int64_t H) {
   const Dims d = MakeDims(B, T, C, H);
   ForEachUnit(B * H, [&](int64_t u) { BackwardUnit(d, u, dqkv, dout, qkv, att); });
 }

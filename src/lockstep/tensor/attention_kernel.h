@@ -22,9 +22,8 @@ namespace lockstep::tensor::internal {
 inline constexpr int kRowBlock = 6;
 
 template <int R, bool kMasked>
-inline void MicroPanel(int64_t K, const float* a, int64_t a_rs, int64_t a_ks, const float* b,
-                       int64_t ldb, float* c, int64_t ldc, float alpha, bool accumulate,
-                       __m256i m0, __m256i m1) {
+inline void MicroPanel(int64_t K, const float* a, int64_t a_rs, int64_t a_ks, const float* b, int64_t ldb, float* c,
+                       int64_t ldc, float alpha, bool accumulate, __m256i m0, __m256i m1) {
   __m256 acc0[R], acc1[R];
   // Fully unrolled so the accumulator arrays live in registers (GCC keeps them on the
   // stack otherwise).
@@ -66,32 +65,42 @@ inline void MicroPanel(int64_t K, const float* a, int64_t a_rs, int64_t a_ks, co
 }
 
 template <int R>
-inline void MicroRows(int64_t K, const float* a, int64_t a_rs, int64_t a_ks, const float* b,
-                      int64_t ldb, int64_t ncols, float* c, int64_t ldc, float alpha,
-                      bool accumulate) {
+inline void MicroRows(int64_t K, const float* a, int64_t a_rs, int64_t a_ks, const float* b, int64_t ldb, int64_t ncols,
+                      float* c, int64_t ldc, float alpha, bool accumulate) {
   int64_t c0 = 0;
   for (; c0 + 16 <= ncols; c0 += 16) {
-    MicroPanel<R, false>(K, a, a_rs, a_ks, b + c0, ldb, c + c0, ldc, alpha, accumulate,
-                         __m256i(), __m256i());
+    MicroPanel<R, false>(K, a, a_rs, a_ks, b + c0, ldb, c + c0, ldc, alpha, accumulate, __m256i(), __m256i());
   }
   if (c0 < ncols) {
     const int64_t rem = ncols - c0;
-    MicroPanel<R, true>(K, a, a_rs, a_ks, b + c0, ldb, c + c0, ldc, alpha, accumulate,
-                        TailMask(rem < 8 ? rem : 8), TailMask(rem > 8 ? rem - 8 : 0));
+    MicroPanel<R, true>(K, a, a_rs, a_ks, b + c0, ldb, c + c0, ldc, alpha, accumulate, TailMask(rem < 8 ? rem : 8),
+                        TailMask(rem > 8 ? rem - 8 : 0));
   }
 }
 
-inline void MicroGemm(int rows, int64_t K, const float* a, int64_t a_rs, int64_t a_ks,
-                      const float* b, int64_t ldb, int64_t ncols, float* c, int64_t ldc,
-                      float alpha, bool accumulate) {
+inline void MicroGemm(int rows, int64_t K, const float* a, int64_t a_rs, int64_t a_ks, const float* b, int64_t ldb,
+                      int64_t ncols, float* c, int64_t ldc, float alpha, bool accumulate) {
   switch (rows) {
-    case 6: MicroRows<6>(K, a, a_rs, a_ks, b, ldb, ncols, c, ldc, alpha, accumulate); break;
-    case 5: MicroRows<5>(K, a, a_rs, a_ks, b, ldb, ncols, c, ldc, alpha, accumulate); break;
-    case 4: MicroRows<4>(K, a, a_rs, a_ks, b, ldb, ncols, c, ldc, alpha, accumulate); break;
-    case 3: MicroRows<3>(K, a, a_rs, a_ks, b, ldb, ncols, c, ldc, alpha, accumulate); break;
-    case 2: MicroRows<2>(K, a, a_rs, a_ks, b, ldb, ncols, c, ldc, alpha, accumulate); break;
-    case 1: MicroRows<1>(K, a, a_rs, a_ks, b, ldb, ncols, c, ldc, alpha, accumulate); break;
-    default: break;
+    case 6:
+      MicroRows<6>(K, a, a_rs, a_ks, b, ldb, ncols, c, ldc, alpha, accumulate);
+      break;
+    case 5:
+      MicroRows<5>(K, a, a_rs, a_ks, b, ldb, ncols, c, ldc, alpha, accumulate);
+      break;
+    case 4:
+      MicroRows<4>(K, a, a_rs, a_ks, b, ldb, ncols, c, ldc, alpha, accumulate);
+      break;
+    case 3:
+      MicroRows<3>(K, a, a_rs, a_ks, b, ldb, ncols, c, ldc, alpha, accumulate);
+      break;
+    case 2:
+      MicroRows<2>(K, a, a_rs, a_ks, b, ldb, ncols, c, ldc, alpha, accumulate);
+      break;
+    case 1:
+      MicroRows<1>(K, a, a_rs, a_ks, b, ldb, ncols, c, ldc, alpha, accumulate);
+      break;
+    default:
+      break;
   }
 }
 

@@ -8,8 +8,7 @@
 namespace lockstep::tensor::detail {
 
 CheckFailure::CheckFailure(const char* file, int line, const char* expr) {
-  stream_ << "lockstep: internal error: check failed at " << file << ":" << line << ": " << expr
-          << ": ";
+  stream_ << "lockstep: internal error: check failed at " << file << ":" << line << ": " << expr << ": ";
 }
 
 CheckFailure::~CheckFailure() {

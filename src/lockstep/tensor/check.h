@@ -13,7 +13,10 @@ class CheckFailure {
   CheckFailure(const char* file, int line, const char* expr);
   [[noreturn]] ~CheckFailure();
   template <typename T>
-  CheckFailure& operator<<(const T& v) { stream_ << v; return *this; }
+  CheckFailure& operator<<(const T& v) {
+    stream_ << v;
+    return *this;
+  }
 
  private:
   std::ostringstream stream_;
@@ -22,8 +25,8 @@ class CheckFailure {
 }  // namespace lockstep::tensor::detail
 
 #ifndef LS_CHECK
-#define LS_CHECK(cond)                                                            \
-  if (__builtin_expect(static_cast<bool>(cond), 1)) {                            \
-  } else                                                                          \
+#define LS_CHECK(cond)                                \
+  if (__builtin_expect(static_cast<bool>(cond), 1)) { \
+  } else                                              \
     ::lockstep::tensor::detail::CheckFailure(__FILE__, __LINE__, #cond)
 #endif

@@ -83,26 +83,22 @@ Plan MakePlan(const Conv2dShape& s, int64_t mb, Layouts blocked) {
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   auto& eng = Engine();
-  dnnl::convolution_forward::desc fd(
-      dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
-      pick(blocked.fwd, p.src_plain), pick(blocked.fwd, p.wei_plain), p.bias_plain,
-      pick(blocked.fwd, p.dst_plain), strides, pad, pad);
+  dnnl::convolution_forward::desc fd(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
+                                     pick(blocked.fwd, p.src_plain), pick(blocked.fwd, p.wei_plain), p.bias_plain,
+                                     pick(blocked.fwd, p.dst_plain), strides, pad, pad);
   p.fwd_pd = dnnl::convolution_forward::primitive_desc(fd, attr, eng);
-  dnnl::convolution_backward_data::desc bdd(
-      dnnl::algorithm::convolution_direct, pick(blocked.bwd_data, p.src_plain),
-      pick(blocked.bwd_data, p.wei_plain), pick(blocked.bwd_data, p.dst_plain), strides, pad, pad);
+  dnnl::convolution_backward_data::desc bdd(dnnl::algorithm::convolution_direct, pick(blocked.bwd_data, p.src_plain),
+                                            pick(blocked.bwd_data, p.wei_plain), pick(blocked.bwd_data, p.dst_plain),
+                                            strides, pad, pad);
   p.bwd_data_pd = dnnl::convolution_backward_data::primitive_desc(bdd, attr, eng, p.fwd_pd);
   dnnl::convolution_backward_weights::desc bwd(
       dnnl::algorithm::convolution_direct, pick(blocked.bwd_weights, p.src_plain),
-      pick(blocked.bwd_weights, p.wei_plain), p.bias_plain, pick(blocked.bwd_weights, p.dst_plain),
-      strides, pad, pad);
+      pick(blocked.bwd_weights, p.wei_plain), p.bias_plain, pick(blocked.bwd_weights, p.dst_plain), strides, pad, pad);
   p.bwd_w_pd = dnnl::convolution_backward_weights::primitive_desc(bwd, attr, eng, p.fwd_pd);
   p.fwd = dnnl::convolution_forward(p.fwd_pd);
   p.bwd_data = dnnl::convolution_backward_data(p.bwd_data_pd);
   p.bwd_w = dnnl::convolution_backward_weights(p.bwd_w_pd);
-  auto own = [&](const memory::desc& d, const memory::desc& plain) {
-    return d == plain ? memory() : memory(d, eng);
-  };
+  auto own = [&](const memory::desc& d, const memory::desc& plain) { return d == plain ? memory() : memory(d, eng); };
   p.fwd_src = own(p.fwd_pd.src_desc(), p.src_plain);
   p.fwd_wei = own(p.fwd_pd.weights_desc(), p.wei_plain);
   p.fwd_dst = own(p.fwd_pd.dst_desc(), p.dst_plain);
@@ -151,8 +147,11 @@ void RunForward(Plan& p, float* out, const float* inp, const float* w, const flo
     b = zero_bias.data();
   }
   memory bias(p.bias_plain, Engine(), const_cast<float*>(b));
-  p.fwd.execute(st, {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wei}, {DNNL_ARG_BIAS, bias},
-                     {DNNL_ARG_DST, dst}, {DNNL_ARG_SCRATCHPAD, ScratchMem(p.fwd_pd)}});
+  p.fwd.execute(st, {{DNNL_ARG_SRC, src},
+                     {DNNL_ARG_WEIGHTS, wei},
+                     {DNNL_ARG_BIAS, bias},
+                     {DNNL_ARG_DST, dst},
+                     {DNNL_ARG_SCRATCHPAD, ScratchMem(p.fwd_pd)}});
   Finish(p.fwd_dst, p.dst_plain, out);
   st.wait();
 }
@@ -162,8 +161,10 @@ void RunBackwardData(Plan& p, float* dinp, const float* dout, const float* w) {
   memory ddst = Input(p.bd_dst, p.dst_plain, dout);
   memory wei = Input(p.bd_wei, p.wei_plain, w);
   memory dsrc = Output(p.bd_src, p.src_plain, dinp);
-  p.bwd_data.execute(st, {{DNNL_ARG_DIFF_DST, ddst}, {DNNL_ARG_WEIGHTS, wei},
-                          {DNNL_ARG_DIFF_SRC, dsrc}, {DNNL_ARG_SCRATCHPAD, ScratchMem(p.bwd_data_pd)}});
+  p.bwd_data.execute(st, {{DNNL_ARG_DIFF_DST, ddst},
+                          {DNNL_ARG_WEIGHTS, wei},
+                          {DNNL_ARG_DIFF_SRC, dsrc},
+                          {DNNL_ARG_SCRATCHPAD, ScratchMem(p.bwd_data_pd)}});
   Finish(p.bd_src, p.src_plain, dinp);
   st.wait();
 }
@@ -177,8 +178,10 @@ void RunBackwardWeights(Plan& p, float* dw_out, float* db_out, const float* dout
   memory ddst = Input(p.bw_dst, p.dst_plain, dout);
   memory dwei = Output(p.bw_wei, p.wei_plain, dw_out);
   memory dbias(p.bias_plain, Engine(), db_out);
-  p.bwd_w.execute(st, {{DNNL_ARG_SRC, src}, {DNNL_ARG_DIFF_DST, ddst},
-                       {DNNL_ARG_DIFF_WEIGHTS, dwei}, {DNNL_ARG_DIFF_BIAS, dbias},
+  p.bwd_w.execute(st, {{DNNL_ARG_SRC, src},
+                       {DNNL_ARG_DIFF_DST, ddst},
+                       {DNNL_ARG_DIFF_WEIGHTS, dwei},
+                       {DNNL_ARG_DIFF_BIAS, dbias},
                        {DNNL_ARG_SCRATCHPAD, ScratchMem(p.bwd_w_pd)}});
   Finish(p.bw_wei, p.wei_plain, dw_out);
   st.wait();
@@ -209,16 +212,15 @@ struct Conv2d::Impl {
   }
 };
 
-Conv2d::Conv2d(int64_t N, int64_t IC, int64_t H, int64_t W, int64_t OC, int64_t KH, int64_t KW,
-               int64_t stride, int64_t pad)
+Conv2d::Conv2d(int64_t N, int64_t IC, int64_t H, int64_t W, int64_t OC, int64_t KH, int64_t KW, int64_t stride,
+               int64_t pad)
     : Conv2d(Conv2dShape{N, IC, H, W, OC, KH, KW, stride, pad}) {}
 
-Conv2d::Conv2d(const Conv2dShape& s, Conv2dOptions options)
-    : shape_(s), impl_(std::make_unique<Impl>()) {
-  LS_CHECK(s.N > 0 && s.IC > 0 && s.H > 0 && s.W > 0 && s.OC > 0 && s.KH > 0 && s.KW > 0 &&
-           s.stride > 0 && s.pad >= 0 && s.OH() > 0 && s.OW() > 0)
-      << "Conv2d: bad shape N=" << s.N << " IC=" << s.IC << " H=" << s.H << " W=" << s.W
-      << " OC=" << s.OC << " K=" << s.KH << "x" << s.KW << " stride=" << s.stride << " pad=" << s.pad;
+Conv2d::Conv2d(const Conv2dShape& s, Conv2dOptions options) : shape_(s), impl_(std::make_unique<Impl>()) {
+  LS_CHECK(s.N > 0 && s.IC > 0 && s.H > 0 && s.W > 0 && s.OC > 0 && s.KH > 0 && s.KW > 0 && s.stride > 0 &&
+           s.pad >= 0 && s.OH() > 0 && s.OW() > 0)
+      << "Conv2d: bad shape N=" << s.N << " IC=" << s.IC << " H=" << s.H << " W=" << s.W << " OC=" << s.OC
+      << " K=" << s.KH << "x" << s.KW << " stride=" << s.stride << " pad=" << s.pad;
   impl_->s = s;
   try {
     // Measured on AVX2, one thread, CNN shapes (64x1x28x28 and 64x32x14x14, 3x3 pad 1):
@@ -242,8 +244,7 @@ void Conv2d::Forward(float* out, const float* inp, const float* w, const float* 
   const Conv2dShape& s = shape_;
   if (!DeterministicCompute()) return RunForward(impl_->full, out, inp, w, b);
   Plan& p = impl_->DetPlan();
-  const int64_t chunks = s.N / p.mb, in_sz = p.mb * s.IC * s.H * s.W,
-                out_sz = p.mb * s.OC * s.OH() * s.OW();
+  const int64_t chunks = s.N / p.mb, in_sz = p.mb * s.IC * s.H * s.W, out_sz = p.mb * s.OC * s.OH() * s.OW();
 #pragma omp parallel for schedule(static) if (parallel : !omp_in_parallel())
   for (int64_t c = 0; c < chunks; ++c) {
     omp_set_num_threads(1);
@@ -255,8 +256,7 @@ void Conv2d::BackwardData(float* dinp, const float* dout, const float* w) {
   const Conv2dShape& s = shape_;
   if (!DeterministicCompute()) return RunBackwardData(impl_->full, dinp, dout, w);
   Plan& p = impl_->DetPlan();
-  const int64_t chunks = s.N / p.mb, in_sz = p.mb * s.IC * s.H * s.W,
-                out_sz = p.mb * s.OC * s.OH() * s.OW();
+  const int64_t chunks = s.N / p.mb, in_sz = p.mb * s.IC * s.H * s.W, out_sz = p.mb * s.OC * s.OH() * s.OW();
 #pragma omp parallel for schedule(static) if (parallel : !omp_in_parallel())
   for (int64_t c = 0; c < chunks; ++c) {
     omp_set_num_threads(1);
@@ -274,8 +274,7 @@ void Conv2d::BackwardWeights(float* dw, float* db, const float* dout, const floa
     return;
   }
   Plan& p = impl_->DetPlan();
-  const int64_t chunks = s.N / p.mb, in_sz = p.mb * s.IC * s.H * s.W,
-                out_sz = p.mb * s.OC * s.OH() * s.OW();
+  const int64_t chunks = s.N / p.mb, in_sz = p.mb * s.IC * s.H * s.W, out_sz = p.mb * s.OC * s.OH() * s.OW();
   std::vector<float> part(chunks * (wsz + s.OC));
 #pragma omp parallel for schedule(static) if (parallel : !omp_in_parallel())
   for (int64_t c = 0; c < chunks; ++c) {

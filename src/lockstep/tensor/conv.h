@@ -29,8 +29,7 @@ struct Conv2dOptions {
 
 class Conv2d {
  public:
-  Conv2d(int64_t N, int64_t IC, int64_t H, int64_t W, int64_t OC, int64_t KH, int64_t KW,
-         int64_t stride, int64_t pad);
+  Conv2d(int64_t N, int64_t IC, int64_t H, int64_t W, int64_t OC, int64_t KH, int64_t KW, int64_t stride, int64_t pad);
   explicit Conv2d(const Conv2dShape& s, Conv2dOptions options = {});
   ~Conv2d();
   Conv2d(Conv2d&&) noexcept;

@@ -33,8 +33,7 @@ inline __m256 GeluGradVec(__m256 x) {
   __m256 inner = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(kGeluA), x2), x, x);
   __m256 e = Exp256(_mm256_mul_ps(_mm256_set1_ps(-2.0f * kGeluK), inner));
   __m256 s = _mm256_div_ps(_mm256_set1_ps(1.0f), _mm256_add_ps(_mm256_set1_ps(1.0f), e));
-  __m256 du = _mm256_fmadd_ps(_mm256_set1_ps(2.0f * kGeluK * 3.0f * kGeluA), x2,
-                              _mm256_set1_ps(2.0f * kGeluK));
+  __m256 du = _mm256_fmadd_ps(_mm256_set1_ps(2.0f * kGeluK * 3.0f * kGeluA), x2, _mm256_set1_ps(2.0f * kGeluK));
   __m256 s1 = _mm256_mul_ps(_mm256_mul_ps(s, s), e);  // s (1 - s) without cancellation
   return _mm256_fmadd_ps(_mm256_mul_ps(x, s1), du, s);
 }
@@ -57,8 +56,7 @@ constexpr int64_t kReduceChunk = 1 << 14;
 
 template <bool kSquare>
 double ChunkSum(const float* a, int64_t n) {
-  __m256d acc[4] = {_mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd(),
-                    _mm256_setzero_pd()};
+  __m256d acc[4] = {_mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd()};
   int64_t i = 0;
   for (; i + 16 <= n; i += 16) {
     for (int j = 0; j < 4; ++j) {
@@ -102,8 +100,7 @@ void GeluBackward(float* dinp, const float* inp, const float* dout, int64_t n) {
   }
   if (nv < n) {
     __m256i m = internal::TailMask(n - nv);
-    __m256 g = _mm256_mul_ps(GeluGradVec(_mm256_maskload_ps(inp + nv, m)),
-                             _mm256_maskload_ps(dout + nv, m));
+    __m256 g = _mm256_mul_ps(GeluGradVec(_mm256_maskload_ps(inp + nv, m)), _mm256_maskload_ps(dout + nv, m));
     _mm256_maskstore_ps(dinp + nv, m, _mm256_add_ps(_mm256_maskload_ps(dinp + nv, m), g));
   }
 }

@@ -41,8 +41,7 @@ namespace {
 // plane), 8 outputs per step. A candidate replaces the best when it is greater or NaN,
 // unless the best is already NaN: first maximum in window order, NaN propagates.
 template <bool kRelu>
-void PoolRow(float* y, int32_t* a, const float* r0, const float* r1, int64_t OW, int32_t base,
-             int32_t W) {
+void PoolRow(float* y, int32_t* a, const float* r0, const float* r1, int64_t OW, int32_t base, int32_t W) {
   const __m256i lane2 = _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14);
   int64_t ox = 0;
   for (; ox < OW; ox += 8) {
@@ -77,11 +76,10 @@ void PoolRow(float* y, int32_t* a, const float* r0, const float* r1, int64_t OW,
     __m256 best = cand[0];
     __m256i idx = offs[0];
     for (int k = 1; k < 4; ++k) {
-      __m256 take = _mm256_andnot_ps(_mm256_cmp_ps(best, best, _CMP_UNORD_Q),
-                                     _mm256_cmp_ps(cand[k], best, _CMP_NLE_UQ));
+      __m256 take =
+          _mm256_andnot_ps(_mm256_cmp_ps(best, best, _CMP_UNORD_Q), _mm256_cmp_ps(cand[k], best, _CMP_NLE_UQ));
       best = _mm256_blendv_ps(best, cand[k], take);
-      idx = _mm256_castps_si256(_mm256_blendv_ps(_mm256_castsi256_ps(idx),
-                                                 _mm256_castsi256_ps(offs[k]), take));
+      idx = _mm256_castps_si256(_mm256_blendv_ps(_mm256_castsi256_ps(idx), _mm256_castsi256_ps(offs[k]), take));
     }
     if (kRelu) {
       // relu(max) = max(relu): NaN stays NaN (max_ps returns the second operand on NaN).
@@ -99,8 +97,7 @@ void PoolRow(float* y, int32_t* a, const float* r0, const float* r1, int64_t OW,
 }
 
 template <bool kRelu>
-void Pool2x2(float* out, int32_t* argmax, const float* inp, int64_t N, int64_t C, int64_t H,
-             int64_t W) {
+void Pool2x2(float* out, int32_t* argmax, const float* inp, int64_t N, int64_t C, int64_t H, int64_t W) {
   LS_CHECK(H % 2 == 0 && W % 2 == 0) << "MaxPool2x2 needs even H, W; got " << H << "x" << W;
   const int64_t OH = H / 2, OW = W / 2, planes = N * C;
 #pragma omp parallel for schedule(static) if (parallel : internal::WorthParallel(planes * H * W))
@@ -115,8 +112,8 @@ void Pool2x2(float* out, int32_t* argmax, const float* inp, int64_t N, int64_t C
 }
 
 template <bool kRelu>
-void Pool2x2Backward(float* dinp, const int32_t* argmax, const float* out, const float* dout,
-                     int64_t N, int64_t C, int64_t H, int64_t W) {
+void Pool2x2Backward(float* dinp, const int32_t* argmax, const float* out, const float* dout, int64_t N, int64_t C,
+                     int64_t H, int64_t W) {
   const int64_t plane_out = (H / 2) * (W / 2), planes = N * C;
 #pragma omp parallel for schedule(static) if (parallel : internal::WorthParallel(planes * H * W))
   for (int64_t p = 0; p < planes; ++p) {
@@ -134,23 +131,21 @@ void Pool2x2Backward(float* dinp, const int32_t* argmax, const float* out, const
 
 }  // namespace
 
-void MaxPool2x2Forward(float* out, int32_t* argmax, const float* inp, int64_t N, int64_t C,
-                       int64_t H, int64_t W) {
+void MaxPool2x2Forward(float* out, int32_t* argmax, const float* inp, int64_t N, int64_t C, int64_t H, int64_t W) {
   Pool2x2<false>(out, argmax, inp, N, C, H, W);
 }
 
-void MaxPool2x2Backward(float* dinp, const int32_t* argmax, const float* dout, int64_t N,
-                        int64_t C, int64_t H, int64_t W) {
+void MaxPool2x2Backward(float* dinp, const int32_t* argmax, const float* dout, int64_t N, int64_t C, int64_t H,
+                        int64_t W) {
   Pool2x2Backward<false>(dinp, argmax, nullptr, dout, N, C, H, W);
 }
 
-void ReluMaxPool2x2Forward(float* out, int32_t* argmax, const float* inp, int64_t N, int64_t C,
-                           int64_t H, int64_t W) {
+void ReluMaxPool2x2Forward(float* out, int32_t* argmax, const float* inp, int64_t N, int64_t C, int64_t H, int64_t W) {
   Pool2x2<true>(out, argmax, inp, N, C, H, W);
 }
 
-void ReluMaxPool2x2Backward(float* dinp, const int32_t* argmax, const float* out,
-                            const float* dout, int64_t N, int64_t C, int64_t H, int64_t W) {
+void ReluMaxPool2x2Backward(float* dinp, const int32_t* argmax, const float* out, const float* dout, int64_t N,
+                            int64_t C, int64_t H, int64_t W) {
   Pool2x2Backward<true>(dinp, argmax, out, dout, N, C, H, W);
 }
 

@@ -20,28 +20,24 @@ namespace {
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 int64_t RoundUp(int64_t a, int64_t b) { return CeilDiv(a, b) * b; }
 
-void CheckLd(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, int64_t lda,
-             int64_t ldb, int64_t ldc) {
+void CheckLd(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, int64_t lda, int64_t ldb, int64_t ldc) {
   LS_CHECK(M >= 0 && N >= 0 && K >= 0) << "Gemm M=" << M << " N=" << N << " K=" << K;
   LS_CHECK(lda >= std::max<int64_t>(1, trans_a ? M : K)) << "Gemm lda=" << lda;
   LS_CHECK(ldb >= std::max<int64_t>(1, trans_b ? K : N)) << "Gemm ldb=" << ldb;
   LS_CHECK(ldc >= std::max<int64_t>(1, N)) << "Gemm ldc=" << ldc;
 }
 
-void RawSgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
-              const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
-              int64_t ldc) {
+void RawSgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
+              const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
   if (M == 0 || N == 0) return;
-  dnnl_status_t st = dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', M, N, K, alpha, A, lda,
-                                B, ldb, beta, C, ldc);
-  LS_CHECK(st == dnnl_success) << "dnnl_sgemm failed with status " << static_cast<int>(st)
-                               << " (M=" << M << " N=" << N << " K=" << K << ")";
+  dnnl_status_t st = dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  LS_CHECK(st == dnnl_success) << "dnnl_sgemm failed with status " << static_cast<int>(st) << " (M=" << M << " N=" << N
+                               << " K=" << K << ")";
 }
 
 // Tile of the deterministic decomposition: rows [m0, m0+mt), cols [n0, n0+nt).
-void GemmTile(bool trans_a, bool trans_b, int64_t m0, int64_t mt, int64_t n0, int64_t nt,
-              int64_t K, float alpha, const float* A, int64_t lda, const float* B, int64_t ldb,
-              float beta, float* C, int64_t ldc) {
+void GemmTile(bool trans_a, bool trans_b, int64_t m0, int64_t mt, int64_t n0, int64_t nt, int64_t K, float alpha,
+              const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
   const float* a = trans_a ? A + m0 : A + m0 * lda;
   const float* b = trans_b ? B + n0 * ldb : B + n0;
   RawSgemm(trans_a, trans_b, mt, nt, K, alpha, a, lda, b, ldb, beta, C + m0 * ldc + n0, ldc);
@@ -66,22 +62,20 @@ Tiling ChooseTiling(int64_t M, int64_t N) {
 }
 
 // Runs the tiles of one GEMM on the calling thread, each single-threaded.
-void DeterministicGemmSerial(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
-                             float alpha, const float* A, int64_t lda, const float* B,
-                             int64_t ldb, float beta, float* C, int64_t ldc) {
+void DeterministicGemmSerial(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
+                             int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
   Tiling t = ChooseTiling(M, N);
   for (int64_t i = 0; i < t.mtiles * t.ntiles; ++i) {
     int64_t m0 = (i / t.ntiles) * t.tm, n0 = (i % t.ntiles) * t.tn;
-    GemmTile(trans_a, trans_b, m0, std::min(t.tm, M - m0), n0, std::min(t.tn, N - n0), K, alpha,
-             A, lda, B, ldb, beta, C, ldc);
+    GemmTile(trans_a, trans_b, m0, std::min(t.tm, M - m0), n0, std::min(t.tn, N - n0), K, alpha, A, lda, B, ldb, beta,
+             C, ldc);
   }
 }
 
 }  // namespace
 
-void Gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
-          const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
-          int64_t ldc) {
+void Gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
+          const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
   CheckLd(trans_a, trans_b, M, N, K, lda, ldb, ldc);
   if (M == 0 || N == 0) return;
   if (!DeterministicCompute()) {
@@ -103,16 +97,15 @@ void Gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alp
 #pragma omp for schedule(static)
     for (int64_t i = 0; i < ntiles; ++i) {
       int64_t m0 = (i / t.ntiles) * t.tm, n0 = (i % t.ntiles) * t.tn;
-      GemmTile(trans_a, trans_b, m0, std::min(t.tm, M - m0), n0, std::min(t.tn, N - n0), K,
-               alpha, A, lda, B, ldb, beta, C, ldc);
+      GemmTile(trans_a, trans_b, m0, std::min(t.tm, M - m0), n0, std::min(t.tn, N - n0), K, alpha, A, lda, B, ldb, beta,
+               C, ldc);
     }
   }
 }
 
-void BatchedGemm(bool trans_a, bool trans_b, int64_t batch, int64_t M, int64_t N, int64_t K,
-                 float alpha, const float* A, int64_t lda, int64_t stride_a, const float* B,
-                 int64_t ldb, int64_t stride_b, float beta, float* C, int64_t ldc,
-                 int64_t stride_c) {
+void BatchedGemm(bool trans_a, bool trans_b, int64_t batch, int64_t M, int64_t N, int64_t K, float alpha,
+                 const float* A, int64_t lda, int64_t stride_a, const float* B, int64_t ldb, int64_t stride_b,
+                 float beta, float* C, int64_t ldc, int64_t stride_c) {
   CheckLd(trans_a, trans_b, M, N, K, lda, ldb, ldc);
   LS_CHECK(batch >= 0) << "BatchedGemm batch=" << batch;
   if (batch == 0 || M == 0 || N == 0) return;
@@ -127,19 +120,18 @@ void BatchedGemm(bool trans_a, bool trans_b, int64_t batch, int64_t M, int64_t N
 #pragma omp for schedule(static)
       for (int64_t i = 0; i < batch; ++i) {
         if (det) {
-          DeterministicGemmSerial(trans_a, trans_b, M, N, K, alpha, A + i * stride_a, lda,
-                                  B + i * stride_b, ldb, beta, C + i * stride_c, ldc);
+          DeterministicGemmSerial(trans_a, trans_b, M, N, K, alpha, A + i * stride_a, lda, B + i * stride_b, ldb, beta,
+                                  C + i * stride_c, ldc);
         } else {
-          RawSgemm(trans_a, trans_b, M, N, K, alpha, A + i * stride_a, lda, B + i * stride_b, ldb,
-                   beta, C + i * stride_c, ldc);
+          RawSgemm(trans_a, trans_b, M, N, K, alpha, A + i * stride_a, lda, B + i * stride_b, ldb, beta,
+                   C + i * stride_c, ldc);
         }
       }
     }
     return;
   }
   for (int64_t i = 0; i < batch; ++i) {
-    Gemm(trans_a, trans_b, M, N, K, alpha, A + i * stride_a, lda, B + i * stride_b, ldb, beta,
-         C + i * stride_c, ldc);
+    Gemm(trans_a, trans_b, M, N, K, alpha, A + i * stride_a, lda, B + i * stride_b, ldb, beta, C + i * stride_c, ldc);
   }
 }
 

@@ -12,30 +12,27 @@ namespace lockstep::tensor {
 
 // C[M,N] = alpha*op(A)*op(B) + beta*C; row-major; through dnnl_sgemm (row-major API).
 // op(A) is [M,K] (A stored [K,M] when trans_a), op(B) is [K,N] (B stored [N,K] when trans_b).
-void Gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
-          const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
-          int64_t ldc);
+void Gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
+          const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
 // `batch` independent GEMMs; matrix i uses A + i*stride_a, B + i*stride_b, C + i*stride_c.
-void BatchedGemm(bool trans_a, bool trans_b, int64_t batch, int64_t M, int64_t N, int64_t K,
-                 float alpha, const float* A, int64_t lda, int64_t stride_a, const float* B,
-                 int64_t ldb, int64_t stride_b, float beta, float* C, int64_t ldc,
-                 int64_t stride_c);
+void BatchedGemm(bool trans_a, bool trans_b, int64_t batch, int64_t M, int64_t N, int64_t K, float alpha,
+                 const float* A, int64_t lda, int64_t stride_a, const float* B, int64_t ldb, int64_t stride_b,
+                 float beta, float* C, int64_t ldc, int64_t stride_c);
 
 // out[n,oc] = inp[n,ic] . W[oc,ic]^T + bias[oc] (bias nullable). Overwrites out.
-void LinearForward(float* out, const float* inp, const float* weight, const float* bias,
-                   int64_t n, int64_t ic, int64_t oc);
+void LinearForward(float* out, const float* inp, const float* weight, const float* bias, int64_t n, int64_t ic,
+                   int64_t oc);
 // dinp += dout.W (dinp nullable), dweight += dout^T.inp (nullable), dbias += sum_rows dout (nullable).
-void LinearBackward(float* dinp, float* dweight, float* dbias, const float* dout,
-                    const float* inp, const float* weight, int64_t n, int64_t ic, int64_t oc);
+void LinearBackward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp, const float* weight,
+                    int64_t n, int64_t ic, int64_t oc);
 
 // Rows of c; mean, rstd: [n] saved for backward (nullable if not needed). weight/bias nullable
 // (treated as 1/0). Overwrites out.
-void LayerNormForward(float* out, float* mean, float* rstd, const float* inp, const float* weight,
-                      const float* bias, int64_t n, int64_t c, float eps);
+void LayerNormForward(float* out, float* mean, float* rstd, const float* inp, const float* weight, const float* bias,
+                      int64_t n, int64_t c, float eps);
 // All accumulate; dweight/dbias nullable (also when weight is null).
-void LayerNormBackward(float* dinp, float* dweight, float* dbias, const float* dout,
-                       const float* inp, const float* weight, const float* mean,
-                       const float* rstd, int64_t n, int64_t c);
+void LayerNormBackward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
+                       const float* weight, const float* mean, const float* rstd, int64_t n, int64_t c);
 
 // GELU, tanh approximation (PyTorch approximate='tanh'). out may alias inp.
 void GeluForward(float* out, const float* inp, int64_t n);
@@ -62,35 +59,32 @@ void EmbeddingBackward(float* dtable, const int32_t* ids, const float* dout, int
 // Causal multi-head self-attention on packed qkv [B,T,3C] (q|k|v along the last dim; head h
 // uses cols h*hs..(h+1)*hs of each), out [B,T,C], att [B,H,T,T] saved softmax
 // probabilities (upper triangle zero). scale = 1/sqrt(hs).
-void AttentionForward(float* out, float* att, const float* qkv, int64_t B, int64_t T,
-                      int64_t C, int64_t H);
+void AttentionForward(float* out, float* att, const float* qkv, int64_t B, int64_t T, int64_t C, int64_t H);
 // dqkv accumulate. scratch is unused (nullable): kept in the signature so callers that
 // allocate B*H*T*T floats keep working; the kernel uses a small per-thread buffer instead.
-void AttentionBackward(float* dqkv, float* scratch, const float* dout, const float* qkv,
-                       const float* att, int64_t B, int64_t T, int64_t C, int64_t H);
+void AttentionBackward(float* dqkv, float* scratch, const float* dout, const float* qkv, const float* att, int64_t B,
+                       int64_t T, int64_t C, int64_t H);
 
 // Fused softmax + cross-entropy over rows of logits[n,v]: losses[n] (nullable); returns the
 // mean loss over counted rows (double accumulation, fixed order). If dlogits != nullptr
 // writes (softmax - onehot(target)) * dscale (overwrite). Targets < 0 are ignored rows
 // (loss 0, grad 0, not counted in the mean); returns 0 if no row counts. dlogits may alias
 // logits.
-double SoftmaxCrossEntropy(float* losses, float* dlogits, const float* logits,
-                           const int32_t* targets, int64_t n, int64_t v, float dscale);
+double SoftmaxCrossEntropy(float* losses, float* dlogits, const float* logits, const int32_t* targets, int64_t n,
+                           int64_t v, float dscale);
 // Row-wise softmax; out may alias inp.
 void SoftmaxRows(float* out, const float* inp, int64_t rows, int64_t cols);
 
 // 2x2 stride-2 max pooling, NCHW, H and W even. argmax [N,C,H/2,W/2]: index (y*W+x) into
 // the input plane of the maximum (first one on ties; NaN propagates).
-void MaxPool2x2Forward(float* out, int32_t* argmax, const float* inp, int64_t N, int64_t C,
-                       int64_t H, int64_t W);
-void MaxPool2x2Backward(float* dinp, const int32_t* argmax, const float* dout, int64_t N,
-                        int64_t C, int64_t H, int64_t W);  // accumulate
+void MaxPool2x2Forward(float* out, int32_t* argmax, const float* inp, int64_t N, int64_t C, int64_t H, int64_t W);
+void MaxPool2x2Backward(float* dinp, const int32_t* argmax, const float* dout, int64_t N, int64_t C, int64_t H,
+                        int64_t W);  // accumulate
 // Fused ReLU + pooling: out = maxpool(relu(inp)) = relu(maxpool(inp)), one pass over the
 // input instead of two (the ReLU output is never materialised). argmax as above (of the
 // raw input); backward gives gradient only where out > 0, matching relu'(0) = 0.
-void ReluMaxPool2x2Forward(float* out, int32_t* argmax, const float* inp, int64_t N, int64_t C,
-                           int64_t H, int64_t W);
-void ReluMaxPool2x2Backward(float* dinp, const int32_t* argmax, const float* out,
-                            const float* dout, int64_t N, int64_t C, int64_t H, int64_t W);  // accumulate
+void ReluMaxPool2x2Forward(float* out, int32_t* argmax, const float* inp, int64_t N, int64_t C, int64_t H, int64_t W);
+void ReluMaxPool2x2Backward(float* dinp, const int32_t* argmax, const float* out, const float* dout, int64_t N,
+                            int64_t C, int64_t H, int64_t W);  // accumulate
 
 }  // namespace lockstep::tensor

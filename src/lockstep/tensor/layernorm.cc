@@ -13,8 +13,8 @@ namespace {
 constexpr int64_t kRowChunk = 128;
 }  // namespace
 
-void LayerNormForward(float* out, float* mean, float* rstd, const float* inp, const float* weight,
-                      const float* bias, int64_t n, int64_t c, float eps) {
+void LayerNormForward(float* out, float* mean, float* rstd, const float* inp, const float* weight, const float* bias,
+                      int64_t n, int64_t c, float eps) {
 #pragma omp parallel for schedule(static) if (parallel : internal::WorthParallel(n * c * 4))
   for (int64_t i = 0; i < n; ++i) {
     const float* x = inp + i * c;
@@ -45,9 +45,8 @@ void LayerNormForward(float* out, float* mean, float* rstd, const float* inp, co
   }
 }
 
-void LayerNormBackward(float* dinp, float* dweight, float* dbias, const float* dout,
-                       const float* inp, const float* weight, const float* mean,
-                       const float* rstd, int64_t n, int64_t c) {
+void LayerNormBackward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
+                       const float* weight, const float* mean, const float* rstd, int64_t n, int64_t c) {
   int64_t nchunks = (n + kRowChunk - 1) / kRowChunk;
   bool want_params = dweight != nullptr || dbias != nullptr;
   // partial[k] = [dweight part (c) | dbias part (c)] of row chunk k.

@@ -28,8 +28,8 @@ void ColumnSumAccumulate(float* out, const float* x, int64_t n, int64_t c) {
 
 }  // namespace
 
-void LinearForward(float* out, const float* inp, const float* weight, const float* bias,
-                   int64_t n, int64_t ic, int64_t oc) {
+void LinearForward(float* out, const float* inp, const float* weight, const float* bias, int64_t n, int64_t ic,
+                   int64_t oc) {
   float beta = 0.0f;
   if (bias != nullptr) {
     // Seed C with the bias rows so the GEMM adds into them (beta = 1): one pass over out.
@@ -40,8 +40,8 @@ void LinearForward(float* out, const float* inp, const float* weight, const floa
   Gemm(false, true, n, oc, ic, 1.0f, inp, ic, weight, ic, beta, out, oc);
 }
 
-void LinearBackward(float* dinp, float* dweight, float* dbias, const float* dout,
-                    const float* inp, const float* weight, int64_t n, int64_t ic, int64_t oc) {
+void LinearBackward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp, const float* weight,
+                    int64_t n, int64_t ic, int64_t oc) {
   if (dinp != nullptr) Gemm(false, false, n, ic, oc, 1.0f, dout, oc, weight, ic, 1.0f, dinp, ic);
   if (dweight != nullptr) Gemm(true, false, oc, ic, n, 1.0f, dout, oc, inp, ic, 1.0f, dweight, ic);
   if (dbias != nullptr) ColumnSumAccumulate(dbias, dout, n, oc);

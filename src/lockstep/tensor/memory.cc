@@ -25,19 +25,23 @@ constexpr uint32_t kMagic = 0x15a11c8d;
 
 void UpdateMax(std::atomic<int64_t>& peak, int64_t v) {
   int64_t p = peak.load(std::memory_order_relaxed);
-  while (v > p && !peak.compare_exchange_weak(p, v, std::memory_order_relaxed)) {
-  }
+  while (v > p && !peak.compare_exchange_weak(p, v, std::memory_order_relaxed)) {}
 }
 
 }  // namespace
 
 const char* MemoryTagName(MemoryTag tag) {
   switch (tag) {
-    case MemoryTag::kParameter: return "parameter";
-    case MemoryTag::kGradient: return "gradient";
-    case MemoryTag::kOptimizer: return "optimizer";
-    case MemoryTag::kActivation: return "activation";
-    case MemoryTag::kOther: return "other";
+    case MemoryTag::kParameter:
+      return "parameter";
+    case MemoryTag::kGradient:
+      return "gradient";
+    case MemoryTag::kOptimizer:
+      return "optimizer";
+    case MemoryTag::kActivation:
+      return "activation";
+    case MemoryTag::kOther:
+      return "other";
   }
   return "?";
 }
@@ -111,8 +115,8 @@ void AlignedFree(void* p, size_t bytes, MemoryTag tag) {
   auto* h = static_cast<BlockHeader*>(base);
   LS_CHECK(h->magic == kMagic) << "AlignedFree of a pointer not from AlignedAlloc";
   LS_CHECK(h->bytes == bytes && h->tag == tag)
-      << "AlignedFree(" << bytes << ", " << MemoryTagName(tag) << ") of a block allocated as ("
-      << h->bytes << ", " << MemoryTagName(h->tag) << ")";
+      << "AlignedFree(" << bytes << ", " << MemoryTagName(tag) << ") of a block allocated as (" << h->bytes << ", "
+      << MemoryTagName(h->tag) << ")";
   h->magic = 0;
   h->tracker->Release(static_cast<int64_t>(bytes), tag);
   std::free(base);
@@ -121,11 +125,12 @@ void AlignedFree(void* p, size_t bytes, MemoryTag tag) {
 void ExitIfLimitExceeded(size_t bytes, MemoryTag tag, const char* what) {
   MemoryTracker* t = CurrentTracker();
   if (t->limit() <= 0) return;
-  std::fprintf(stderr,
-               "lockstep: error: out of memory under --mem-limit %.1f MiB: %s needs %.1f MiB more (%s) with %.1f MiB in "
-               "use; use a higher --zero, more workers, a smaller batch or a higher limit\n",
-               static_cast<double>(t->limit()) / 1048576.0, what, static_cast<double>(bytes) / 1048576.0,
-               MemoryTagName(tag), static_cast<double>(t->CurrentTotal()) / 1048576.0);
+  std::fprintf(
+      stderr,
+      "lockstep: error: out of memory under --mem-limit %.1f MiB: %s needs %.1f MiB more (%s) with %.1f MiB in "
+      "use; use a higher --zero, more workers, a smaller batch or a higher limit\n",
+      static_cast<double>(t->limit()) / 1048576.0, what, static_cast<double>(bytes) / 1048576.0, MemoryTagName(tag),
+      static_cast<double>(t->CurrentTotal()) / 1048576.0);
   std::fflush(stderr);
   std::_Exit(2);
 }

@@ -53,8 +53,7 @@ inline float HorizontalMax(__m256 v) {
 
 // Mask with the first `n` (0..8) lanes set, for tails.
 inline __m256i TailMask(int64_t n) {
-  alignas(32) static const int32_t kMask[16] = {-1, -1, -1, -1, -1, -1, -1, -1,
-                                                0,  0,  0,  0,  0,  0,  0,  0};
+  alignas(32) static const int32_t kMask[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
   return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kMask + 8 - n));
 }
 

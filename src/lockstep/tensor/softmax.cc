@@ -57,8 +57,8 @@ void SoftmaxRows(float* out, const float* inp, int64_t rows, int64_t cols) {
   }
 }
 
-double SoftmaxCrossEntropy(float* losses, float* dlogits, const float* logits,
-                           const int32_t* targets, int64_t n, int64_t v, float dscale) {
+double SoftmaxCrossEntropy(float* losses, float* dlogits, const float* logits, const int32_t* targets, int64_t n,
+                           int64_t v, float dscale) {
   std::vector<float> own_losses;
   if (losses == nullptr) {
     own_losses.resize(n);

@@ -7,18 +7,24 @@ namespace lockstep::tensor {
 
 size_t DTypeSize(DType d) {
   switch (d) {
-    case DType::kF32: return 4;
-    case DType::kBF16: return 2;
-    case DType::kI32: return 4;
+    case DType::kF32:
+      return 4;
+    case DType::kBF16:
+      return 2;
+    case DType::kI32:
+      return 4;
   }
   return 0;
 }
 
 const char* DTypeName(DType d) {
   switch (d) {
-    case DType::kF32: return "f32";
-    case DType::kBF16: return "bf16";
-    case DType::kI32: return "i32";
+    case DType::kF32:
+      return "f32";
+    case DType::kBF16:
+      return "bf16";
+    case DType::kI32:
+      return "i32";
   }
   return "?";
 }
@@ -67,8 +73,8 @@ Result<Tensor> Tensor::TryEmpty(Shape shape, DType dtype, MemoryTag tag) {
   if (storage == nullptr) {
     MemoryTracker* t = CurrentTracker();
     std::ostringstream os;
-    os << "cannot allocate " << bytes << " bytes for a " << MemoryTagName(tag) << " tensor "
-       << ShapeToString(shape) << ": " << t->CurrentTotal() << " bytes in use";
+    os << "cannot allocate " << bytes << " bytes for a " << MemoryTagName(tag) << " tensor " << ShapeToString(shape)
+       << ": " << t->CurrentTotal() << " bytes in use";
     if (t->limit() > 0) os << ", limit " << t->limit();
     return Status(StatusCode::kAborted, os.str());
   }
@@ -104,15 +110,13 @@ Tensor Tensor::Full(Shape shape, float value, MemoryTag tag) {
   return t;
 }
 
-Tensor Tensor::FromStorage(std::shared_ptr<Storage> storage, int64_t offset_elems, Shape shape,
-                           DType dtype) {
+Tensor Tensor::FromStorage(std::shared_ptr<Storage> storage, int64_t offset_elems, Shape shape, DType dtype) {
   LS_CHECK(storage != nullptr) << "FromStorage(null)";
   int64_t n = NumElements(shape);
   size_t es = DTypeSize(dtype);
-  LS_CHECK(offset_elems >= 0 &&
-           static_cast<size_t>(offset_elems + n) * es <= storage->bytes())
-      << "view " << ShapeToString(shape) << " at element " << offset_elems
-      << " exceeds storage of " << storage->bytes() << " bytes";
+  LS_CHECK(offset_elems >= 0 && static_cast<size_t>(offset_elems + n) * es <= storage->bytes())
+      << "view " << ShapeToString(shape) << " at element " << offset_elems << " exceeds storage of " << storage->bytes()
+      << " bytes";
   Tensor t;
   t.storage_ = std::move(storage);
   t.offset_ = offset_elems;

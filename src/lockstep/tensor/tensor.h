@@ -53,10 +53,14 @@ class Storage {
 };
 
 // Element type of a DType, for data<T>() checks.
-template <typename T> constexpr bool kIsTensorElement = false;
-template <> inline constexpr bool kIsTensorElement<float> = true;
-template <> inline constexpr bool kIsTensorElement<uint16_t> = true;   // bf16 bits
-template <> inline constexpr bool kIsTensorElement<int32_t> = true;
+template <typename T>
+constexpr bool kIsTensorElement = false;
+template <>
+inline constexpr bool kIsTensorElement<float> = true;
+template <>
+inline constexpr bool kIsTensorElement<uint16_t> = true;  // bf16 bits
+template <>
+inline constexpr bool kIsTensorElement<int32_t> = true;
 
 class Tensor {
  public:
@@ -72,10 +76,8 @@ class Tensor {
   // Contiguous view of `shape` starting `offset_elems` elements into `storage`.
   static Tensor FromStorage(std::shared_ptr<Storage> storage, int64_t offset_elems, Shape shape,
                             DType dtype = DType::kF32);
-  static Tensor FromVector(Shape shape, const std::vector<float>& values,
-                           MemoryTag tag = MemoryTag::kActivation);
-  static Tensor FromVectorI32(Shape shape, const std::vector<int32_t>& values,
-                              MemoryTag tag = MemoryTag::kActivation);
+  static Tensor FromVector(Shape shape, const std::vector<float>& values, MemoryTag tag = MemoryTag::kActivation);
+  static Tensor FromVectorI32(Shape shape, const std::vector<int32_t>& values, MemoryTag tag = MemoryTag::kActivation);
 
   const Shape& shape() const { return shape_; }
   const Shape& strides() const { return strides_; }  // in elements
@@ -92,8 +94,16 @@ class Tensor {
   std::string ToString() const;  // "Tensor(f32, [2, 3])"
 
   // Pointer to element 0 of this view. T must match dtype (float/uint16_t/int32_t).
-  template <typename T> T* data() { CheckType<T>(); return static_cast<T*>(raw()); }
-  template <typename T> const T* data() const { CheckType<T>(); return static_cast<const T*>(raw()); }
+  template <typename T>
+  T* data() {
+    CheckType<T>();
+    return static_cast<T*>(raw());
+  }
+  template <typename T>
+  const T* data() const {
+    CheckType<T>();
+    return static_cast<const T*>(raw());
+  }
   void* raw();
   const void* raw() const;
 
@@ -121,10 +131,12 @@ class Tensor {
   Tensor ToF32() const;
 
  private:
-  template <typename T> void CheckType() const {
+  template <typename T>
+  void CheckType() const {
     static_assert(kIsTensorElement<T>, "Tensor::data<T>: T must be float, uint16_t or int32_t");
-    CheckDType(sizeof(T), std::is_same_v<T, float> ? DType::kF32
-                          : std::is_same_v<T, int32_t> ? DType::kI32 : DType::kBF16);
+    CheckDType(sizeof(T), std::is_same_v<T, float>     ? DType::kF32
+                          : std::is_same_v<T, int32_t> ? DType::kI32
+                                                       : DType::kBF16);
   }
   void CheckDType(size_t size, DType want) const;
 

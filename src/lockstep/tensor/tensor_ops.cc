@@ -50,8 +50,7 @@ void StridedCopy(T* dst, const Shape& sd, const T* src, const Shape& ss, const S
   });
 }
 
-void CopyRaw(void* dst, const Shape& sd, const void* src, const Shape& ss, const Shape& shape,
-             size_t es) {
+void CopyRaw(void* dst, const Shape& sd, const void* src, const Shape& ss, const Shape& shape, size_t es) {
   if (es == 4) {
     StridedCopy(static_cast<uint32_t*>(dst), sd, static_cast<const uint32_t*>(src), ss, shape);
   } else {
@@ -76,8 +75,7 @@ Tensor Tensor::View(Shape shape) const {
     }
   }
   if (infer >= 0) {
-    LS_CHECK(known > 0 && numel_ % known == 0)
-        << "View " << ShapeToString(shape) << " of " << ToString();
+    LS_CHECK(known > 0 && numel_ % known == 0) << "View " << ShapeToString(shape) << " of " << ToString();
     shape[infer] = numel_ / known;
   }
   LS_CHECK(NumElements(shape) == numel_) << "View " << ShapeToString(shape) << " of " << ToString();
@@ -122,8 +120,7 @@ Tensor Tensor::Clone(MemoryTag tag) const {
 
 void Tensor::CopyFrom(const Tensor& src) {
   LS_CHECK(defined() && src.defined()) << "CopyFrom with an undefined tensor";
-  LS_CHECK(numel_ == src.numel_ && dtype_ == src.dtype_)
-      << "CopyFrom " << src.ToString() << " into " << ToString();
+  LS_CHECK(numel_ == src.numel_ && dtype_ == src.dtype_) << "CopyFrom " << src.ToString() << " into " << ToString();
   if (numel_ == 0) return;
   if (is_contiguous() && src.is_contiguous()) {
     std::memmove(raw(), src.raw(), nbytes());
@@ -137,7 +134,10 @@ void Tensor::CopyFrom(const Tensor& src) {
   Tensor s = src.Contiguous();
   Shape cs(shape_.size());
   int64_t st = 1;
-  for (size_t i = shape_.size(); i-- > 0;) { cs[i] = st; st *= shape_[i]; }
+  for (size_t i = shape_.size(); i-- > 0;) {
+    cs[i] = st;
+    st *= shape_[i];
+  }
   CopyRaw(raw(), strides_, s.raw(), cs, shape_, element_size());
 }
 

@@ -21,16 +21,14 @@ CombineFn ReduceCombine(DType dtype, ReduceOp op, int n) {
 
 CombineFn TreeCombine(int n) {
   return [n](const void* const* inputs, void* out, size_t len) {
-    DeterministicTreeSum(reinterpret_cast<const float* const*>(inputs), n,
-                         static_cast<float*>(out), len);
+    DeterministicTreeSum(reinterpret_cast<const float* const*>(inputs), n, static_cast<float*>(out), len);
   };
 }
 
 // MPI counts are int: byte counts of native operations must fit.
 Status CheckIntBytes(ExecContext& ctx, size_t bytes) {
   if (bytes <= static_cast<size_t>(INT_MAX)) return Status::Ok();
-  return Status::Unimplemented("rank " + std::to_string(ctx.rank()) + ": " +
-                               CommState::Label(ctx.desc(), ctx.seq()) +
+  return Status::Unimplemented("rank " + std::to_string(ctx.rank()) + ": " + CommState::Label(ctx.desc(), ctx.seq()) +
                                ": more than 2 GiB per rank in one call is not supported by the "
                                "mpi backend; split the call");
 }
@@ -51,8 +49,8 @@ size_t SegmentBytes() {
   return bytes;
 }
 
-Status RunAllreduce(ExecContext& ctx, const void* send, void* recv, size_t count, DType dtype,
-                    ReduceOp op, Algorithm algorithm) {
+Status RunAllreduce(ExecContext& ctx, const void* send, void* recv, size_t count, DType dtype, ReduceOp op,
+                    Algorithm algorithm) {
   const int n = ctx.size();
   const size_t es = DTypeSize(dtype);
   if (count == 0) return Status::Ok();
@@ -76,8 +74,7 @@ Status RunAllreduce(ExecContext& ctx, const void* send, void* recv, size_t count
   return PipelinedReduceScatter(ctx, a);
 }
 
-Status RunReduceScatter(ExecContext& ctx, const void* send, void* recv, size_t recv_count,
-                        DType dtype, ReduceOp op) {
+Status RunReduceScatter(ExecContext& ctx, const void* send, void* recv, size_t recv_count, DType dtype, ReduceOp op) {
   const int n = ctx.size();
   if (recv_count == 0) return Status::Ok();
   const size_t es = DTypeSize(dtype);
@@ -96,8 +93,7 @@ Status RunReduceScatter(ExecContext& ctx, const void* send, void* recv, size_t r
   return PipelinedReduceScatter(ctx, a);
 }
 
-Status RunAllGather(ExecContext& ctx, const void* send, void* recv, size_t send_count,
-                    DType dtype) {
+Status RunAllGather(ExecContext& ctx, const void* send, void* recv, size_t send_count, DType dtype) {
   const size_t bytes = send_count * DTypeSize(dtype);
   if (bytes == 0) return Status::Ok();
   LS_RETURN_IF_ERROR(CheckIntBytes(ctx, bytes));
@@ -126,8 +122,7 @@ Status RunBroadcast(ExecContext& ctx, void* buf, size_t count, DType dtype, int 
   return WaitOne(ctx, rc, "MPI_Ibcast", &req);
 }
 
-Status RunReduce(ExecContext& ctx, const void* send, void* recv, size_t count, DType dtype,
-                 ReduceOp op, int root) {
+Status RunReduce(ExecContext& ctx, const void* send, void* recv, size_t count, DType dtype, ReduceOp op, int root) {
   const int n = ctx.size(), me = ctx.rank();
   const size_t es = DTypeSize(dtype);
   if (count == 0) return Status::Ok();
@@ -160,9 +155,8 @@ Status RunReduce(ExecContext& ctx, const void* send, void* recv, size_t count, D
       for (int p = 0; p < n; ++p) {
         if (p == me || blocks.len[p] == 0) continue;
         reqs.emplace_back();
-        int rc = MPI_Irecv(static_cast<unsigned char*>(recv) + blocks.off[p] * es,
-                           static_cast<int>(blocks.len[p] * es), MPI_BYTE, p, kTagGatherToRoot,
-                           ctx.comm(), &reqs.back());
+        int rc = MPI_Irecv(static_cast<unsigned char*>(recv) + blocks.off[p] * es, static_cast<int>(blocks.len[p] * es),
+                           MPI_BYTE, p, kTagGatherToRoot, ctx.comm(), &reqs.back());
         if (rc != MPI_SUCCESS) {
           reqs.pop_back();
           ctx.Abandon(reqs.data(), static_cast<int>(reqs.size()), RequestKind::kPointToPoint);
@@ -171,16 +165,15 @@ Status RunReduce(ExecContext& ctx, const void* send, void* recv, size_t count, D
       }
     } else if (blocks.len[me] > 0) {
       reqs.emplace_back();
-      int rc = MPI_Isend(reduced, static_cast<int>(blocks.len[me] * es), MPI_BYTE, root,
-                         kTagGatherToRoot, ctx.comm(), &reqs.back());
+      int rc = MPI_Isend(reduced, static_cast<int>(blocks.len[me] * es), MPI_BYTE, root, kTagGatherToRoot, ctx.comm(),
+                         &reqs.back());
       if (rc != MPI_SUCCESS) return ctx.Check(rc, "MPI_Isend");
     }
   }
   return ctx.WaitAll(reqs, RequestKind::kPointToPoint);
 }
 
-Status RunAllToAll(ExecContext& ctx, const void* send, void* recv, size_t count_per_rank,
-                   DType dtype) {
+Status RunAllToAll(ExecContext& ctx, const void* send, void* recv, size_t count_per_rank, DType dtype) {
   const int n = ctx.size();
   const size_t bytes = count_per_rank * DTypeSize(dtype);
   if (bytes == 0) return Status::Ok();
@@ -199,8 +192,8 @@ Status RunAllToAll(ExecContext& ctx, const void* send, void* recv, size_t count_
   int rc;
   {
     MpiCallGuard guard;
-    rc = MPI_Ialltoall(send, static_cast<int>(bytes), MPI_BYTE, recv, static_cast<int>(bytes),
-                       MPI_BYTE, ctx.comm(), &req);
+    rc = MPI_Ialltoall(send, static_cast<int>(bytes), MPI_BYTE, recv, static_cast<int>(bytes), MPI_BYTE, ctx.comm(),
+                       &req);
   }
   return WaitOne(ctx, rc, "MPI_Ialltoall", &req);
 }
@@ -216,8 +209,8 @@ Status RunBarrier(ExecContext& ctx) {
   return WaitOne(ctx, rc, "MPI_Ibarrier", &req);
 }
 
-Status RunDeterministicAllreduce(ExecContext& ctx, const float* contributions, float* out,
-                                 size_t count, int64_t total_contributions) {
+Status RunDeterministicAllreduce(ExecContext& ctx, const float* contributions, float* out, size_t count,
+                                 int64_t total_contributions) {
   const int n = ctx.size();
   if (count == 0) return Status::Ok();
   const int64_t local = total_contributions / n;

@@ -31,19 +31,15 @@ inline constexpr size_t kSmallReduceBytes = 32 << 10;
 // overrides, for tuning).
 size_t SegmentBytes();
 
-Status RunAllreduce(ExecContext& ctx, const void* send, void* recv, size_t count, DType dtype,
-                    ReduceOp op, Algorithm algorithm);
-Status RunReduceScatter(ExecContext& ctx, const void* send, void* recv, size_t recv_count,
-                        DType dtype, ReduceOp op);
-Status RunAllGather(ExecContext& ctx, const void* send, void* recv, size_t send_count,
-                    DType dtype);
+Status RunAllreduce(ExecContext& ctx, const void* send, void* recv, size_t count, DType dtype, ReduceOp op,
+                    Algorithm algorithm);
+Status RunReduceScatter(ExecContext& ctx, const void* send, void* recv, size_t recv_count, DType dtype, ReduceOp op);
+Status RunAllGather(ExecContext& ctx, const void* send, void* recv, size_t send_count, DType dtype);
 Status RunBroadcast(ExecContext& ctx, void* buf, size_t count, DType dtype, int root);
-Status RunReduce(ExecContext& ctx, const void* send, void* recv, size_t count, DType dtype,
-                 ReduceOp op, int root);
-Status RunAllToAll(ExecContext& ctx, const void* send, void* recv, size_t count_per_rank,
-                   DType dtype);
+Status RunReduce(ExecContext& ctx, const void* send, void* recv, size_t count, DType dtype, ReduceOp op, int root);
+Status RunAllToAll(ExecContext& ctx, const void* send, void* recv, size_t count_per_rank, DType dtype);
 Status RunBarrier(ExecContext& ctx);
-Status RunDeterministicAllreduce(ExecContext& ctx, const float* contributions, float* out,
-                                 size_t count, int64_t total_contributions);
+Status RunDeterministicAllreduce(ExecContext& ctx, const float* contributions, float* out, size_t count,
+                                 int64_t total_contributions);
 
 }  // namespace lockstep::comm::mpi_detail

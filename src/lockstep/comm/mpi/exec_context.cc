@@ -31,8 +31,7 @@ std::string CommState::Label(const CallDesc& d, uint64_t seq) {
     return std::string(OpKindName(d.kind)) + (d.kind == OpKind::kRecv ? " from rank " : " to rank ") +
            std::to_string(d.root) + " (tag=" + std::to_string(d.aux) + ", " + dims + ")";
   }
-  return std::string("collective ") + OpKindName(d.kind) + " #" + std::to_string(seq) + " (" +
-         dims + ")";
+  return std::string("collective ") + OpKindName(d.kind) + " #" + std::to_string(seq) + " (" + dims + ")";
 }
 
 Status CommState::AbortedStatus(const CallDesc& d, uint64_t seq) const {
@@ -42,8 +41,8 @@ Status CommState::AbortedStatus(const CallDesc& d, uint64_t seq) const {
 
 Status ExecContext::Check(int rc, const char* call) {
   if (rc == MPI_SUCCESS) return Status::Ok();
-  return Status::Internal("rank " + std::to_string(rank()) + ": " + CommState::Label(desc_, seq_) +
-                          ": " + call + " failed: " + MpiErrorString(rc));
+  return Status::Internal("rank " + std::to_string(rank()) + ": " + CommState::Label(desc_, seq_) + ": " + call +
+                          " failed: " + MpiErrorString(rc));
 }
 
 unsigned char* ExecContext::Scratch(size_t bytes) {
@@ -69,9 +68,8 @@ Status ExecContext::CheckProgress(int64_t now_ns) {
   if (state_.board().AnyPeerPoisoned()) {
     auto peer = state_.board().PoisonedPeer();
     if (peer) {
-      return Status::Aborted("rank " + std::to_string(rank()) + ": " +
-                             CommState::Label(desc_, seq_) + " aborted: rank " +
-                             std::to_string(peer->first) + " failed: " + peer->second);
+      return Status::Aborted("rank " + std::to_string(rank()) + ": " + CommState::Label(desc_, seq_) +
+                             " aborted: rank " + std::to_string(peer->first) + " failed: " + peer->second);
     }
   }
   if (now_ns > deadline_ns_) return TimeoutStatus(now_ns);
@@ -93,8 +91,7 @@ Status ExecContext::TestAll(MPI_Request* reqs, int n, bool* done, RequestKind ki
   return Status::Ok();
 }
 
-Status ExecContext::WaitAll(MPI_Request* reqs, int n, MPI_Status* statuses, RequestKind kind,
-                            int64_t abort_grace_ns) {
+Status ExecContext::WaitAll(MPI_Request* reqs, int n, MPI_Status* statuses, RequestKind kind, int64_t abort_grace_ns) {
   if (n == 0) return Status::Ok();
   // Statuses are needed to explain a failed request (MPI_ERR_IN_STATUS).
   MPI_Status local[8];

@@ -54,10 +54,9 @@ enum class RequestKind { kPointToPoint, kCollective };
 
 class ExecContext {
  public:
-  ExecContext(CommState& state, MPI_Comm comm, const CallDesc& desc, uint64_t seq,
-              int64_t deadline_ns, std::vector<unsigned char>* scratch)
-      : state_(state), comm_(comm), desc_(desc), seq_(seq), deadline_ns_(deadline_ns),
-        scratch_(scratch) {}
+  ExecContext(CommState& state, MPI_Comm comm, const CallDesc& desc, uint64_t seq, int64_t deadline_ns,
+              std::vector<unsigned char>* scratch)
+      : state_(state), comm_(comm), desc_(desc), seq_(seq), deadline_ns_(deadline_ns), scratch_(scratch) {}
 
   int rank() const { return state_.rank(); }
   int size() const { return state_.size(); }

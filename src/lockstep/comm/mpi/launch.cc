@@ -60,8 +60,7 @@ std::vector<std::string> MpirunCommandLine(int nproc, int argc, char** argv,
   return cmd;
 }
 
-int RelaunchUnderMpirun(int nproc, int argc, char** argv,
-                        const std::vector<std::string>& extra_args) {
+int RelaunchUnderMpirun(int nproc, int argc, char** argv, const std::vector<std::string>& extra_args) {
   return RunUnderMpirun(nproc, argc, argv, extra_args, {}, nullptr);
 }
 
@@ -107,8 +106,7 @@ int RunUnderMpirun(int nproc, int argc, char** argv, const std::vector<std::stri
     }
     for (std::string& kv : env_copy) putenv(kv.data());
     execvp(cargv[0], cargv.data());
-    std::fprintf(stderr, "lockstep: cannot run mpirun: %s (install openmpi-bin)\n",
-                 std::strerror(errno));
+    std::fprintf(stderr, "lockstep: cannot run mpirun: %s (install openmpi-bin)\n", std::strerror(errno));
     _exit(127);
   }
   g_child.store(pid);

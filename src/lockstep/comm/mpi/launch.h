@@ -23,8 +23,7 @@ bool InsideMpirun();
 // default, and LOCKSTEP_MPIRUN_ARGS (split on spaces) is inserted before the executable,
 // e.g. LOCKSTEP_MPIRUN_ARGS="--hostfile hosts" for several machines.
 // Must be called before MPI is initialized in this process. Blocks until mpirun exits.
-int RelaunchUnderMpirun(int nproc, int argc, char** argv,
-                        const std::vector<std::string>& extra_args);
+int RelaunchUnderMpirun(int nproc, int argc, char** argv, const std::vector<std::string>& extra_args);
 
 // RelaunchUnderMpirun with `env` ("NAME=value") added to mpirun's environment (mpirun passes
 // it on to the ranks it starts) and, when `stdout_text` is not null, mpirun's standard output

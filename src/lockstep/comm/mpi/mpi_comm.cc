@@ -13,10 +13,10 @@ namespace {
 
 bool IsP2P(const CallDesc& d) { return d.kind == OpKind::kSend || d.kind == OpKind::kRecv; }
 
-constexpr int64_t kLazyPickupNs = 500'000;          // an unwaited small op waits at most this
-constexpr int64_t kPollNs = 1'000'000;              // progress thread poll while recently busy
+constexpr int64_t kLazyPickupNs = 500'000;  // an unwaited small op waits at most this
+constexpr int64_t kPollNs = 1'000'000;      // progress thread poll while recently busy
 constexpr int64_t kDeepSleepAfterNs = 1'000'000'000;
-constexpr int64_t kWaitSliceNs = 200'000;           // Wait() retries running inline this often
+constexpr int64_t kWaitSliceNs = 200'000;  // Wait() retries running inline this often
 
 int64_t ToNanos(std::chrono::milliseconds ms) {
   // Clamp: a huge timeout must not overflow the deadline.
@@ -59,10 +59,10 @@ Status MpiWork::Wait(std::chrono::milliseconds timeout) {
   // Expired: the communicator is aborted (gloo semantics), which makes the executor abandon
   // this operation promptly; wait for that so the buffers are released when we return.
   auto waited = std::chrono::duration_cast<std::chrono::nanoseconds>(timeout);
-  Status expired = IsP2P(desc)
-      ? Status::Timeout(P2PTimeoutMessage(state_->rank(), desc, waited))
-      : Status::Timeout(TimeoutMessage(state_->rank(), desc, seq, waited,
-                                       state_->board().RanksBefore(seq)));
+  Status expired =
+      IsP2P(desc)
+          ? Status::Timeout(P2PTimeoutMessage(state_->rank(), desc, waited))
+          : Status::Timeout(TimeoutMessage(state_->rank(), desc, seq, waited, state_->board().RanksBefore(seq)));
   const bool first = !state_->poisoned();
   if (first) {
     LS_LOG(ERROR) << expired.message();
@@ -77,8 +77,7 @@ Status MpiWork::Wait(std::chrono::milliseconds timeout) {
 
 // ---- Communicator: creation and life cycle ---------------------------------------------
 
-Result<std::shared_ptr<MpiCommunicator>> MpiCommunicator::Create(MPI_Comm comm,
-                                                                 const MpiOptions& options) {
+Result<std::shared_ptr<MpiCommunicator>> MpiCommunicator::Create(MPI_Comm comm, const MpiOptions& options) {
   int rank = 0, size = 1, flag = 0;
   int* tag_ub = nullptr;
   MPI_Comm p2p = MPI_COMM_NULL;
@@ -137,14 +136,13 @@ void MpiCommunicator::Abort(const Status& reason) {
 
 // ---- Issue -------------------------------------------------------------------------------
 
-WorkHandle MpiCommunicator::Issue(const CallDesc& d, const void* send, const void* recv,
-                                  const CollectiveOptions& opts, bool eager, RunFn run) {
+WorkHandle MpiCommunicator::Issue(const CallDesc& d, const void* send, const void* recv, const CollectiveOptions& opts,
+                                  bool eager, RunFn run) {
   Status valid = ValidateCall(d, rank(), size(), send, recv);
   if (!valid.ok()) return CompletedWork(valid);
   const uint64_t seq = IsP2P(d) ? 0 : ++next_seq_;
   if (state_->poisoned()) return CompletedWork(state_->AbortedStatus(d, seq));
-  auto w = std::make_shared<MpiWork>(state_, weak_from_this(), d, seq, opts, eager,
-                                     std::move(run));
+  auto w = std::make_shared<MpiWork>(state_, weak_from_this(), d, seq, opts, eager, std::move(run));
   bool wake;
   {
     std::lock_guard<std::mutex> lk(mu_);
@@ -232,8 +230,7 @@ void MpiCommunicator::Execute(MpiWork& w, int64_t caller_deadline_ns) {
   Status s;
   if (!p2p && options_.debug_collectives) s = CheckSameCall(ctx);
   if (s.ok()) s = run(ctx);
-  if (!s.ok() && s.code() != StatusCode::kInvalidArgument &&
-      s.code() != StatusCode::kUnimplemented) {
+  if (!s.ok() && s.code() != StatusCode::kInvalidArgument && s.code() != StatusCode::kUnimplemented) {
     if (!state_->poisoned()) {  // one line per rank: its first failure
       LS_LOG(ERROR) << s.message();
     }

@@ -41,10 +41,16 @@ class MpiCommunicator;
 
 class MpiWork final : public Work {
  public:
-  MpiWork(std::shared_ptr<CommState> state, std::weak_ptr<MpiCommunicator> comm,
-          const CallDesc& desc, uint64_t seq, const CollectiveOptions& opts, bool eager, RunFn run)
-      : run(std::move(run)), desc(desc), seq(seq), opts(opts), eager(eager),
-        enqueue_ns(NowNanos()), state_(std::move(state)), comm_(std::move(comm)) {}
+  MpiWork(std::shared_ptr<CommState> state, std::weak_ptr<MpiCommunicator> comm, const CallDesc& desc, uint64_t seq,
+          const CollectiveOptions& opts, bool eager, RunFn run)
+      : run(std::move(run)),
+        desc(desc),
+        seq(seq),
+        opts(opts),
+        eager(eager),
+        enqueue_ns(NowNanos()),
+        state_(std::move(state)),
+        comm_(std::move(comm)) {}
 
   using Work::Wait;
   Status Wait(std::chrono::milliseconds timeout) override;
@@ -58,7 +64,7 @@ class MpiWork final : public Work {
   const CallDesc desc;
   const uint64_t seq;  // 0 for send/recv
   const CollectiveOptions opts;
-  const bool eager;          // wake the progress thread at once
+  const bool eager;  // wake the progress thread at once
   const int64_t enqueue_ns;
 
  private:
@@ -84,28 +90,24 @@ class MpiCommunicator final : public Communicator,
   int size() const override { return state_->size(); }
   const char* backend_name() const override { return "mpi"; }
 
-  Result<std::shared_ptr<Communicator>> Split(int color, int key,
-                                              const CollectiveOptions& opts) override;
+  Result<std::shared_ptr<Communicator>> Split(int color, int key, const CollectiveOptions& opts) override;
   WorkHandle Allreduce(const void* send, void* recv, size_t count, DType dtype, ReduceOp op,
                        const CollectiveOptions& opts) override;
-  WorkHandle ReduceScatter(const void* send, void* recv, size_t recv_count, DType dtype,
-                           ReduceOp op, const CollectiveOptions& opts) override;
+  WorkHandle ReduceScatter(const void* send, void* recv, size_t recv_count, DType dtype, ReduceOp op,
+                           const CollectiveOptions& opts) override;
   WorkHandle AllGather(const void* send, void* recv, size_t send_count, DType dtype,
                        const CollectiveOptions& opts) override;
-  WorkHandle Broadcast(void* buf, size_t count, DType dtype, int root,
-                       const CollectiveOptions& opts) override;
-  WorkHandle Reduce(const void* send, void* recv, size_t count, DType dtype, ReduceOp op,
-                    int root, const CollectiveOptions& opts) override;
+  WorkHandle Broadcast(void* buf, size_t count, DType dtype, int root, const CollectiveOptions& opts) override;
+  WorkHandle Reduce(const void* send, void* recv, size_t count, DType dtype, ReduceOp op, int root,
+                    const CollectiveOptions& opts) override;
   WorkHandle AllToAll(const void* send, void* recv, size_t count_per_rank, DType dtype,
                       const CollectiveOptions& opts) override;
   WorkHandle Send(const void* buf, size_t count, DType dtype, int peer, int tag,
                   const CollectiveOptions& opts) override;
-  WorkHandle Recv(void* buf, size_t count, DType dtype, int peer, int tag,
-                  const CollectiveOptions& opts) override;
+  WorkHandle Recv(void* buf, size_t count, DType dtype, int peer, int tag, const CollectiveOptions& opts) override;
   WorkHandle Barrier(const CollectiveOptions& opts) override;
   WorkHandle DeterministicAllreduceF32(const float* contributions, float* out, size_t count,
-                                       int64_t total_contributions,
-                                       const CollectiveOptions& opts) override;
+                                       int64_t total_contributions, const CollectiveOptions& opts) override;
   void Abort(const Status& reason) override;
 
   void ShutdownBeforeFinalize() override { Shutdown(); }
@@ -119,11 +121,10 @@ class MpiCommunicator final : public Communicator,
   bool TryRunInline(MpiWork& w, int64_t caller_deadline_ns);
 
  private:
-  MpiCommunicator(MPI_Comm comm, MPI_Comm p2p, std::shared_ptr<CommState> state,
-                  const MpiOptions& options);
+  MpiCommunicator(MPI_Comm comm, MPI_Comm p2p, std::shared_ptr<CommState> state, const MpiOptions& options);
 
-  WorkHandle Issue(const CallDesc& d, const void* send, const void* recv,
-                   const CollectiveOptions& opts, bool eager, RunFn run);
+  WorkHandle Issue(const CallDesc& d, const void* send, const void* recv, const CollectiveOptions& opts, bool eager,
+                   RunFn run);
   void ProgressLoop();
   std::shared_ptr<MpiWork> PopFront();
   void Execute(MpiWork& w, int64_t caller_deadline_ns);

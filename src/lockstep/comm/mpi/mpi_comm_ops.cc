@@ -9,8 +9,7 @@
 namespace lockstep::comm::mpi_detail {
 namespace {
 
-CallDesc Desc(OpKind kind, DType dtype, ReduceOp op, int root, size_t count, int64_t aux,
-              Algorithm algorithm) {
+CallDesc Desc(OpKind kind, DType dtype, ReduceOp op, int root, size_t count, int64_t aux, Algorithm algorithm) {
   CallDesc d;
   d.kind = kind;
   d.dtype = dtype;
@@ -28,54 +27,45 @@ bool Eager(size_t count, DType dtype) { return count * DTypeSize(dtype) > (64u <
 
 }  // namespace
 
-WorkHandle MpiCommunicator::Allreduce(const void* send, void* recv, size_t count, DType dtype,
-                                      ReduceOp op, const CollectiveOptions& opts) {
+WorkHandle MpiCommunicator::Allreduce(const void* send, void* recv, size_t count, DType dtype, ReduceOp op,
+                                      const CollectiveOptions& opts) {
   CallDesc d = Desc(OpKind::kAllreduce, dtype, op, -1, count, 0, opts.algorithm);
-  return Issue(d, send, recv, opts, Eager(count, dtype), [=](ExecContext& ctx) {
-    return RunAllreduce(ctx, send, recv, count, dtype, op, opts.algorithm);
-  });
+  return Issue(d, send, recv, opts, Eager(count, dtype),
+               [=](ExecContext& ctx) { return RunAllreduce(ctx, send, recv, count, dtype, op, opts.algorithm); });
 }
 
-WorkHandle MpiCommunicator::ReduceScatter(const void* send, void* recv, size_t recv_count,
-                                          DType dtype, ReduceOp op,
+WorkHandle MpiCommunicator::ReduceScatter(const void* send, void* recv, size_t recv_count, DType dtype, ReduceOp op,
                                           const CollectiveOptions& opts) {
   CallDesc d = Desc(OpKind::kReduceScatter, dtype, op, -1, recv_count, 0, opts.algorithm);
-  return Issue(d, send, recv, opts, Eager(recv_count * size(), dtype), [=](ExecContext& ctx) {
-    return RunReduceScatter(ctx, send, recv, recv_count, dtype, op);
-  });
+  return Issue(d, send, recv, opts, Eager(recv_count * size(), dtype),
+               [=](ExecContext& ctx) { return RunReduceScatter(ctx, send, recv, recv_count, dtype, op); });
 }
 
-WorkHandle MpiCommunicator::AllGather(const void* send, void* recv, size_t send_count,
-                                      DType dtype, const CollectiveOptions& opts) {
-  CallDesc d = Desc(OpKind::kAllGather, dtype, ReduceOp::kSum, -1, send_count, 0, opts.algorithm);
-  return Issue(d, send, recv, opts, Eager(send_count * size(), dtype), [=](ExecContext& ctx) {
-    return RunAllGather(ctx, send, recv, send_count, dtype);
-  });
-}
-
-WorkHandle MpiCommunicator::Broadcast(void* buf, size_t count, DType dtype, int root,
+WorkHandle MpiCommunicator::AllGather(const void* send, void* recv, size_t send_count, DType dtype,
                                       const CollectiveOptions& opts) {
+  CallDesc d = Desc(OpKind::kAllGather, dtype, ReduceOp::kSum, -1, send_count, 0, opts.algorithm);
+  return Issue(d, send, recv, opts, Eager(send_count * size(), dtype),
+               [=](ExecContext& ctx) { return RunAllGather(ctx, send, recv, send_count, dtype); });
+}
+
+WorkHandle MpiCommunicator::Broadcast(void* buf, size_t count, DType dtype, int root, const CollectiveOptions& opts) {
   CallDesc d = Desc(OpKind::kBroadcast, dtype, ReduceOp::kSum, root, count, 0, opts.algorithm);
-  return Issue(d, buf, buf, opts, Eager(count, dtype), [=](ExecContext& ctx) {
-    return RunBroadcast(ctx, buf, count, dtype, root);
-  });
+  return Issue(d, buf, buf, opts, Eager(count, dtype),
+               [=](ExecContext& ctx) { return RunBroadcast(ctx, buf, count, dtype, root); });
 }
 
-WorkHandle MpiCommunicator::Reduce(const void* send, void* recv, size_t count, DType dtype,
-                                   ReduceOp op, int root, const CollectiveOptions& opts) {
+WorkHandle MpiCommunicator::Reduce(const void* send, void* recv, size_t count, DType dtype, ReduceOp op, int root,
+                                   const CollectiveOptions& opts) {
   CallDesc d = Desc(OpKind::kReduce, dtype, op, root, count, 0, opts.algorithm);
-  return Issue(d, send, recv, opts, Eager(count, dtype), [=](ExecContext& ctx) {
-    return RunReduce(ctx, send, recv, count, dtype, op, root);
-  });
+  return Issue(d, send, recv, opts, Eager(count, dtype),
+               [=](ExecContext& ctx) { return RunReduce(ctx, send, recv, count, dtype, op, root); });
 }
 
-WorkHandle MpiCommunicator::AllToAll(const void* send, void* recv, size_t count_per_rank,
-                                     DType dtype, const CollectiveOptions& opts) {
-  CallDesc d = Desc(OpKind::kAllToAll, dtype, ReduceOp::kSum, -1, count_per_rank, 0,
-                    opts.algorithm);
-  return Issue(d, send, recv, opts, Eager(count_per_rank * size(), dtype), [=](ExecContext& ctx) {
-    return RunAllToAll(ctx, send, recv, count_per_rank, dtype);
-  });
+WorkHandle MpiCommunicator::AllToAll(const void* send, void* recv, size_t count_per_rank, DType dtype,
+                                     const CollectiveOptions& opts) {
+  CallDesc d = Desc(OpKind::kAllToAll, dtype, ReduceOp::kSum, -1, count_per_rank, 0, opts.algorithm);
+  return Issue(d, send, recv, opts, Eager(count_per_rank * size(), dtype),
+               [=](ExecContext& ctx) { return RunAllToAll(ctx, send, recv, count_per_rank, dtype); });
 }
 
 WorkHandle MpiCommunicator::Barrier(const CollectiveOptions& opts) {
@@ -83,18 +73,16 @@ WorkHandle MpiCommunicator::Barrier(const CollectiveOptions& opts) {
   return Issue(d, nullptr, nullptr, opts, false, [](ExecContext& ctx) { return RunBarrier(ctx); });
 }
 
-WorkHandle MpiCommunicator::DeterministicAllreduceF32(const float* contributions, float* out,
-                                                      size_t count, int64_t total_contributions,
-                                                      const CollectiveOptions& opts) {
-  CallDesc d = Desc(OpKind::kDeterministicAllreduce, DType::kF32, ReduceOp::kSum, -1, count,
-                    total_contributions, opts.algorithm);
+WorkHandle MpiCommunicator::DeterministicAllreduceF32(const float* contributions, float* out, size_t count,
+                                                      int64_t total_contributions, const CollectiveOptions& opts) {
+  CallDesc d = Desc(OpKind::kDeterministicAllreduce, DType::kF32, ReduceOp::kSum, -1, count, total_contributions,
+                    opts.algorithm);
   return Issue(d, contributions, out, opts, Eager(count, DType::kF32), [=](ExecContext& ctx) {
     return RunDeterministicAllreduce(ctx, contributions, out, count, total_contributions);
   });
 }
 
-Result<std::shared_ptr<Communicator>> MpiCommunicator::Split(int color, int key,
-                                                             const CollectiveOptions& opts) {
+Result<std::shared_ptr<Communicator>> MpiCommunicator::Split(int color, int key, const CollectiveOptions& opts) {
   CallDesc d = Desc(OpKind::kSplit, DType::kBytes, ReduceOp::kSum, -1, 0, 0, opts.algorithm);
   auto result = std::make_shared<std::shared_ptr<Communicator>>();
   const MpiOptions options = options_;
@@ -137,9 +125,8 @@ WorkHandle MpiCommunicator::Send(const void* buf, size_t count, DType dtype, int
                                  const CollectiveOptions& opts) {
   CallDesc d = Desc(OpKind::kSend, dtype, ReduceOp::kSum, peer, count, tag, opts.algorithm);
   if (tag < 0 || tag > tag_ub_) {
-    return CompletedWork(Status::InvalidArgument(
-        "rank " + std::to_string(rank()) + ": " + Describe(d) + ": tag must be in [0, " +
-        std::to_string(tag_ub_) + "]"));
+    return CompletedWork(Status::InvalidArgument("rank " + std::to_string(rank()) + ": " + Describe(d) +
+                                                 ": tag must be in [0, " + std::to_string(tag_ub_) + "]"));
   }
   const size_t bytes = count * DTypeSize(dtype);
   if (bytes > static_cast<size_t>(INT_MAX)) {
@@ -156,8 +143,7 @@ WorkHandle MpiCommunicator::Send(const void* buf, size_t count, DType dtype, int
     s.deadline_ns = NowNanos() + static_cast<int64_t>(opts.timeout.count()) * 1'000'000;
     {
       MpiCallGuard guard;
-      int rc = MPI_Isend(s.bytes.data(), static_cast<int>(bytes), MPI_BYTE, peer, tag,
-                         p2p_comm_, &s.req);
+      int rc = MPI_Isend(s.bytes.data(), static_cast<int>(bytes), MPI_BYTE, peer, tag, p2p_comm_, &s.req);
       LS_RETURN_IF_ERROR(ctx.Check(rc, "MPI_Isend"));
     }
     staged_.push_back(std::move(s));
@@ -169,9 +155,8 @@ WorkHandle MpiCommunicator::Recv(void* buf, size_t count, DType dtype, int peer,
                                  const CollectiveOptions& opts) {
   CallDesc d = Desc(OpKind::kRecv, dtype, ReduceOp::kSum, peer, count, tag, opts.algorithm);
   if (tag < 0 || tag > tag_ub_) {
-    return CompletedWork(Status::InvalidArgument(
-        "rank " + std::to_string(rank()) + ": " + Describe(d) + ": tag must be in [0, " +
-        std::to_string(tag_ub_) + "]"));
+    return CompletedWork(Status::InvalidArgument("rank " + std::to_string(rank()) + ": " + Describe(d) +
+                                                 ": tag must be in [0, " + std::to_string(tag_ub_) + "]"));
   }
   const size_t bytes = count * DTypeSize(dtype);
   if (bytes > static_cast<size_t>(INT_MAX)) {
@@ -191,8 +176,7 @@ WorkHandle MpiCommunicator::Recv(void* buf, size_t count, DType dtype, int peer,
       int error_class = 0;
       MPI_Error_class(st.MPI_ERROR, &error_class);
       if (s.code() == StatusCode::kInternal && error_class == MPI_ERR_TRUNCATE) {
-        return Status::InvalidArgument("rank " + std::to_string(rank()) + ": " +
-                                       CommState::Label(d, 0) +
+        return Status::InvalidArgument("rank " + std::to_string(rank()) + ": " + CommState::Label(d, 0) +
                                        ": the matching send was longer");
       }
       return s;
@@ -200,9 +184,8 @@ WorkHandle MpiCommunicator::Recv(void* buf, size_t count, DType dtype, int peer,
     int got = 0;
     MPI_Get_count(&st, MPI_BYTE, &got);
     if (static_cast<size_t>(got) != bytes) {
-      return Status::InvalidArgument("rank " + std::to_string(rank()) + ": " +
-                                     CommState::Label(d, 0) + ": the matching send had " +
-                                     std::to_string(got) + " bytes, expected " +
+      return Status::InvalidArgument("rank " + std::to_string(rank()) + ": " + CommState::Label(d, 0) +
+                                     ": the matching send had " + std::to_string(got) + " bytes, expected " +
                                      std::to_string(bytes));
     }
     return Status::Ok();

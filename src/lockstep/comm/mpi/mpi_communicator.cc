@@ -17,8 +17,7 @@ Result<std::shared_ptr<Communicator>> CreateMpiCommunicator(const MpiOptions& op
     mpi_detail::IgnoreMpiLeaks ignore;
     int rc = MPI_Comm_dup(MPI_COMM_WORLD, &comm);
     if (rc != MPI_SUCCESS) {
-      return Status::Internal("MPI_Comm_dup(MPI_COMM_WORLD) failed: " +
-                              mpi_detail::MpiErrorString(rc));
+      return Status::Internal("MPI_Comm_dup(MPI_COMM_WORLD) failed: " + mpi_detail::MpiErrorString(rc));
     }
   }
   LS_ASSIGN_OR_RETURN(auto c, mpi_detail::MpiCommunicator::Create(comm, options));
@@ -35,8 +34,7 @@ void AbortMpi(int code) {
   std::_Exit(code);
 }
 
-Status NativeMpiAllreduce(Communicator& comm, const void* send, void* recv, size_t count,
-                          DType dtype, ReduceOp op) {
+Status NativeMpiAllreduce(Communicator& comm, const void* send, void* recv, size_t count, DType dtype, ReduceOp op) {
   auto* mpi = dynamic_cast<mpi_detail::MpiCommunicator*>(&comm);
   if (mpi == nullptr) return Status::InvalidArgument("NativeMpiAllreduce needs an mpi communicator");
   if (dtype != DType::kF32 && dtype != DType::kI32 && dtype != DType::kI64) {
@@ -45,10 +43,17 @@ Status NativeMpiAllreduce(Communicator& comm, const void* send, void* recv, size
   }
   MPI_Op mop;
   switch (op) {
-    case ReduceOp::kSum: mop = MPI_SUM; break;
-    case ReduceOp::kMax: mop = MPI_MAX; break;
-    case ReduceOp::kMin: mop = MPI_MIN; break;
-    default: return Status::InvalidArgument("NativeMpiAllreduce: avg has no MPI operation");
+    case ReduceOp::kSum:
+      mop = MPI_SUM;
+      break;
+    case ReduceOp::kMax:
+      mop = MPI_MAX;
+      break;
+    case ReduceOp::kMin:
+      mop = MPI_MIN;
+      break;
+    default:
+      return Status::InvalidArgument("NativeMpiAllreduce: avg has no MPI operation");
   }
   if (count > static_cast<size_t>(INT_MAX)) return Status::InvalidArgument("count too large");
   mpi_detail::MpiCallGuard guard;

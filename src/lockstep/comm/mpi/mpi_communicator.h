@@ -45,7 +45,6 @@ Result<std::shared_ptr<Communicator>> CreateMpiCommunicator(const MpiOptions& op
 // Plain blocking MPI_Allreduce on `comm` (an mpi backend communicator) with MPI's own
 // algorithm, as the baseline of `lockstep bench-comm`. f32/i32/i64 with sum/max/min only.
 // Must not overlap operations of `comm` that are still pending.
-Status NativeMpiAllreduce(Communicator& comm, const void* send, void* recv, size_t count,
-                          DType dtype, ReduceOp op);
+Status NativeMpiAllreduce(Communicator& comm, const void* send, void* recv, size_t count, DType dtype, ReduceOp op);
 
 }  // namespace lockstep::comm

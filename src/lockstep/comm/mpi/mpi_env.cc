@@ -84,9 +84,8 @@ Status EnsureMpiInitialized() {
     std::atexit(FinalizeAtExit);
   }
   if (provided < MPI_THREAD_SERIALIZED) {
-    g_init_status = Status::Unimplemented(
-        "the MPI library offers only thread level " + std::to_string(provided) +
-        "; the mpi backend needs MPI_THREAD_SERIALIZED or MPI_THREAD_MULTIPLE");
+    g_init_status = Status::Unimplemented("the MPI library offers only thread level " + std::to_string(provided) +
+                                          "; the mpi backend needs MPI_THREAD_SERIALIZED or MPI_THREAD_MULTIPLE");
     return g_init_status;
   }
   g_serialize.store(provided < MPI_THREAD_MULTIPLE);
@@ -122,11 +121,16 @@ std::string MpiErrorString(int code) {
 
 MPI_Datatype ElementType(DType dtype) {
   switch (dtype) {
-    case DType::kF32: return MPI_FLOAT;
-    case DType::kBF16: return MPI_UINT16_T;
-    case DType::kI32: return MPI_INT32_T;
-    case DType::kI64: return MPI_INT64_T;
-    case DType::kBytes: return MPI_BYTE;
+    case DType::kF32:
+      return MPI_FLOAT;
+    case DType::kBF16:
+      return MPI_UINT16_T;
+    case DType::kI32:
+      return MPI_INT32_T;
+    case DType::kI64:
+      return MPI_INT64_T;
+    case DType::kBytes:
+      return MPI_BYTE;
   }
   return MPI_BYTE;
 }

@@ -79,14 +79,13 @@ Status PipelinedReduceScatter(ExecContext& ctx, const PipelineArgs& a) {
         if (p == me) continue;
         if (k < nseg[me]) {
           cur.emplace_back();
-          int rc = MPI_Irecv(peer_buf(k, p), static_cast<int>(seg_len(me, k) * es), MPI_BYTE, p,
-                             kTagReduceScatter, ctx.comm(), &cur.back());
+          int rc = MPI_Irecv(peer_buf(k, p), static_cast<int>(seg_len(me, k) * es), MPI_BYTE, p, kTagReduceScatter,
+                             ctx.comm(), &cur.back());
           if (rc != MPI_SUCCESS) return fail(rc, "MPI_Irecv");
         }
         if (k < nseg[p]) {
           cur.emplace_back();
-          int rc = MPI_Isend(send + (bl.off[p] + k * seg) * es,
-                             static_cast<int>(seg_len(p, k) * es), MPI_BYTE, p,
+          int rc = MPI_Isend(send + (bl.off[p] + k * seg) * es, static_cast<int>(seg_len(p, k) * es), MPI_BYTE, p,
                              kTagReduceScatter, ctx.comm(), &cur.back());
           if (rc != MPI_SUCCESS) return fail(rc, "MPI_Isend");
         }
@@ -113,17 +112,16 @@ Status PipelinedReduceScatter(ExecContext& ctx, const PipelineArgs& a) {
           if (p == me) continue;
           if (j < nseg[me]) {
             gathers.emplace_back();
-            int rc = MPI_Isend(reduced + j * seg * es, static_cast<int>(seg_len(me, j) * es),
-                               MPI_BYTE, p, kTagAllGather, ctx.comm(), &gathers.back());
+            int rc = MPI_Isend(reduced + j * seg * es, static_cast<int>(seg_len(me, j) * es), MPI_BYTE, p,
+                               kTagAllGather, ctx.comm(), &gathers.back());
             if (rc != MPI_SUCCESS) return fail(rc, "MPI_Isend");
           }
           // Our reduce-scatter send of this segment of block p is complete (waited above),
           // so in place the region may now be overwritten by p's reduced segment.
           if (j < nseg[p]) {
             gathers.emplace_back();
-            int rc = MPI_Irecv(gather + (bl.off[p] + j * seg) * es,
-                               static_cast<int>(seg_len(p, j) * es), MPI_BYTE, p, kTagAllGather,
-                               ctx.comm(), &gathers.back());
+            int rc = MPI_Irecv(gather + (bl.off[p] + j * seg) * es, static_cast<int>(seg_len(p, j) * es), MPI_BYTE, p,
+                               kTagAllGather, ctx.comm(), &gathers.back());
             if (rc != MPI_SUCCESS) return fail(rc, "MPI_Irecv");
           }
         }
@@ -134,8 +132,8 @@ Status PipelinedReduceScatter(ExecContext& ctx, const PipelineArgs& a) {
   return ctx.WaitAll(gathers, RequestKind::kPointToPoint);
 }
 
-Status GatherAndCombine(ExecContext& ctx, const void* send, size_t count, size_t elem_size,
-                        void* out, const CombineFn& combine) {
+Status GatherAndCombine(ExecContext& ctx, const void* send, size_t count, size_t elem_size, void* out,
+                        const CombineFn& combine) {
   const int n = ctx.size(), me = ctx.rank();
   const size_t bytes = count * elem_size;
   unsigned char* all = ctx.Scratch(bytes * static_cast<size_t>(n));
@@ -152,12 +150,11 @@ Status GatherAndCombine(ExecContext& ctx, const void* send, size_t count, size_t
       for (int p = 0; p < n; ++p) {
         if (p == me) continue;
         reqs.emplace_back();
-        int rc = MPI_Irecv(all + static_cast<size_t>(p) * bytes, static_cast<int>(bytes), MPI_BYTE,
-                           p, kTagGather, ctx.comm(), &reqs.back());
+        int rc = MPI_Irecv(all + static_cast<size_t>(p) * bytes, static_cast<int>(bytes), MPI_BYTE, p, kTagGather,
+                           ctx.comm(), &reqs.back());
         if (rc == MPI_SUCCESS) {
           reqs.emplace_back();
-          rc = MPI_Isend(send, static_cast<int>(bytes), MPI_BYTE, p, kTagGather, ctx.comm(),
-                         &reqs.back());
+          rc = MPI_Isend(send, static_cast<int>(bytes), MPI_BYTE, p, kTagGather, ctx.comm(), &reqs.back());
         }
         if (rc != MPI_SUCCESS) {
           reqs.pop_back();
@@ -171,8 +168,8 @@ Status GatherAndCombine(ExecContext& ctx, const void* send, size_t count, size_t
     MPI_Request req = MPI_REQUEST_NULL;
     {
       MpiCallGuard guard;
-      int rc = MPI_Iallgather(send, static_cast<int>(bytes), MPI_BYTE, all,
-                              static_cast<int>(bytes), MPI_BYTE, ctx.comm(), &req);
+      int rc = MPI_Iallgather(send, static_cast<int>(bytes), MPI_BYTE, all, static_cast<int>(bytes), MPI_BYTE,
+                              ctx.comm(), &req);
       if (rc != MPI_SUCCESS) return ctx.Check(rc, "MPI_Iallgather");
     }
     LS_RETURN_IF_ERROR(ctx.WaitAll(&req, 1, nullptr, RequestKind::kCollective));

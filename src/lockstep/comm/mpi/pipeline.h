@@ -25,10 +25,10 @@ BlockLayout FixedBlocks(size_t per_rank, int n);
 using CombineFn = std::function<void(const void* const* inputs, void* out, size_t len)>;
 
 struct PipelineArgs {
-  const void* send = nullptr;        // this rank's whole input vector (every block)
+  const void* send = nullptr;  // this rank's whole input vector (every block)
   const BlockLayout* blocks = nullptr;
   size_t elem_size = 0;
-  void* reduced = nullptr;           // receives this rank's reduced block (len[rank] elements)
+  void* reduced = nullptr;  // receives this rank's reduced block (len[rank] elements)
   // Allreduce: the whole output vector. Each reduced segment is sent to every peer as soon as
   // it is ready and the peers' land at off[p]. May equal `send` (in place). Null: no gather.
   void* gather_to = nullptr;
@@ -40,7 +40,7 @@ Status PipelinedReduceScatter(ExecContext& ctx, const PipelineArgs& args);
 
 // Small vectors: all-gathers every rank's `count` elements (MPI_Iallgather) and combines all
 // n inputs locally into `out` (count elements; may equal `send`).
-Status GatherAndCombine(ExecContext& ctx, const void* send, size_t count, size_t elem_size,
-                        void* out, const CombineFn& combine);
+Status GatherAndCombine(ExecContext& ctx, const void* send, size_t count, size_t elem_size, void* out,
+                        const CombineFn& combine);
 
 }  // namespace lockstep::comm::mpi_detail

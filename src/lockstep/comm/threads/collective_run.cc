@@ -36,8 +36,7 @@ const void* CommImpl::PrepareSend(Op& op) {
       }
       return op.send;
     case OpKind::kAllGather:
-      if (Overlap(op.send, n * es, op.recv, world * n * es) &&
-          op.send != Offset(op.recv, rank_ * n * es)) {
+      if (Overlap(op.send, n * es, op.recv, world * n * es) && op.send != Offset(op.recv, rank_ * n * es)) {
         return stage(n * es);
       }
       return op.send;
@@ -81,25 +80,42 @@ Status CommImpl::RunCollective(Op& op, int64_t deadline_ns) {
   LS_RETURN_IF_ERROR(Commit(op, deadline_ns, NowNanos()));
   LS_RETURN_IF_ERROR(CheckSameCall(op));
   switch (op.call.kind) {
-    case OpKind::kAllreduce: RunAllreduce(op); break;
-    case OpKind::kReduceScatter: RunReduceScatter(op); break;
-    case OpKind::kAllGather: RunAllGather(op); break;
-    case OpKind::kBroadcast: RunBroadcast(op); break;
-    case OpKind::kReduce: RunReduce(op); break;
-    case OpKind::kAllToAll: RunAllToAll(op); break;
-    case OpKind::kSplit: RunSplit(op); break;
-    case OpKind::kDeterministicAllreduce: RunDeterministic(op); break;
-    case OpKind::kBarrier: break;  // the commit itself is the barrier
+    case OpKind::kAllreduce:
+      RunAllreduce(op);
+      break;
+    case OpKind::kReduceScatter:
+      RunReduceScatter(op);
+      break;
+    case OpKind::kAllGather:
+      RunAllGather(op);
+      break;
+    case OpKind::kBroadcast:
+      RunBroadcast(op);
+      break;
+    case OpKind::kReduce:
+      RunReduce(op);
+      break;
+    case OpKind::kAllToAll:
+      RunAllToAll(op);
+      break;
+    case OpKind::kSplit:
+      RunSplit(op);
+      break;
+    case OpKind::kDeterministicAllreduce:
+      RunDeterministic(op);
+      break;
+    case OpKind::kBarrier:
+      break;  // the commit itself is the barrier
     case OpKind::kSend:
-    case OpKind::kRecv: return Status::Internal("p2p op in RunCollective");
+    case OpKind::kRecv:
+      return Status::Internal("p2p op in RunCollective");
   }
   return Status::Ok();
 }
 
 Status CommImpl::Commit(Op& op, int64_t deadline_ns, int64_t wait_start_ns) {
   auto timeout_status = [&] {
-    return Status::Timeout(TimeoutMessage(rank_, op.call, op.seq,
-                                          std::chrono::nanoseconds(NowNanos() - wait_start_ns),
+    return Status::Timeout(TimeoutMessage(rank_, op.call, op.seq, std::chrono::nanoseconds(NowNanos() - wait_start_ns),
                                           group_->MissingRanks(op.seq)));
   };
   // A peer that timed out on this very collective makes it a timeout here too; anything
@@ -109,8 +125,7 @@ Status CommImpl::Commit(Op& op, int64_t deadline_ns, int64_t wait_start_ns) {
     if (arrived && reason.code() == StatusCode::kTimeout && seq == op.seq) {
       return timeout_status();
     }
-    return Status::Aborted("rank " + std::to_string(rank_) + ": " + OpLabel(op) +
-                           " aborted: " + reason.message());
+    return Status::Aborted("rank " + std::to_string(rank_) + ": " + OpLabel(op) + " aborted: " + reason.message());
   };
   bool aborted_before = false;
   if (group_->Arrive(rank_, op.seq, &aborted_before)) return Status::Ok();
@@ -141,8 +156,8 @@ namespace {
 
 // What the threads backend must agree on to be memory-safe (and, in debug mode, the op).
 bool Compatible(const CallDesc& a, const CallDesc& b, bool debug) {
-  if (a.kind != b.kind || a.count != b.count || a.dtype != b.dtype || a.root != b.root ||
-      a.aux != b.aux || a.algorithm != b.algorithm) {
+  if (a.kind != b.kind || a.count != b.count || a.dtype != b.dtype || a.root != b.root || a.aux != b.aux ||
+      a.algorithm != b.algorithm) {
     return false;
   }
   return !debug || SameCall(a, b);

@@ -43,8 +43,8 @@ void CommImpl::RunAllreduce(Op& op) {
   const bool stream = StreamOutputs(bytes);  // each rank writes about S bytes in all
   group_->ForClaimedBlocks(op.seq, rank_, plan.blocks, [&](size_t j) {
     const Range block = plan.Block(j);
-    ReduceRange(op.call.dtype, op.call.op, in_ptrs_.data(), world, out_ptrs_.data(), world,
-                block.begin, block.end, world, stream);
+    ReduceRange(op.call.dtype, op.call.op, in_ptrs_.data(), world, out_ptrs_.data(), world, block.begin, block.end,
+                world, stream);
   });
   Phase();  // publishes the blocks: streaming stores were fenced inside ReduceRange
 }
@@ -56,8 +56,7 @@ void CommImpl::RunReduceScatter(Op& op) {
   for (int p = 0; p < world; ++p) in_ptrs_[p] = Offset(group_->pub(p, op.seq).send, rank_ * block);
   // In place (NCCL style) recv is our own block, which only we read; anything else that
   // overlaps the send buffer is read by peers and is written after the phase.
-  const bool staged = Overlap(op.recv, block, op.send, world * block) &&
-                      op.recv != Offset(op.send, rank_ * block);
+  const bool staged = Overlap(op.recv, block, op.send, world * block) && op.recv != Offset(op.send, rank_ * block);
   void* out = staged ? Scratch(block) : op.recv;
   ReduceRange(op.call.dtype, op.call.op, in_ptrs_.data(), world, &out, 1, 0, rc, world);
   Phase();
@@ -95,8 +94,7 @@ void CommImpl::RunReduce(Op& op) {
     }
   } else {
     const Range mine = ChunkOf(n, world, rank_, es);
-    ReduceRange(op.call.dtype, op.call.op, in_ptrs_.data(), world, &root_recv, 1, mine.begin,
-                mine.end, world);
+    ReduceRange(op.call.dtype, op.call.op, in_ptrs_.data(), world, &root_recv, 1, mine.begin, mine.end, world);
   }
   Phase();
 }
@@ -105,8 +103,7 @@ void CommImpl::RunAllToAll(Op& op) {
   const size_t block = op.call.count * DTypeSize(op.call.dtype);
   if (block == 0) return;
   for (int p = 0; p < size(); ++p) {
-    std::memcpy(Offset(op.recv, p * block), Offset(group_->pub(p, op.seq).send, rank_ * block),
-                block);
+    std::memcpy(Offset(op.recv, p * block), Offset(group_->pub(p, op.seq).send, rank_ * block), block);
   }
   Phase();
 }
@@ -157,8 +154,7 @@ void CommImpl::RunDeterministic(Op& op) {
     }
     DeterministicTreeSum(partials.data(), world, tmp.data(), len);
     for (int p = 0; p < world; ++p) {
-      std::memcpy(static_cast<float*>(group_->pub(p, op.seq).recv) + b, tmp.data(),
-                  len * sizeof(float));
+      std::memcpy(static_cast<float*>(group_->pub(p, op.seq).recv) + b, tmp.data(), len * sizeof(float));
     }
   }
   Phase();

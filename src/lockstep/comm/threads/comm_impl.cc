@@ -10,11 +10,11 @@ namespace lockstep::comm::threads {
 
 namespace {
 
-constexpr int64_t kLazyPickupNs = 500'000;         // an unwaited small op waits at most this
-constexpr int64_t kPollNs = 1'000'000;             // progress thread poll while recently busy
+constexpr int64_t kLazyPickupNs = 500'000;  // an unwaited small op waits at most this
+constexpr int64_t kPollNs = 1'000'000;      // progress thread poll while recently busy
 constexpr int64_t kDeepSleepAfterNs = 1'000'000'000;
-constexpr int64_t kWaitSliceNs = 1'000'000;        // Wait() first retries running inline after
-constexpr int64_t kMaxWaitSliceNs = 32'000'000;    // this, then at doubling intervals up to this
+constexpr int64_t kWaitSliceNs = 1'000'000;      // Wait() first retries running inline after
+constexpr int64_t kMaxWaitSliceNs = 32'000'000;  // this, then at doubling intervals up to this
 
 int64_t DeadlineAfter(int64_t now, std::chrono::milliseconds d) {
   if (d.count() <= 0) return now;
@@ -26,8 +26,7 @@ bool IsP2P(const Op& op) { return op.call.kind == OpKind::kSend || op.call.kind 
 
 }  // namespace
 
-CommImpl::CommImpl(std::shared_ptr<Group> group, int rank)
-    : group_(std::move(group)), rank_(rank) {
+CommImpl::CommImpl(std::shared_ptr<Group> group, int rank) : group_(std::move(group)), rank_(rank) {
   in_ptrs_.resize(group_->size());
   out_ptrs_.resize(group_->size());
   progress_ = std::thread([this] { ProgressLoop(); });
@@ -47,8 +46,7 @@ void CommImpl::Shutdown() {
   if (!executing) exec_mu_.unlock();
   if (pending || executing) {
     // Peers must not wait for collectives this rank will never run.
-    group_->Abort(Status::Aborted("rank " + std::to_string(rank_) +
-                                  ": communicator destroyed with operations pending"),
+    group_->Abort(Status::Aborted("rank " + std::to_string(rank_) + ": communicator destroyed with operations pending"),
                   0);
   }
   queue_word_.Bump();
@@ -59,8 +57,7 @@ namespace {
 
 class ThreadsWork final : public Work {
  public:
-  ThreadsWork(std::shared_ptr<CommImpl> impl, std::shared_ptr<Op> op)
-      : impl_(std::move(impl)), op_(std::move(op)) {}
+  ThreadsWork(std::shared_ptr<CommImpl> impl, std::shared_ptr<Op> op) : impl_(std::move(impl)), op_(std::move(op)) {}
   using Work::Wait;
   Status Wait(std::chrono::milliseconds timeout) override { return impl_->WaitOp(op_, timeout); }
   bool Done() override { return op_->done.value.load(std::memory_order_acquire) != 0; }
@@ -182,8 +179,7 @@ Status CommImpl::WaitOp(const std::shared_ptr<Op>& op, std::chrono::milliseconds
   std::chrono::nanoseconds waited(NowNanos() - start);
   Status timeout_status =
       IsP2P(*op) ? Status::Timeout(P2PTimeoutMessage(rank_, op->call, waited))
-                 : Status::Timeout(TimeoutMessage(rank_, op->call, op->seq, waited,
-                                                  group_->MissingRanks(op->seq)));
+                 : Status::Timeout(TimeoutMessage(rank_, op->call, op->seq, waited, group_->MissingRanks(op->seq)));
   bool aborted = true;
   if (IsP2P(*op)) {
     group_->Abort(timeout_status, 0);
@@ -224,8 +220,7 @@ void CommImpl::Execute(Op& op, int64_t caller_deadline_ns) {
       }
     }
   } catch (const std::exception& e) {
-    status = Status::Internal("rank " + std::to_string(rank_) + ": " + OpLabel(op) + ": " +
-                              e.what());
+    status = Status::Internal("rank " + std::to_string(rank_) + ": " + OpLabel(op) + ": " + e.what());
     Poison(status);
     group_->Abort(status, op.seq);
   }
@@ -279,8 +274,7 @@ Status CommImpl::RunRecv(Op& op, int64_t deadline_ns) {
       Poison(s);
       return s;
     }
-    Status s = Status::Timeout(
-        P2PTimeoutMessage(rank_, op.call, std::chrono::nanoseconds(NowNanos() - start)));
+    Status s = Status::Timeout(P2PTimeoutMessage(rank_, op.call, std::chrono::nanoseconds(NowNanos() - start)));
     LS_LOG(ERROR) << s.message();
     Poison(s);
     group_->Abort(s, 0);
@@ -288,10 +282,9 @@ Status CommImpl::RunRecv(Op& op, int64_t deadline_ns) {
   }
   const size_t bytes = op.call.count * DTypeSize(op.call.dtype);
   if (m.dtype != op.call.dtype || m.bytes.size() != bytes) {
-    return Status::InvalidArgument(
-        "rank " + std::to_string(rank_) + ": " + OpLabel(op) + ": the matching send had " +
-        std::to_string(m.bytes.size() / DTypeSize(m.dtype)) + " elements of " +
-        DTypeName(m.dtype));
+    return Status::InvalidArgument("rank " + std::to_string(rank_) + ": " + OpLabel(op) + ": the matching send had " +
+                                   std::to_string(m.bytes.size() / DTypeSize(m.dtype)) + " elements of " +
+                                   DTypeName(m.dtype));
   }
   if (bytes > 0) std::memcpy(op.recv, m.bytes.data(), bytes);
   return Status::Ok();

@@ -55,15 +55,13 @@ bool Group::Arrive(int rank, uint64_t seq, bool* aborted) {
     } else if (s == seq && c < n) {
       next = Pack(seq, c + 1);
     } else {
-      Abort(Status::Internal("rank " + std::to_string(rank) + " arrived at collective #" +
-                             std::to_string(seq) + " while the group is at #" +
-                             std::to_string(s)),
+      Abort(Status::Internal("rank " + std::to_string(rank) + " arrived at collective #" + std::to_string(seq) +
+                             " while the group is at #" + std::to_string(s)),
             seq);
       *aborted = true;
       return false;
     }
-  } while (!arrival_.compare_exchange_weak(state, next, std::memory_order_acq_rel,
-                                           std::memory_order_acquire));
+  } while (!arrival_.compare_exchange_weak(state, next, std::memory_order_acq_rel, std::memory_order_acquire));
   if (CountOf(next) == n) {
     arrival_word_.Bump();
     return true;
@@ -90,8 +88,7 @@ bool Group::TryAbortUncommitted(uint64_t seq, const Status& reason) {
     while (true) {
       if (Committed(v, seq)) return false;
       if (AbortedBit(v)) break;
-      if (arrival_.compare_exchange_weak(v, v | kAbortBit, std::memory_order_acq_rel,
-                                         std::memory_order_acquire)) {
+      if (arrival_.compare_exchange_weak(v, v | kAbortBit, std::memory_order_acq_rel, std::memory_order_acquire)) {
         break;
       }
     }
@@ -121,9 +118,7 @@ void Group::WakeEveryone() {
   for (int r = 0; r < size_; ++r) mail_words_[r].Bump();
 }
 
-bool Group::aborted() const {
-  return AbortedBit(arrival_.load(std::memory_order_acquire));
-}
+bool Group::aborted() const { return AbortedBit(arrival_.load(std::memory_order_acquire)); }
 
 std::pair<Status, uint64_t> Group::abort_status() const {
   std::lock_guard<std::mutex> lock(abort_mu_);
@@ -143,11 +138,8 @@ void Group::WaitAll(int rank, uint32_t phase) {
     if (p == rank) continue;
     WaitWord& w = slots_[p].phase;
     WaitFor(
-        w,
-        [&] {
-          return static_cast<int32_t>(w.value.load(std::memory_order_acquire) - phase) >= 0;
-        },
-        kNoDeadline, spin_ns_);
+        w, [&] { return static_cast<int32_t>(w.value.load(std::memory_order_acquire) - phase) >= 0; }, kNoDeadline,
+        spin_ns_);
   }
 }
 
@@ -175,9 +167,7 @@ bool Group::Take(int src, int dst, int64_t tag, int64_t deadline_ns, Message* me
     }
     if (aborted() || NowNanos() >= deadline_ns) return false;
     WaitFor(
-        word,
-        [&] { return word.value.load(std::memory_order_acquire) != seen || aborted(); },
-        deadline_ns, spin_ns_);
+        word, [&] { return word.value.load(std::memory_order_acquire) != seen || aborted(); }, deadline_ns, spin_ns_);
   }
 }
 

@@ -106,9 +106,7 @@ class Group {
   // Double-buffered by parity like pub(): each rank resets its own counter before arriving at
   // `seq`, when every claim of collective seq-2 is over (all ranks finished it before
   // arriving at seq-1) and none of `seq` has begun (claims start after commit).
-  std::atomic<uint64_t>& claims(uint64_t seq, int rank) {
-    return slots_[rank].claims.next[seq & 1];
-  }
+  std::atomic<uint64_t>& claims(uint64_t seq, int rank) { return slots_[rank].claims.next[seq & 1]; }
   // Calls fn(j) for each block j of [0, blocks) that `rank` claims in collective `seq`: the
   // blocks are cut into size() equal runs, rank r's own run first, then r+1's, ... Every
   // block is claimed by exactly one rank once all ranks have returned.

@@ -20,8 +20,7 @@ constexpr size_t kEagerBytes = 64 * 1024;
 constexpr size_t kClaimBytes = 256 * 1024;
 constexpr size_t kMinClaimBytes = 16 * 1024;
 inline size_t ClaimBlockBytes(size_t bytes, int world) {
-  return std::clamp<size_t>(bytes / (8 * static_cast<size_t>(std::max(world, 1))),
-                            kMinClaimBytes, kClaimBytes);
+  return std::clamp<size_t>(bytes / (8 * static_cast<size_t>(std::max(world, 1))), kMinClaimBytes, kClaimBytes);
 }
 
 inline bool Overlap(const void* a, size_t a_bytes, const void* b, size_t b_bytes) {
@@ -30,9 +29,7 @@ inline bool Overlap(const void* a, size_t a_bytes, const void* b, size_t b_bytes
   return x < y + b_bytes && y < x + a_bytes;
 }
 
-inline const void* Offset(const void* p, size_t bytes) {
-  return static_cast<const unsigned char*>(p) + bytes;
-}
+inline const void* Offset(const void* p, size_t bytes) { return static_cast<const unsigned char*>(p) + bytes; }
 inline void* Offset(void* p, size_t bytes) { return static_cast<unsigned char*>(p) + bytes; }
 
 struct Range {
@@ -78,8 +75,7 @@ struct BlockPlan {
   }
 };
 
-inline BlockPlan PlanBlocks(size_t count, size_t elem_size, const void* base,
-                            size_t block_bytes) {
+inline BlockPlan PlanBlocks(size_t count, size_t elem_size, const void* base, size_t block_bytes) {
   const size_t unit = std::max<size_t>(1, 64 / elem_size);
   BlockPlan plan;
   plan.count = count;

@@ -20,8 +20,7 @@ class ThreadsCommunicator final : public Communicator {
   int size() const override { return impl_->size(); }
   const char* backend_name() const override { return "threads"; }
 
-  Result<std::shared_ptr<Communicator>> Split(int color, int key,
-                                              const CollectiveOptions& opts) override {
+  Result<std::shared_ptr<Communicator>> Split(int color, int key, const CollectiveOptions& opts) override {
     CallDesc d;
     d.kind = OpKind::kSplit;
     auto op = NewOp(d, nullptr, nullptr, opts);
@@ -36,32 +35,28 @@ class ThreadsCommunicator final : public Communicator {
                        const CollectiveOptions& opts) override {
     return Issue(Desc(OpKind::kAllreduce, count, dtype, op), send, recv, opts, count);
   }
-  WorkHandle ReduceScatter(const void* send, void* recv, size_t recv_count, DType dtype,
-                           ReduceOp op, const CollectiveOptions& opts) override {
-    return Issue(Desc(OpKind::kReduceScatter, recv_count, dtype, op), send, recv, opts,
-                 recv_count * size());
+  WorkHandle ReduceScatter(const void* send, void* recv, size_t recv_count, DType dtype, ReduceOp op,
+                           const CollectiveOptions& opts) override {
+    return Issue(Desc(OpKind::kReduceScatter, recv_count, dtype, op), send, recv, opts, recv_count * size());
   }
   WorkHandle AllGather(const void* send, void* recv, size_t send_count, DType dtype,
                        const CollectiveOptions& opts) override {
-    return Issue(Desc(OpKind::kAllGather, send_count, dtype), send, recv, opts,
-                 send_count * size());
+    return Issue(Desc(OpKind::kAllGather, send_count, dtype), send, recv, opts, send_count * size());
   }
-  WorkHandle Broadcast(void* buf, size_t count, DType dtype, int root,
-                       const CollectiveOptions& opts) override {
+  WorkHandle Broadcast(void* buf, size_t count, DType dtype, int root, const CollectiveOptions& opts) override {
     CallDesc d = Desc(OpKind::kBroadcast, count, dtype);
     d.root = root;
     return Issue(d, buf, buf, opts, count);
   }
-  WorkHandle Reduce(const void* send, void* recv, size_t count, DType dtype, ReduceOp op,
-                    int root, const CollectiveOptions& opts) override {
+  WorkHandle Reduce(const void* send, void* recv, size_t count, DType dtype, ReduceOp op, int root,
+                    const CollectiveOptions& opts) override {
     CallDesc d = Desc(OpKind::kReduce, count, dtype, op);
     d.root = root;
     return Issue(d, send, recv, opts, count);
   }
   WorkHandle AllToAll(const void* send, void* recv, size_t count_per_rank, DType dtype,
                       const CollectiveOptions& opts) override {
-    return Issue(Desc(OpKind::kAllToAll, count_per_rank, dtype), send, recv, opts,
-                 count_per_rank * size());
+    return Issue(Desc(OpKind::kAllToAll, count_per_rank, dtype), send, recv, opts, count_per_rank * size());
   }
   WorkHandle Send(const void* buf, size_t count, DType dtype, int peer, int tag,
                   const CollectiveOptions& opts) override {
@@ -70,8 +65,7 @@ class ThreadsCommunicator final : public Communicator {
     d.aux = tag;
     return Issue(d, buf, nullptr, opts, count);
   }
-  WorkHandle Recv(void* buf, size_t count, DType dtype, int peer, int tag,
-                  const CollectiveOptions& opts) override {
+  WorkHandle Recv(void* buf, size_t count, DType dtype, int peer, int tag, const CollectiveOptions& opts) override {
     CallDesc d = Desc(OpKind::kRecv, count, dtype);
     d.root = peer;
     d.aux = tag;
@@ -81,8 +75,7 @@ class ThreadsCommunicator final : public Communicator {
     return Issue(Desc(OpKind::kBarrier, 0, DType::kBytes), nullptr, nullptr, opts, 0);
   }
   WorkHandle DeterministicAllreduceF32(const float* contributions, float* out, size_t count,
-                                       int64_t total_contributions,
-                                       const CollectiveOptions& opts) override {
+                                       int64_t total_contributions, const CollectiveOptions& opts) override {
     CallDesc d = Desc(OpKind::kDeterministicAllreduce, count, DType::kF32, ReduceOp::kSum);
     d.aux = total_contributions;
     const int64_t local = total_contributions > 0 ? total_contributions / size() : 0;
@@ -101,8 +94,7 @@ class ThreadsCommunicator final : public Communicator {
     return d;
   }
 
-  std::shared_ptr<Op> NewOp(CallDesc d, const void* send, void* recv,
-                            const CollectiveOptions& opts) {
+  std::shared_ptr<Op> NewOp(CallDesc d, const void* send, void* recv, const CollectiveOptions& opts) {
     d.algorithm = opts.algorithm;
     auto op = std::make_shared<Op>();
     op->call = d;
@@ -114,8 +106,7 @@ class ThreadsCommunicator final : public Communicator {
   }
 
   // `elements` is the largest buffer the call touches, in elements of d.dtype.
-  WorkHandle Issue(CallDesc d, const void* send, void* recv, const CollectiveOptions& opts,
-                   size_t elements) {
+  WorkHandle Issue(CallDesc d, const void* send, void* recv, const CollectiveOptions& opts, size_t elements) {
     d.algorithm = opts.algorithm;
     Status valid = ValidateCall(d, rank(), size(), send, recv);
     if (!valid.ok()) return CompletedWork(valid);
@@ -135,11 +126,9 @@ std::shared_ptr<Communicator> NewThreadsCommunicator(std::shared_ptr<Group> grou
 
 }  // namespace threads
 
-Result<std::unique_ptr<ThreadsWorld>> ThreadsWorld::Create(int world_size,
-                                                          const ThreadsWorldOptions& options) {
+Result<std::unique_ptr<ThreadsWorld>> ThreadsWorld::Create(int world_size, const ThreadsWorldOptions& options) {
   if (world_size < 1 || world_size > kMaxSize) {
-    return Status::InvalidArgument("threads world size must be in [1, " +
-                                   std::to_string(kMaxSize) + "], got " +
+    return Status::InvalidArgument("threads world size must be in [1, " + std::to_string(kMaxSize) + "], got " +
                                    std::to_string(world_size));
   }
   return std::make_unique<ThreadsWorld>(world_size, options);
@@ -159,8 +148,7 @@ std::shared_ptr<Communicator> ThreadsWorld::Rank(int r) const {
   return ranks_[r];
 }
 
-std::vector<std::shared_ptr<Communicator>> CreateThreadsGroup(int n,
-                                                              const ThreadsWorldOptions& options) {
+std::vector<std::shared_ptr<Communicator>> CreateThreadsGroup(int n, const ThreadsWorldOptions& options) {
   ThreadsWorld world(n, options);
   std::vector<std::shared_ptr<Communicator>> comms;
   for (int r = 0; r < world.size(); ++r) comms.push_back(world.Rank(r));

@@ -31,8 +31,7 @@ class ThreadsWorld {
  public:
   static constexpr int kMaxSize = 4096;
   // InvalidArgument unless 1 <= world_size <= kMaxSize.
-  static Result<std::unique_ptr<ThreadsWorld>> Create(int world_size,
-                                                      const ThreadsWorldOptions& options = {});
+  static Result<std::unique_ptr<ThreadsWorld>> Create(int world_size, const ThreadsWorldOptions& options = {});
   // world_size is clamped to [1, kMaxSize]; use Create() for sizes that come from users.
   explicit ThreadsWorld(int world_size, const ThreadsWorldOptions& options = {});
   ~ThreadsWorld();
@@ -48,7 +47,6 @@ class ThreadsWorld {
 };
 
 // The communicators of a fresh world of n ranks (element r is rank r).
-std::vector<std::shared_ptr<Communicator>> CreateThreadsGroup(
-    int n, const ThreadsWorldOptions& options = {});
+std::vector<std::shared_ptr<Communicator>> CreateThreadsGroup(int n, const ThreadsWorldOptions& options = {});
 
 }  // namespace lockstep::comm
