@@ -1,7 +1,7 @@
 // AsyncCheckpointSaver: an async save writes the state as it was when Save() was called, even
 // though training changes it right after the snapshot; saves commit in step order; the sync
 // mode writes the same tensors; a write error is reported, not swallowed.
-#include "lockstep/runtime/async_checkpoint.h"
+#include "lockstep/runtime/recovery/async_checkpoint.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>

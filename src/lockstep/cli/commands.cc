@@ -8,10 +8,10 @@
 #include "lockstep/cli/bench_comm.h"
 #include "lockstep/comm/mpi/launch.h"
 #include "lockstep/core/config.h"
-#include "lockstep/runtime/checkpoint_inspect.h"
-#include "lockstep/runtime/evaluate.h"
-#include "lockstep/runtime/supervisor.h"
-#include "lockstep/runtime/train.h"
+#include "lockstep/runtime/launch/train.h"
+#include "lockstep/runtime/recovery/checkpoint_inspect.h"
+#include "lockstep/runtime/recovery/supervisor.h"
+#include "lockstep/runtime/training/evaluate.h"
 
 namespace lockstep::cli {
 namespace {

@@ -1,0 +1,40 @@
+// LayoutPlan: the parallel layout of a run (--layout, --zero, --deterministic and the train.*
+// keys that shape it), checked once before any worker starts so that every impossible
+// combination is one line and exit status 2 instead of a failure inside a rank:
+// dp x tp x pp must be the world, the batch must split over the data-parallel replicas and
+// their micro-batches, the GPT must split into the tensor-parallel slices, and the pipeline
+// stages must each get a layer. It also fixes the pipeline partition (balanced by the
+// estimated cost of each layer) that every rank then uses.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "lockstep/core/config.h"
+#include "lockstep/nn/gpt.h"
+#include "lockstep/parallel/mesh.h"
+#include "lockstep/parallel/pipeline_schedule.h"
+#include "lockstep/runtime/launch/run_config.h"
+#include "lockstep/runtime/launch/train_options.h"
+
+namespace lockstep::runtime {
+
+struct LayoutPlan {
+  parallel::ParallelDims dims;
+  int tp_slices = 1;  // canonical slices of split layers: train.det_tp_slices (deterministic) or tp
+  int pp_micros = 1;  // micro-batches per step through the pipeline (pp > 1)
+  parallel::PipeSchedule schedule = parallel::PipeSchedule::k1F1B;
+  parallel::StagePartition partition;  // pp stages over the GPT's blocks (always set for gpt)
+  std::optional<nn::GptConfig> gpt;    // model.kind = "gpt"
+};
+
+Result<LayoutPlan> PlanLayout(const TrainOptions& options, const Config& config, const RunConfig& run, int world);
+
+// Estimated forward FLOPs per token of one GPT block, of the embeddings and of the head:
+// the costs BalanceStages weighs.
+struct GptStageCosts {
+  double block = 0, embedding = 0, head = 0;
+};
+GptStageCosts EstimateGptStageCosts(const nn::GptConfig& c);
+
+}  // namespace lockstep::runtime

@@ -1,0 +1,77 @@
+#include "lockstep/runtime/launch/run_config.h"
+
+namespace lockstep::runtime {
+namespace {
+
+Status Positive(const char* key, double v) {
+  if (v > 0) return Status::Ok();
+  return Status::InvalidArgument(std::string("config key '") + key + "' must be > 0, got " + std::to_string(v));
+}
+Status NonNegative(const char* key, double v) {
+  if (v >= 0) return Status::Ok();
+  return Status::InvalidArgument(std::string("config key '") + key + "' must be >= 0, got " + std::to_string(v));
+}
+Status OneOf(const char* key, const std::string& v, std::initializer_list<const char*> allowed) {
+  std::string list;
+  for (const char* a : allowed) {
+    if (v == a) return Status::Ok();
+    list += list.empty() ? a : std::string(", ") + a;
+  }
+  return Status::InvalidArgument(std::string("config key '") + key + "' must be one of " + list + ", got '" + v + "'");
+}
+
+}  // namespace
+
+Result<RunConfig> ReadRunConfig(const Config& c) {
+  RunConfig r;
+  TrainSection& t = r.train;
+  LS_ASSIGN_OR_RETURN(t.batch_size, c.GetInt("train.batch_size", t.batch_size));
+  LS_ASSIGN_OR_RETURN(int64_t seed, c.GetInt("train.seed", static_cast<int64_t>(t.seed)));
+  t.seed = static_cast<uint64_t>(seed);
+  LS_ASSIGN_OR_RETURN(t.steps, c.GetInt("train.steps", t.steps));
+  LS_ASSIGN_OR_RETURN(t.epochs, c.GetDouble("train.epochs", t.epochs));
+  LS_ASSIGN_OR_RETURN(int64_t threads, c.GetInt("train.threads", t.threads));
+  t.threads = static_cast<int>(threads);
+  LS_ASSIGN_OR_RETURN(t.log_every, c.GetInt("train.log_every", t.log_every));
+  LS_ASSIGN_OR_RETURN(t.accum_steps, c.GetInt("train.accum_steps", t.accum_steps));
+  LS_ASSIGN_OR_RETURN(t.det_shards, c.GetInt("train.det_shards", t.det_shards));
+  LS_ASSIGN_OR_RETURN(t.bucket_bytes, c.GetSize("train.bucket_bytes", t.bucket_bytes));
+  LS_ASSIGN_OR_RETURN(t.det_tp_slices, c.GetInt("train.det_tp_slices", t.det_tp_slices));
+  LS_ASSIGN_OR_RETURN(t.pp_microbatches, c.GetInt("train.pp_microbatches", t.pp_microbatches));
+  LS_ASSIGN_OR_RETURN(t.pp_schedule, c.GetString("train.pp_schedule", t.pp_schedule));
+  LS_RETURN_IF_ERROR(NonNegative("train.pp_microbatches", t.pp_microbatches));
+  LS_RETURN_IF_ERROR(OneOf("train.pp_schedule", t.pp_schedule, {"gpipe", "1f1b"}));
+  if (t.det_tp_slices < 0 || (t.det_tp_slices & (t.det_tp_slices - 1)) != 0)
+    return Status::InvalidArgument("config key 'train.det_tp_slices' must be 0 (auto) or a power of two, got " +
+                                   std::to_string(t.det_tp_slices));
+  LS_RETURN_IF_ERROR(Positive("train.batch_size", t.batch_size));
+  LS_RETURN_IF_ERROR(NonNegative("train.steps", t.steps));
+  LS_RETURN_IF_ERROR(NonNegative("train.epochs", t.epochs));
+  LS_RETURN_IF_ERROR(NonNegative("train.threads", t.threads));
+  LS_RETURN_IF_ERROR(Positive("train.log_every", t.log_every));
+  LS_RETURN_IF_ERROR(Positive("train.accum_steps", t.accum_steps));
+  LS_RETURN_IF_ERROR(Positive("train.bucket_bytes", t.bucket_bytes));
+  if (t.det_shards <= 0 || (t.det_shards & (t.det_shards - 1)) != 0)
+    return Status::InvalidArgument("config key 'train.det_shards' must be a power of two, got " +
+                                   std::to_string(t.det_shards));
+  if (t.steps == 0 && t.epochs == 0)
+    return Status::InvalidArgument("config sets neither 'train.steps' nor 'train.epochs' (or pass --steps/--epochs)");
+
+  LS_ASSIGN_OR_RETURN(r.eval.every, c.GetInt("eval.every", r.eval.every));
+  LS_RETURN_IF_ERROR(NonNegative("eval.every", r.eval.every));
+
+  LS_ASSIGN_OR_RETURN(r.checkpoint.every, c.GetInt("checkpoint.every", r.checkpoint.every));
+  LS_ASSIGN_OR_RETURN(r.checkpoint.keep, c.GetInt("checkpoint.keep", r.checkpoint.keep));
+  LS_ASSIGN_OR_RETURN(r.checkpoint.async, c.GetBool("checkpoint.async", r.checkpoint.async));
+  LS_RETURN_IF_ERROR(NonNegative("checkpoint.every", r.checkpoint.every));
+  LS_RETURN_IF_ERROR(Positive("checkpoint.keep", r.checkpoint.keep));
+
+  LS_ASSIGN_OR_RETURN(std::string kind, c.GetString("data.kind", ""));
+  LS_RETURN_IF_ERROR(OneOf("data.kind", kind, {"text", "fashion-mnist"}));
+  LS_ASSIGN_OR_RETURN(
+      r.data, data::ReadDataConfig(c, kind == "text" ? data::DatasetKind::kText : data::DatasetKind::kFashionMnist,
+                                   t.batch_size));
+  return r;
+}
+
+}  // namespace lockstep::runtime

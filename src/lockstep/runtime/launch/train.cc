@@ -1,0 +1,55 @@
+#include "lockstep/runtime/launch/train.h"
+
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "lockstep/comm/mpi/launch.h"
+#include "lockstep/comm/mpi/mpi_communicator.h"
+#include "lockstep/comm/threads/threads_world.h"
+#include "lockstep/parallel/mesh.h"
+#include "lockstep/runtime/launch/train_plan.h"
+#include "lockstep/runtime/training/worker.h"
+
+namespace lockstep::runtime {
+namespace {
+
+// The layout flags are checked before anything starts (under mpirun every rank would print
+// the same error otherwise); the rest of the layout is checked by PlanLayout.
+Status CheckSupported(const TrainOptions& o) {
+  LS_RETURN_IF_ERROR(parallel::ParallelDims::Parse(o.layout, o.nproc, o.zero).status());
+  return Status::Ok();
+}
+
+Status RunThreads(const TrainOptions& options) {
+  LS_ASSIGN_OR_RETURN(TrainPlan plan, PlanTraining(options, options.nproc));
+  comm::ThreadsWorld world(options.nproc);
+  std::vector<Status> results(options.nproc);
+  std::vector<std::thread> threads;
+  for (int r = 1; r < options.nproc; ++r) threads.emplace_back([&, r] { results[r] = RunWorker(plan, world.Rank(r)); });
+  results[0] = RunWorker(plan, world.Rank(0));
+  for (auto& t : threads) t.join();
+  // The first rank's own error explains more than the Aborted its peers saw.
+  for (const Status& s : results)
+    if (!s.ok() && s.code() != StatusCode::kAborted) return s;
+  for (const Status& s : results)
+    if (!s.ok()) return s;
+  return Status::Ok();
+}
+
+Status RunMpiRank(const TrainOptions& options) {
+  LS_ASSIGN_OR_RETURN(std::shared_ptr<comm::Communicator> comm, comm::CreateMpiCommunicator());
+  Result<TrainPlan> plan = PlanTraining(options, comm->size());
+  if (!plan.ok()) return plan.status();
+  return RunWorker(*plan, comm);
+}
+
+}  // namespace
+
+Status RunTrain(const TrainOptions& options) {
+  LS_RETURN_IF_ERROR(CheckSupported(options));
+  if (options.backend == "mpi") return RunMpiRank(options);
+  return RunThreads(options);
+}
+
+}  // namespace lockstep::runtime

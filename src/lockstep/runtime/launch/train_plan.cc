@@ -1,0 +1,97 @@
+#include "lockstep/runtime/launch/train_plan.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <thread>
+
+#include "lockstep/data/distributed_sampler.h"
+#include "lockstep/nn/model.h"
+#include "lockstep/runtime/recovery/checkpointing.h"
+
+namespace lockstep::runtime {
+
+Result<Config> LoadConfigWithOverrides(const std::string& path, const std::vector<std::string>& overrides) {
+  LS_ASSIGN_OR_RETURN(Config config, Config::LoadFile(path));
+  for (const std::string& o : overrides) LS_RETURN_IF_ERROR(config.Override(o));
+  return config;
+}
+
+namespace {
+
+Status MakeDirs(const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return Status::IoError("cannot create directory '" + dir + "': " + ec.message());
+  return Status::Ok();
+}
+
+}  // namespace
+
+std::string OutDirFor(const TrainOptions& options) {
+  if (!options.out_dir.empty()) return options.out_dir;
+  return "runs/" + std::filesystem::path(options.config_path).stem().string();
+}
+
+Result<TrainPlan> PlanTraining(const TrainOptions& options, int world) {
+  TrainPlan plan;
+  plan.options = options;
+  plan.world = world;
+  LS_ASSIGN_OR_RETURN(plan.config, LoadConfigWithOverrides(options.config_path, options.overrides));
+  // Flags win over the file: --steps/--epochs replace each other's config value.
+  if (options.steps >= 0) {
+    plan.config.SetInt("train.steps", options.steps);
+    plan.config.SetInt("train.epochs", 0);
+  } else if (options.epochs >= 0) {
+    plan.config.SetInt("train.steps", 0);
+    if (!plan.config.Override("train.epochs=" + std::to_string(options.epochs)).ok())
+      return Status::InvalidArgument("--epochs: bad value");
+  }
+  LS_ASSIGN_OR_RETURN(plan.run, ReadRunConfig(plan.config));
+
+  // Validates [model] before any thread starts (a GPT only by its keys: building a large one
+  // here would cost the memory a sharded run exists to avoid).
+  LS_ASSIGN_OR_RETURN(std::string kind, plan.config.GetString("model.kind", ""));
+  if (kind != "gpt") LS_RETURN_IF_ERROR(nn::MakeModel(plan.config).status());
+  int64_t context = 0;
+  LS_ASSIGN_OR_RETURN(context, plan.config.GetInt("model.context", 128));
+  LS_ASSIGN_OR_RETURN(plan.layout, PlanLayout(options, plan.config, plan.run, world));
+  const int dp = plan.layout.dims.dp;
+  const TrainSection& t = plan.run.train;
+
+  LS_ASSIGN_OR_RETURN(plan.data, LoadSharedData(plan.run, context));
+
+  // Steps per epoch come from the sampler's view of the dataset (the same for every rank).
+  LS_ASSIGN_OR_RETURN(auto probe_data, RankData::Create(plan.data, plan.run, 0, dp));
+  plan.steps_per_epoch = probe_data->StepsPerEpoch();
+  if (plan.steps_per_epoch <= 0)
+    return Status::InvalidArgument("the dataset holds less than one global batch of train.batch_size=" +
+                                   std::to_string(t.batch_size));
+  plan.total_steps = t.steps > 0 ? t.steps : static_cast<int64_t>(std::llround(t.epochs * plan.steps_per_epoch));
+  if (plan.total_steps <= 0) return Status::InvalidArgument("the run would train 0 steps");
+  plan.eval_every = plan.run.eval.every > 0 ? plan.run.eval.every : (t.steps > 0 ? 0 : plan.steps_per_epoch);
+
+  LS_ASSIGN_OR_RETURN(plan.optim, optim::ReadOptimConfig(plan.config, plan.total_steps));
+  LS_RETURN_IF_ERROR(plan.config.CheckAllKeysKnown());
+
+  unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  // Cores are shared by the workers on this machine only: under mpirun that is the local
+  // rank count, not the world size (two 64-core hosts with one rank each get 64 threads).
+  int local_workers = world;
+  if (const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE")) local_workers = std::max(1, std::atoi(local));
+  plan.threads_per_worker = t.threads > 0 ? t.threads : std::max(1, static_cast<int>(cores) / local_workers);
+
+  plan.config_name = std::filesystem::path(options.config_path).stem().string();
+  plan.out_dir = OutDirFor(options);
+  LS_ASSIGN_OR_RETURN(plan.fault, ParseFaultSpec(options.inject_fault, world, plan.total_steps));
+  LS_RETURN_IF_ERROR(MakeDirs(plan.out_dir));
+  LS_ASSIGN_OR_RETURN(plan.resume_dir, ResolveResume(options.resume, plan.out_dir));
+  return plan;
+}
+
+}  // namespace lockstep::runtime

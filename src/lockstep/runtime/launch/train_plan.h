@@ -1,0 +1,49 @@
+// TrainPlan: a `lockstep train` invocation resolved into everything every rank needs —
+// config (after --set), typed sections, step counts, output paths, shared datasets. Built
+// once per process by PlanTraining(); read-only afterwards (each rank copies the Config,
+// whose getters record keys and are not thread-safe).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "lockstep/core/config.h"
+#include "lockstep/optim/optim_config.h"
+#include "lockstep/runtime/launch/layout_plan.h"
+#include "lockstep/runtime/launch/run_config.h"
+#include "lockstep/runtime/launch/train_options.h"
+#include "lockstep/runtime/recovery/fault_injection.h"
+#include "lockstep/runtime/training/shared_data.h"
+
+namespace lockstep::runtime {
+
+struct TrainPlan {
+  TrainOptions options;
+  Config config;
+  RunConfig run;
+  optim::OptimConfig optim;
+  std::string config_name;  // config file stem: "gpt-tiny"
+  std::string out_dir;
+  int world = 1;
+  int threads_per_worker = 1;
+  int64_t steps_per_epoch = 0;
+  int64_t total_steps = 0;
+  int64_t eval_every = 0;  // resolved: steps between validations (0 = only at the end)
+  std::shared_ptr<const SharedData> data;
+  FaultSpec fault;         // --inject-fault
+  std::string resume_dir;  // checkpoint to resume from ("" = start at step 0)
+  LayoutPlan layout;       // dp x tp x pp, ZeRO stage, canonical slices, pipeline partition
+};
+
+// Reads the config, applies overrides and flags, validates every key and value (bad input
+// is InvalidArgument naming the key or flag), loads the datasets and creates --out.
+Result<TrainPlan> PlanTraining(const TrainOptions& options, int world);
+
+// --out, or runs/<config file stem> when it is not given.
+std::string OutDirFor(const TrainOptions& options);
+
+// Loads a config file and applies --set overrides (shared by train and eval).
+Result<Config> LoadConfigWithOverrides(const std::string& path, const std::vector<std::string>& overrides);
+
+}  // namespace lockstep::runtime

@@ -1,0 +1,212 @@
+#include "lockstep/runtime/recovery/supervisor.h"
+
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "lockstep/checkpoint/resolve.h"
+#include "lockstep/core/log.h"
+#include "lockstep/runtime/launch/train_plan.h"
+#include "lockstep/runtime/recovery/heartbeat.h"
+#include "lockstep/runtime/reporting/metrics_log.h"
+
+namespace lockstep::runtime {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::atomic<int> stop_signal{0};
+void OnStopSignal(int sig) { stop_signal.store(sig); }
+
+// The child's command line: the user's flags minus the supervisor's own, with --out made
+// explicit (so every attempt writes to the same place) and --resume set per attempt.
+std::vector<std::string> ChildArgs(const TrainOptions& o, const std::string& out_dir, const std::string& resume,
+                                   bool with_fault) {
+  std::vector<std::string> a = {"lockstep", "train", "--config", o.config_path};
+  for (const std::string& s : o.overrides) a.insert(a.end(), {"--set", s});
+  a.insert(a.end(), {"--nproc", std::to_string(o.nproc), "--backend", o.backend, "--out", out_dir});
+  if (o.steps >= 0) a.insert(a.end(), {"--steps", std::to_string(o.steps)});
+  if (o.epochs >= 0) {
+    char buf[64];
+    std::snprintf(buf, sizeof(buf), "%.17g", o.epochs);
+    a.insert(a.end(), {"--epochs", buf});
+  }
+  if (!resume.empty()) a.insert(a.end(), {"--resume", resume});
+  if (o.deterministic) a.push_back("--deterministic");
+  if (!o.trace_file.empty()) a.insert(a.end(), {"--trace", o.trace_file});
+  if (!o.layout.empty()) a.insert(a.end(), {"--layout", o.layout});
+  if (o.zero != 0) a.insert(a.end(), {"--zero", std::to_string(o.zero)});
+  if (with_fault && !o.inject_fault.empty()) a.insert(a.end(), {"--inject-fault", o.inject_fault});
+  return a;
+}
+
+// Starts the child in its own process group (so the whole job can be signalled at once).
+Result<pid_t> Spawn(const std::vector<std::string>& args, const std::string& heartbeat_dir, bool restart) {
+  std::vector<char*> argv;
+  for (const std::string& s : args) argv.push_back(const_cast<char*>(s.c_str()));
+  argv.push_back(nullptr);
+  std::fflush(nullptr);
+  pid_t pid = ::fork();
+  if (pid < 0) return Status::IoError(std::string("fork: ") + std::strerror(errno));
+  if (pid == 0) {
+    ::setpgid(0, 0);
+    ::signal(SIGINT, SIG_DFL);
+    ::signal(SIGTERM, SIG_DFL);
+    ::setenv(kHeartbeatDirEnv, heartbeat_dir.c_str(), 1);
+    if (restart)
+      ::setenv(kRestartEnv, "1", 1);
+    else
+      ::unsetenv(kRestartEnv);
+    ::execv("/proc/self/exe", argv.data());
+    std::fprintf(stderr, "lockstep: supervisor: cannot start the worker: %s\n", std::strerror(errno));
+    ::_exit(127);
+  }
+  ::setpgid(pid, pid);  // also from the parent: no race with the first kill(-pid)
+  return pid;
+}
+
+std::string DescribeExit(int status) {
+  if (WIFEXITED(status)) return "exited with status " + std::to_string(WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) {
+    int sig = WTERMSIG(status);
+    const char* name = sigabbrev_np(sig);
+    return "killed by signal " + std::to_string(sig) + (name ? std::string(" (SIG") + name + ")" : "");
+  }
+  return "stopped (status " + std::to_string(status) + ")";
+}
+
+double SecondsSince(const fs::file_time_type& t) {
+  return std::chrono::duration<double>(fs::file_time_type::clock::now() - t).count();
+}
+
+// The rank whose heartbeat is oldest, and how old it is; before any rank has beaten, the
+// time since launch stands in.
+constexpr double kStartupGraceS = 60;
+
+std::pair<std::string, double> StalestHeartbeat(const std::string& dir, double since_launch) {
+  std::pair<std::string, double> worst{"", -1};
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    auto t = fs::last_write_time(e.path(), ec);
+    if (ec) continue;
+    double age = SecondsSince(t);
+    if (age > worst.second) worst = {e.path().filename().string(), age};
+  }
+  if (worst.second < 0) return {"every rank (none has started)", since_launch};
+  return worst;
+}
+
+// SIGTERM to the whole group (mpirun forwards it and cleans up its ranks), SIGKILL to
+// whatever is left after a grace period. Reaps the child if it is still running.
+void StopGroup(pid_t pid, bool reaped) {
+  ::kill(-pid, SIGTERM);
+  for (int i = 0; i < 50 && !reaped; ++i) {
+    int st = 0;
+    if (::waitpid(pid, &st, WNOHANG) == pid)
+      reaped = true;
+    else
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ::kill(-pid, SIGKILL);
+  if (!reaped) ::waitpid(pid, nullptr, 0);
+}
+
+// The checkpoint `latest` names and its manifest's modification time ("" if none).
+std::string LatestIdentity(const std::string& root) {
+  Result<std::string> dir = checkpoint::ResolveLatest(root);
+  if (!dir.ok()) return "";
+  std::error_code ec;
+  auto t = fs::last_write_time(*dir + "/manifest.json", ec);
+  return *dir + "@" + std::to_string(ec ? 0 : t.time_since_epoch().count());
+}
+
+}  // namespace
+
+Status RunSupervised(const TrainOptions& options) {
+  const std::string out_dir = OutDirFor(options);
+  const std::string heartbeat_dir = out_dir + "/heartbeat";
+  const std::string root = out_dir + "/checkpoints";
+  std::error_code ec;
+  fs::create_directories(heartbeat_dir, ec);
+  if (ec) return Status::IoError("cannot create " + heartbeat_dir + ": " + ec.message());
+  // A fresh run must not "resume" from an older run's checkpoints left in the same --out:
+  // restarts resume only once this run has committed a checkpoint of its own.
+  const std::string stale_latest = options.resume.empty() ? LatestIdentity(root) : "";
+  struct sigaction sa {};
+  sa.sa_handler = OnStopSignal;
+  ::sigaction(SIGINT, &sa, nullptr);
+  ::sigaction(SIGTERM, &sa, nullptr);
+
+  std::string last_cause;
+  for (int attempt = 0; attempt <= options.max_restarts; ++attempt) {
+    std::string resume = options.resume;
+    if (attempt > 0) resume = LatestIdentity(root) == stale_latest ? options.resume : "auto";
+    for (const auto& e : fs::directory_iterator(heartbeat_dir, ec)) fs::remove(e.path(), ec);
+    LS_ASSIGN_OR_RETURN(pid_t pid,
+                        Spawn(ChildArgs(options, out_dir, resume, attempt == 0), heartbeat_dir, attempt > 0));
+    { std::ofstream(out_dir + "/worker.pid", std::ios::trunc) << pid << "\n"; }
+    const auto launched = std::chrono::steady_clock::now();
+    int status = 0;
+    bool reaped = false;
+    std::string cause;
+    while (true) {
+      pid_t r = ::waitpid(pid, &status, WNOHANG);
+      if (r == pid) {
+        reaped = true;
+        break;
+      }
+      if (int sig = stop_signal.load()) {
+        StopGroup(pid, false);
+        return Status::Aborted(std::string("supervisor stopped by signal SIG") + sigabbrev_np(sig));
+      }
+      double since_launch = std::chrono::duration<double>(std::chrono::steady_clock::now() - launched).count();
+      auto [who, age] = StalestHeartbeat(heartbeat_dir, since_launch);
+      // Start-up (process launch, data and checkpoint loading) gets at least kStartupGraceS
+      // before the first beat, so a short --heartbeat-timeout does not misfire on a slow start.
+      const bool started = who.rfind("every rank", 0) != 0;
+      const double limit =
+          started ? options.heartbeat_timeout_s : std::max(options.heartbeat_timeout_s, kStartupGraceS);
+      if (age > limit) {
+        char buf[160];
+        std::snprintf(buf, sizeof(buf), "no heartbeat from %s for %.0f s (hung)", who.c_str(), age);
+        cause = buf;
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    if (reaped && WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+      ::kill(-pid, SIGKILL);  // nothing should be left; make sure
+      return Status::Ok();
+    }
+    if (reaped && WIFEXITED(status) && WEXITSTATUS(status) == 2)
+      return Status::InvalidArgument("");  // bad input: the worker printed the one-line error; not retried
+    if (cause.empty()) cause = "worker " + DescribeExit(status);
+    StopGroup(pid, reaped);
+    last_cause = cause;
+    if (attempt == options.max_restarts) break;
+    std::string from = LatestIdentity(root) == stale_latest ? "step 0" : "the newest valid checkpoint";
+    std::fprintf(stderr, "lockstep: supervisor: %s; restart %d/%d from %s\n", cause.c_str(), attempt + 1,
+                 options.max_restarts, from.c_str());
+    if (Result<MetricsLog> log = MetricsLog::Open(out_dir + "/metrics.jsonl", true); log.ok())
+      (void)log->Write({{"event", "restart"}, {"attempt", attempt + 1}, {"cause", cause}});
+  }
+  return Status::Aborted("training failed " + std::to_string(options.max_restarts + 1) +
+                         " times; giving up (last: " + last_cause + ")");
+}
+
+}  // namespace lockstep::runtime

@@ -1,0 +1,27 @@
+// Supervisor: `lockstep train --max-restarts R`. The process the user started becomes a
+// supervisor; the training job (one process for the threads backend, mpirun and its ranks for
+// MPI) runs as a child process group under it. A worker that exits non-zero, dies from a
+// signal, or stops beating its heartbeat for --heartbeat-timeout seconds (a hang; before the
+// first beat, start-up gets at least 60 s) fails the
+// attempt: the supervisor stops the whole group (SIGTERM, then SIGKILL after a grace period)
+// and starts it again with --resume auto, up to R times, logging each restart and its cause
+// (stderr and a {"event":"restart"} row in metrics.jsonl). Bad input (exit status 2) is not
+// retried. --inject-fault applies to the first attempt only.
+//
+// The child's pid is written to <out>/worker.pid so that chaos tests can kill it from
+// outside.
+#pragma once
+
+#include "lockstep/core/result.h"
+#include "lockstep/runtime/launch/train_options.h"
+
+namespace lockstep::runtime {
+
+// Set in the environment of a restarted attempt: even when it starts from step 0 (nothing
+// committed yet) it keeps metrics.jsonl (the supervisor's restart rows) instead of truncating.
+inline constexpr const char* kRestartEnv = "LOCKSTEP_SUPERVISED_RESTART";
+
+// argv0: unused (the child is /proc/self/exe). Returns Ok when an attempt finished the run.
+Status RunSupervised(const TrainOptions& options);
+
+}  // namespace lockstep::runtime

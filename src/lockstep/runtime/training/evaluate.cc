@@ -1,0 +1,39 @@
+#include "lockstep/runtime/training/evaluate.h"
+
+#include <cstdio>
+
+#include <nlohmann/json.hpp>
+
+#include "lockstep/nn/model.h"
+#include "lockstep/optim/optim_config.h"
+#include "lockstep/runtime/launch/run_config.h"
+#include "lockstep/runtime/launch/train_plan.h"
+#include "lockstep/runtime/recovery/checkpointing.h"
+#include "lockstep/runtime/training/eval_loop.h"
+#include "lockstep/runtime/training/shared_data.h"
+
+namespace lockstep::runtime {
+
+Status RunEvaluate(const EvalOptions& options) {
+  LS_ASSIGN_OR_RETURN(Config config, LoadConfigWithOverrides(options.config_path, options.overrides));
+  LS_ASSIGN_OR_RETURN(RunConfig run, ReadRunConfig(config));
+  LS_ASSIGN_OR_RETURN(std::unique_ptr<nn::Model> model, nn::MakeModel(config));
+  // Optimizer keys are not used here, but reading them keeps typo detection consistent with train.
+  LS_RETURN_IF_ERROR(optim::ReadOptimConfig(config, int64_t{1} << 40).status());
+  LS_RETURN_IF_ERROR(config.CheckAllKeysKnown());
+  LS_ASSIGN_OR_RETURN(int64_t context, config.GetInt("model.context", 128));
+  LS_ASSIGN_OR_RETURN(nlohmann::json extra, LoadParameters(options.checkpoint_dir, &model->params()));
+  LS_ASSIGN_OR_RETURN(auto shared, LoadSharedData(run, context));
+  LS_ASSIGN_OR_RETURN(auto data, RankData::Create(shared, run, 0, 1));
+  LS_ASSIGN_OR_RETURN(EvalSums sums, EvaluateLocal(*model, *data));
+  if (sums.count == 0) return Status::InvalidArgument("the validation set is empty");
+  nlohmann::json out = {{"checkpoint", options.checkpoint_dir},
+                        {"step", extra.value("step", nlohmann::json(nullptr))},
+                        {"val_loss", sums.loss_sum / static_cast<double>(sums.count)},
+                        {"count", sums.count}};
+  if (!data->is_text()) out["val_acc"] = static_cast<double>(sums.correct) / static_cast<double>(sums.count);
+  std::printf("%s\n", out.dump().c_str());
+  return Status::Ok();
+}
+
+}  // namespace lockstep::runtime

@@ -1,0 +1,38 @@
+// The optimizer of one rank: AdamW or SGD over the part of its local flat parameter buffer
+// it owns — all of it, or with ZeRO its data-parallel shard — with the state buffers exposed
+// (as views laid out like the parameters of that range) for checkpoints.
+#pragma once
+
+#include <optional>
+#include <vector>
+
+#include "lockstep/nn/parameter_store.h"
+#include "lockstep/optim/adamw.h"
+#include "lockstep/optim/optim_config.h"
+#include "lockstep/optim/sgd.h"
+#include "lockstep/runtime/recovery/checkpointing.h"
+
+namespace lockstep::runtime {
+
+class OptimizerState {
+ public:
+  static Result<OptimizerState> Create(const optim::OptimConfig& cfg, const nn::ParameterStore& params,
+                                       optim::FlatRange owned);
+
+  // params/grads hold exactly the owned elements (params[0] is flat element owned().begin).
+  void Step(float* params, const float* grads, float lr);
+  int64_t step() const { return adamw_ ? adamw_->step() : sgd_->step(); }
+  void set_step(int64_t step);
+  optim::FlatRange owned() const { return owned_; }
+
+  // exp_avg/exp_avg_sq (AdamW) or momentum (SGD with momentum), each over owned().
+  std::vector<OptimizerStateBuffer> StateBuffers();
+  int64_t StateBytes();
+
+ private:
+  std::optional<optim::AdamW> adamw_;
+  std::optional<optim::Sgd> sgd_;
+  optim::FlatRange owned_;
+};
+
+}  // namespace lockstep::runtime

@@ -1,0 +1,259 @@
+// One training step of the Trainer (trainer.h): forward/backward for the layout, gradient
+// synchronization over the data-parallel group, the exact global norm, clipping, the update.
+#include <cmath>
+#include <cstring>
+
+#include "lockstep/optim/grad_clip.h"
+#include "lockstep/runtime/training/trainer.h"
+
+namespace lockstep::runtime {
+namespace {
+
+float ScalarOf(const autograd::Variable& v) { return v.value().data<float>()[0]; }
+
+}  // namespace
+
+// pp = 1, default mode: micro-batches accumulate locally and only the last one's backward
+// launches the DDP bucket allreduces (over the dp group) as gradients become final.
+Status Trainer::SingleStageStep(StepCompute* c) {
+  const TrainSection& t = plan_.run.train;
+  const double global = static_cast<double>(t.batch_size);
+  const int64_t micro = data_->train_rows() / t.accum_steps;
+  nn::ParameterStore& params = model_->params();
+  params.ZeroGrad();
+  if (zero_units_) zero_units_->BeginStep();  // ZeRO-2/3 reduce unit by unit instead of buckets
+  double loss_sum = 0;
+  for (int64_t m = 0; m < t.accum_steps; ++m) {
+    if (m + 1 == t.accum_steps && !zero_units_)
+      ddp_->Arm(tape_);
+    else
+      ddp_->Disarm(tape_);
+    autograd::Variable loss =
+        Traced("forward", "compute", [&] { return model_->Forward(tape_, data_->TrainRows(m * micro, micro), {}); });
+    const float scale = static_cast<float>(micro / global);
+    loss_sum += ScalarOf(loss) * static_cast<double>(scale);
+    Traced("backward", "compute", [&] { tape_.Backward(loss, scale); });
+  }
+  c->compute_end_ns = NowNanos();
+  ddp_->Disarm(tape_);
+  if (zero_units_) {
+    Stopwatch wait;
+    LS_RETURN_IF_ERROR(Traced("wait for gradients", "wait", [&] { return zero_units_->FinishStep(); }));
+    c->sync.exposed_ms = wait.ElapsedMs();
+  } else {
+    LS_RETURN_IF_ERROR(Traced("wait for gradients", "wait", [&] { return ddp_->Finish(&c->sync); }));
+  }
+  c->loss_part = reports_loss() ? loss_sum : 0.0;
+  return Status::Ok();
+}
+
+// Deterministic mode: the V canonical shard gradients summed in the fixed tree over dp, into
+// the flat gradient buffer (or, ZeRO-2/3, the rank's gradient shard).
+Status Trainer::SyncContributions(parallel::SyncTimes* sync) {
+  return Traced("deterministic allreduce", "comm", [&] {
+    if (zero_units_) {
+      Stopwatch clock;
+      Status s = zero_units_->ReduceContributions(contributions_.data(), plan_.run.train.det_shards);
+      sync->comm_ms = sync->exposed_ms = clock.ElapsedMs();
+      return s;
+    }
+    return ddp_->SyncDeterministic(contributions_.data(), plan_.run.train.det_shards, sync);
+  });
+}
+
+// The V shard losses (this replica's V/dp of them, already scaled) summed in the fixed tree
+// over the dp group: the same reported loss whatever dp is.
+Status Trainer::SumContributions(const float* shard_losses, double* loss) {
+  float total = 0;
+  LS_RETURN_IF_ERROR(mesh_.dp->DeterministicAllreduceF32(shard_losses, &total, 1, plan_.run.train.det_shards)->Wait());
+  *loss = total;
+  return Status::Ok();
+}
+
+// pp = 1, deterministic: every canonical shard's gradient is computed alone, the same way on
+// whichever replica holds it, then all shards are summed in one fixed tree
+// (docs/deterministic-data-parallel.md).
+Status Trainer::DeterministicStep(StepCompute* c) {
+  const TrainSection& t = plan_.run.train;
+  const int64_t per_rank = t.det_shards / dims().dp, shard = t.batch_size / t.det_shards;
+  const int64_t n = local_numel();
+  nn::ParameterStore& params = model_->params();
+  tape_.SetParamReadyHook(nullptr);
+  const float scale = static_cast<float>(static_cast<double>(shard) / static_cast<double>(t.batch_size));
+  for (int64_t k = 0; k < per_rank; ++k) {
+    params.ZeroGrad();
+    float* slot = contributions_.data() + k * n;
+    if (zero_units_) zero_units_->SetContribution(slot);  // each unit's gradient lands there
+    autograd::Variable loss =
+        Traced("forward", "compute", [&] { return model_->Forward(tape_, data_->TrainRows(k * shard, shard), {}); });
+    shard_losses_[k] = ScalarOf(loss) * scale;
+    Traced("backward", "compute", [&] { tape_.Backward(loss, scale); });
+    if (!zero_units_) std::memcpy(slot, params.flat_grads(), n * sizeof(float));
+  }
+  c->compute_end_ns = NowNanos();
+  LS_RETURN_IF_ERROR(SyncContributions(&c->sync));
+  double total = 0;
+  LS_RETURN_IF_ERROR(SumContributions(shard_losses_.data(), &total));
+  c->loss_part = reports_loss() && mesh_.coord.dp == 0 ? total : 0.0;
+  return Status::Ok();
+}
+
+// pp > 1: the stage runs its schedule over the micro-batches, then the dp group sums the
+// gradients. Deterministic mode makes every micro-batch one canonical shard with its own
+// contribution slot, exactly as without the pipeline.
+Status Trainer::PipelineStep(StepCompute* c) {
+  const TrainSection& t = plan_.run.train;
+  const bool det = plan_.options.deterministic;
+  const int micros = plan_.layout.pp_micros;
+  const int64_t rows = data_->train_rows() / micros, n = local_numel();
+  const float scale = static_cast<float>(static_cast<double>(rows) / static_cast<double>(t.batch_size));
+  nn::ParameterStore& params = model_->params();
+  PipelineRunner::Hooks hooks;
+  if (det) {
+    hooks.before_backward = [&](int i) {
+      params.ZeroGrad();
+      if (zero_units_) zero_units_->SetContribution(contributions_.data() + i * n);
+    };
+    if (!zero_units_)
+      hooks.after_backward = [&](int i) {
+        std::memcpy(contributions_.data() + i * n, params.flat_grads(), n * sizeof(float));
+      };
+  } else {
+    params.ZeroGrad();
+    if (zero_units_) zero_units_->BeginStep();
+  }
+  std::vector<float> losses;
+  LS_RETURN_IF_ERROR(pipeline_->Step(
+      micros, [&](int i) { return data_->TrainRows(i * rows, rows); }, scale, hooks, &losses, &c->pipe));
+  LS_RETURN_IF_ERROR(tp_->status());
+  c->compute_end_ns = NowNanos();
+  if (det) {
+    LS_RETURN_IF_ERROR(SyncContributions(&c->sync));
+    if (model_->last_stage()) {
+      for (int i = 0; i < micros; ++i) shard_losses_[i] = losses[i] * scale;
+      double total = 0;
+      LS_RETURN_IF_ERROR(SumContributions(shard_losses_.data(), &total));
+      c->loss_part = reports_loss() && mesh_.coord.dp == 0 ? total : 0.0;
+    }
+    return Status::Ok();
+  }
+  if (zero_units_) {
+    Stopwatch sync;
+    LS_RETURN_IF_ERROR(Traced("wait for gradients", "wait", [&] { return zero_units_->FinishStep(); }));
+    c->sync.comm_ms = c->sync.exposed_ms = sync.ElapsedMs();
+  } else if (dims().dp > 1) {
+    Stopwatch sync;
+    LS_RETURN_IF_ERROR(Traced("gradient allreduce", "comm", [&] {
+      return mesh_.dp->Allreduce(params.flat_grads(), params.flat_grads(), n, comm::DType::kF32, comm::ReduceOp::kSum)
+          ->Wait();
+    }));
+    c->sync.comm_ms = c->sync.exposed_ms = sync.ElapsedMs();
+    c->sync.buckets = 1;
+  }
+  if (reports_loss())
+    for (float l : losses) c->loss_part += static_cast<double>(l) * scale;
+  return Status::Ok();
+}
+
+// sqrt of the exact sum of squares of every unique gradient element in the world: a rank adds
+// its dp shard of its local buffer (the replicas hold the same reduced gradient), skipping
+// tensors replicated over tp on tp ranks other than 0; an integer allreduce merges the sums.
+Result<double> Trainer::GradNorm() {
+  const nn::ParameterStore& ps = model_->params();
+  const optim::FlatRange mine = parallel::ShardRange(local_numel(), mesh_.coord.dp, dims().dp);
+  // Element `flat` of the reduced gradient: in the flat buffer, or (ZeRO-2/3, where only the
+  // owned range exists, which is `mine`) in the shard.
+  const float* base = zero_units_ ? zero_units_->grad_shard() : ps.flat_grads();
+  const int64_t base_begin = zero_units_ ? mine.begin : 0;
+  optim::ExactSquareSum sum;
+  for (int i = 0; i < ps.size(); ++i) {
+    if (model_->placements()[i].tp_replicated && mesh_.coord.tp != 0) continue;
+    const nn::ParamInfo& p = ps.info(i);
+    const int64_t lo = std::max(mine.begin, p.offset), hi = std::min(mine.end, p.offset + p.numel);
+    if (lo < hi) sum.Add(base + (lo - base_begin), hi - lo);
+  }
+  if (world_ == 1) return optim::NormOf(sum);
+  int64_t words[optim::ExactSquareSum::kWords];
+  sum.ToWords(words);
+  LS_RETURN_IF_ERROR(
+      world_comm_->Allreduce(words, words, optim::ExactSquareSum::kWords, comm::DType::kI64, comm::ReduceOp::kSum)
+          ->Wait());
+  return optim::NormOf(optim::ExactSquareSum::FromWords(words));
+}
+
+Status Trainer::TrainStep(int64_t step) {
+  Stopwatch step_clock;
+  const TrainSection& t = plan_.run.train;
+  const double global = static_cast<double>(t.batch_size);
+  nn::ParameterStore& params = model_->params();
+
+  Stopwatch data_clock;
+  LS_RETURN_IF_ERROR(Traced("data", "data", [&] { return data_->NextTrain(); }));
+  const double data_ms = data_clock.ElapsedMs();
+
+  Stopwatch compute_clock;
+  StepCompute c;
+  if (pipeline_)
+    LS_RETURN_IF_ERROR(PipelineStep(&c));
+  else if (plan_.options.deterministic)
+    LS_RETURN_IF_ERROR(DeterministicStep(&c));
+  else
+    LS_RETURN_IF_ERROR(SingleStageStep(&c));
+  LS_RETURN_IF_ERROR(tp_->status());
+  if (zero_units_) LS_RETURN_IF_ERROR(zero_units_->status());
+  // Compute time excludes the blocking wait at the end (exposed communication).
+  const double compute_ms = compute_clock.ElapsedMs() - c.sync.exposed_ms;
+
+  RankStepRecord record{c.loss_part, c.compute_end_ns, c.pipe.busy_ms, c.pipe.total_ms};
+  LS_ASSIGN_OR_RETURN(GatheredStep gathered,
+                      Traced("step stats", "comm", [&] { return GatherStep(*world_comm_, record); }));
+
+  Stopwatch optim_clock;
+  const int64_t optim_clock_start = NowNanos();
+  LS_ASSIGN_OR_RETURN(double grad_norm, GradNorm());
+  float* owned_grads = OwnedGrads();
+  if (plan_.optim.grad_clip > 0) optim::ClipByGlobalNorm(owned_grads, owned_.size(), plan_.optim.grad_clip, grad_norm);
+  const float lr = schedule_->LrAt(step);
+  if (saver_) saver_->WaitForSnapshot();  // an async save may still be copying the parameters
+  optimizer_->Step(OwnedParams(), owned_grads, lr);
+  if (gather_)
+    LS_RETURN_IF_ERROR(Traced("param all-gather", "comm", [&] { return gather_->Gather(params.flat_params()); }));
+  trace_.Add("optimizer", "compute", optim_clock_start, NowNanos());
+  const double optim_ms = optim_clock.ElapsedMs();
+
+  const double step_ms = step_clock.ElapsedMs();
+  if (lead()) {
+    const double samples_per_s = global / (step_ms * 1e-3);
+    const double tokens_per_s = samples_per_s * data_->units_per_row();
+    const double exposed = std::max(0.0, c.sync.exposed_ms - gathered.wait_ms);
+    nlohmann::json row = {{"step", step + 1},
+                          {"loss", gathered.loss},
+                          {"lr", lr},
+                          {"grad_norm", grad_norm},
+                          {"tokens_per_s", tokens_per_s},
+                          {"step_ms", step_ms},
+                          {"data_ms", data_ms},
+                          {"compute_ms", compute_ms},
+                          {"optim_ms", optim_ms},
+                          {"comm_ms", c.sync.comm_ms},
+                          {"exposed_comm_ms", exposed},
+                          {"wait_ms", std::min(gathered.wait_ms, c.sync.exposed_ms)},
+                          {"gflops", model_->TrainFlopsPerSample() * global / (step_ms * 1e-3) * 1e-9}};
+    if (!data_->is_text()) row["samples_per_s"] = samples_per_s;
+    if (pipeline_) {
+      row["pp_bubble"] = gathered.mean_bubble;
+      row["pp_bubble_bottleneck"] = gathered.bottleneck_bubble;
+      row["pp_busy_ms"] = gathered.busy_ms;  // per rank: which stage is the bottleneck
+      row["pp_bubble_formula"] = parallel::BubbleFormula(dims().pp, plan_.layout.pp_micros);
+    }
+    LS_RETURN_IF_ERROR(metrics_->Write(row));
+    progress_->Step(step + 1, gathered.loss, lr, data_->is_text() ? tokens_per_s : samples_per_s,
+                    data_->is_text() ? "tok/s" : "img/s");
+  }
+  if (!std::isfinite(gathered.loss))
+    return Status::Aborted("loss is " + std::to_string(gathered.loss) + " at step " + std::to_string(step + 1) +
+                           " (try a lower optim.lr or set optim.grad_clip)");
+  return Status::Ok();
+}
+
+}  // namespace lockstep::runtime

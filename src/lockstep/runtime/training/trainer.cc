@@ -1,0 +1,297 @@
+#include "lockstep/runtime/training/trainer.h"
+
+#include <cstdio>
+#include <cstdlib>
+
+#include "lockstep/core/log.h"
+#include "lockstep/nn/model.h"
+#include "lockstep/parallel/gpt_shard.h"
+#include "lockstep/runtime/recovery/fault_injection.h"
+#include "lockstep/runtime/recovery/supervisor.h"
+#include "lockstep/tensor/threads.h"
+
+namespace lockstep::runtime {
+
+Trainer::Trainer(const TrainPlan& plan, std::shared_ptr<comm::Communicator> world, tensor::MemoryTracker* memory)
+    : plan_(plan),
+      world_comm_(std::move(world)),
+      rank_(world_comm_->rank()),
+      world_(world_comm_->size()),
+      config_(plan.config),
+      trace_(world_comm_->rank(), !plan.options.trace_file.empty()),
+      memory_(memory) {}
+
+Trainer::~Trainer() {
+  if (optimizer_reserved_ > 0) memory_->Release(optimizer_reserved_, tensor::MemoryTag::kOptimizer);
+}
+
+namespace {
+
+// Binary units, as --mem-limit's K/M/G suffixes are.
+std::string Megabytes(int64_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.1f MiB", static_cast<double>(bytes) / 1048576.0);
+  return buf;
+}
+
+}  // namespace
+
+// --mem-limit: before anything is allocated, the model states this rank will hold under its
+// layout (the ZeRO paper's accounting of its local parameters, plus the units ZeRO-2/3 hold in
+// flight) must fit, or the run stops with one line saying what does not fit and what would.
+Status Trainer::CheckMemoryLimit() {
+  const int64_t limit = plan_.options.mem_limit;
+  if (limit <= 0) return Status::Ok();
+  int64_t numel = 0, largest_unit = 0;
+  if (plan_.layout.gpt) {
+    parallel::GptShardOptions o = StageOptions();  // a dry shard: parameter shapes, no storage
+    o.flat_params = o.flat_grads = false;
+    LS_ASSIGN_OR_RETURN(std::unique_ptr<parallel::GptShard> dry, parallel::GptShard::Create(o, tp_.get()));
+    numel = dry->params().numel();
+    for (const parallel::ParamUnit& u : dry->units()) {
+      const nn::ParamInfo& last = dry->params().info(u.end_param - 1);
+      largest_unit = std::max(largest_unit, last.offset + last.numel - dry->params().info(u.first_param).offset);
+    }
+  } else {
+    LS_ASSIGN_OR_RETURN(std::unique_ptr<nn::Model> probe, nn::MakeModel(config_));
+    numel = largest_unit = probe->params().numel();
+  }
+  const int64_t shard = (numel + dims().dp - 1) / dims().dp;
+  const int64_t moments = plan_.optim.kind == optim::OptimizerKind::kAdamW ? 2 : 1;
+  const int64_t params = 4 * (zero_ == 3 ? shard : numel), grads = 4 * (zero_ >= 2 ? shard : numel);
+  const int64_t optimizer = 4 * moments * (zero_ >= 1 ? shard : numel);
+  const int64_t in_flight = zero_ == 3 ? 3 * 4 * largest_unit : zero_ == 2 ? 4 * largest_unit : 0;
+  const int64_t total = params + grads + optimizer + in_flight;
+  if (total <= limit) return Status::Ok();
+  return Status::InvalidArgument(
+      "--mem-limit " + Megabytes(limit) + ": worker " + std::to_string(rank_) + "'s model states alone need " +
+      Megabytes(total) + " (parameters " + Megabytes(params) + ", gradients " + Megabytes(grads) + ", optimizer " +
+      Megabytes(optimizer) + (in_flight ? ", layers in flight " + Megabytes(in_flight) : std::string()) +
+      " with --zero " + std::to_string(zero_) + " over dp=" + std::to_string(dims().dp) +
+      "); shard them with a higher --zero over more workers, or raise the limit");
+}
+
+// The rank's part of the model: its pipeline stage of the GPT split over its tp group, or the
+// whole model (CNN; PlanLayout refused tp/pp for it).
+Status Trainer::BuildModel() {
+  const LayoutPlan& lp = plan_.layout;
+  // ZeRO-2 keeps no full gradient buffer, ZeRO-3 no full parameter buffer either.
+  const bool flat_params = zero_ < 3, flat_grads = zero_ < 2;
+  if (!lp.gpt) {
+    LS_ASSIGN_OR_RETURN(std::unique_ptr<nn::Model> whole, nn::MakeModel(config_));
+    model_ = std::make_unique<parallel::WholeModel>(std::move(whole));
+    std::vector<float> initial;
+    if (!flat_params) initial.assign(model_->params().flat_params(), model_->params().flat_params() + local_numel());
+    model_->params().DetachStorage(!flat_params, !flat_grads);
+    if (zero_ >= 2) {
+      LS_ASSIGN_OR_RETURN(zero_units_, parallel::ZeroUnits::Create(zero_, mesh_.dp, model_.get(), 0,
+                                                                   initial.empty() ? nullptr : initial.data()));
+    }
+    return Status::Ok();
+  }
+  parallel::GptShardOptions o = StageOptions();
+  o.flat_params = flat_params;
+  o.flat_grads = flat_grads;
+  LS_ASSIGN_OR_RETURN(std::unique_ptr<parallel::GptShard> shard, parallel::GptShard::Create(o, tp_.get()));
+  model_ = std::move(shard);
+  if (zero_ >= 2) {
+    LS_ASSIGN_OR_RETURN(zero_units_, parallel::ZeroUnits::Create(zero_, mesh_.dp, model_.get(), lp.gpt->init_seed));
+  }
+  return Status::Ok();
+}
+
+// This rank's pipeline stage of the GPT: its blocks of the partition, the embeddings on the
+// first stage, the head on the last.
+parallel::GptShardOptions Trainer::StageOptions() const {
+  const int s = mesh_.coord.pp;
+  parallel::GptShardOptions o;
+  o.model = *plan_.layout.gpt;
+  o.first_layer = plan_.layout.partition.begin[s];
+  o.end_layer = plan_.layout.partition.begin[s + 1];
+  o.has_embedding = s == 0;
+  o.has_head = s == dims().pp - 1;
+  return o;
+}
+
+float* Trainer::OwnedParams() {
+  return zero_ == 3 ? zero_units_->param_shard() : model_->params().flat_params() + owned_.begin;
+}
+
+float* Trainer::OwnedGrads() {
+  return zero_ >= 2 ? zero_units_->grad_shard() : model_->params().flat_grads() + owned_.begin;
+}
+
+Status Trainer::Setup() {
+  tensor::SetComputeThreads(plan_.threads_per_worker);
+  tensor::SetDeterministicCompute(plan_.options.deterministic);
+  LS_ASSIGN_OR_RETURN(mesh_, parallel::BuildMesh(world_comm_, dims()));
+  tp_ = std::make_unique<parallel::TpContext>(mesh_.tp, plan_.layout.tp_slices, plan_.options.deterministic);
+  LS_RETURN_IF_ERROR(CheckMemoryLimit());
+  LS_RETURN_IF_ERROR(BuildModel());
+  LS_ASSIGN_OR_RETURN(data_, RankData::Create(plan_.data, plan_.run, mesh_.coord.dp, dims().dp));
+  const int64_t numel = local_numel();
+  owned_ = zero_ > 0 ? parallel::ShardRange(numel, mesh_.coord.dp, dims().dp) : optim::FlatRange{0, numel};
+  if (zero_ == 1 || zero_ == 2) gather_ = std::make_unique<parallel::ShardedParamGather>(mesh_.dp, numel);
+  LS_ASSIGN_OR_RETURN(OptimizerState opt, OptimizerState::Create(plan_.optim, model_->params(), owned_));
+  optimizer_.emplace(std::move(opt));
+  // The moments live in optim/'s plain vectors; they are counted (and limited) here.
+  const int64_t state = optimizer_->StateBytes();
+  if (!memory_->Reserve(state, tensor::MemoryTag::kOptimizer))
+    return Status::InvalidArgument("--mem-limit " + Megabytes(plan_.options.mem_limit) + ": no room for " +
+                                   Megabytes(state) + " of optimizer state on worker " + std::to_string(rank_));
+  optimizer_reserved_ = state;
+  LS_ASSIGN_OR_RETURN(optim::LrSchedule sched, optim::LrSchedule::Create(plan_.optim.schedule));
+  schedule_.emplace(sched);
+  ddp_ = std::make_unique<parallel::DataParallel>(mesh_.dp, &model_->params(), plan_.run.train.bucket_bytes);
+  if (dims().pp > 1) pipeline_ = std::make_unique<PipelineRunner>(model_.get(), mesh_.pp, plan_.layout.schedule);
+  if (plan_.run.checkpoint.async && (zero_ > 0 || dims().tp > 1 || dims().pp > 1)) {
+    LS_ASSIGN_OR_RETURN(ckpt_comm_, world_comm_->Split(0, rank_));
+  }
+  if (!plan_.resume_dir.empty()) LS_RETURN_IF_ERROR(Resume());
+  if (zero_ < 3) LS_RETURN_IF_ERROR(ddp_->BroadcastParameters());
+  if (trace_.enabled()) {
+    ddp_->set_trace(&trace_);
+    if (pipeline_) pipeline_->set_trace(&trace_);
+    origin_ns_ = NowNanos();
+    if (world_ > 1) LS_RETURN_IF_ERROR(world_comm_->Broadcast(&origin_ns_, 1, comm::DType::kI64, 0)->Wait());
+  }
+  if (plan_.options.deterministic) {
+    const int64_t per_rank = plan_.run.train.det_shards / dims().dp;
+    contributions_.assign(static_cast<size_t>(per_rank * numel), 0.0f);
+    shard_losses_.assign(static_cast<size_t>(per_rank), 0.0f);
+  }
+  nlohmann::json memory = MemoryRow();
+  LS_LOG(INFO) << "memory: parameters " << memory["params_bytes"] << " B, gradients " << memory["grads_bytes"]
+               << " B, optimizer state " << memory["optimizer_bytes"] << " B (zero=" << zero_ << ")";
+  if (lead()) {
+    const std::string path = plan_.out_dir + "/metrics.jsonl";
+    // A resumed run keeps the rows up to its checkpoint and drops what the lost steps wrote.
+    const bool keep_rows = start_step_ > 0 || std::getenv(kRestartEnv) != nullptr;
+    if (keep_rows) LS_RETURN_IF_ERROR(TrimMetricsAfter(path, start_step_));
+    LS_ASSIGN_OR_RETURN(MetricsLog log, MetricsLog::Open(path, keep_rows));
+    metrics_.emplace(std::move(log));
+    progress_.emplace(plan_.total_steps, plan_.run.train.log_every);
+    LogStart();
+    if (start_step_ > 0) {
+      LS_LOG(INFO) << "resumed from " << plan_.resume_dir << " at step " << start_step_;
+      LS_RETURN_IF_ERROR(
+          metrics_->Write({{"event", "resume"}, {"step", start_step_}, {"checkpoint", plan_.resume_dir}}));
+    }
+    if (dims().pp > 1) {
+      const parallel::StagePartition& p = plan_.layout.partition;
+      const double formula = parallel::BubbleFormula(dims().pp, plan_.layout.pp_micros);
+      LS_LOG(INFO) << "pipeline: " << parallel::DescribePartition(p) << "; " << plan_.layout.pp_micros
+                   << " micro-batches, " << parallel::PipeScheduleName(plan_.layout.schedule)
+                   << ", bubble (p-1)/(m+p-1) = " << formula;
+      LS_RETURN_IF_ERROR(metrics_->Write({{"event", "pipeline"},
+                                          {"stages", p.begin},
+                                          {"cost", p.cost},
+                                          {"imbalance", p.imbalance},
+                                          {"micro_batches", plan_.layout.pp_micros},
+                                          {"schedule", parallel::PipeScheduleName(plan_.layout.schedule)},
+                                          {"bubble_formula", formula}}));
+    }
+  }
+  return Status::Ok();
+}
+
+void Trainer::LogStart() {
+  const int64_t params = plan_.layout.gpt ? nn::GptParamCount(*plan_.layout.gpt) : local_numel();
+  std::string layout;
+  if (dims().tp > 1 || dims().pp > 1 || zero_ > 0)
+    layout = " (" + dims().ToString() + ",zero=" + std::to_string(zero_) + ")";
+  LS_LOG(INFO) << "training " << model_->name() << " (" << params << " parameters) on " << world_ << " worker(s)"
+               << layout << ", backend " << world_comm_->backend_name() << ", " << plan_.threads_per_worker
+               << " compute thread(s) each, " << plan_.total_steps << " steps"
+               << (plan_.options.deterministic ? ", deterministic" : "") << "; output in " << plan_.out_dir;
+}
+
+// Validation sums of this rank's replica: the rows of its dp shard, through the pipeline when
+// there is one; only the replica's reporting rank (last stage, tp rank 0) returns non-zero sums.
+Result<EvalSums> Trainer::EvaluateLocal() {
+  LS_RETURN_IF_ERROR(data_->StartEval());
+  EvalSums sums;
+  while (true) {
+    LS_ASSIGN_OR_RETURN(bool more, data_->NextEval());
+    if (!more) break;
+    const int64_t rows = data_->eval_rows();
+    if (rows == 0) continue;
+    nn::EvalResult r;
+    if (pipeline_) {
+      LS_ASSIGN_OR_RETURN(r, pipeline_->Evaluate(data_->EvalRows(0, rows)));
+    } else {
+      r = model_->Evaluate(data_->EvalRows(0, rows), nullptr, nullptr);
+    }
+    LS_RETURN_IF_ERROR(tp_->status());
+    if (!reports_loss()) continue;
+    sums.loss_sum += r.loss_sum;
+    sums.count += r.count;
+    sums.correct += r.correct;
+  }
+  return sums;
+}
+
+Status Trainer::Validate(int64_t step) {
+  LS_ASSIGN_OR_RETURN(EvalSums mine, Traced("validation", "eval", [&] { return EvaluateLocal(); }));
+  LS_ASSIGN_OR_RETURN(EvalSums all, GatherEval(*world_comm_, mine));
+  if (all.count == 0) return Status::InvalidArgument("the validation set is empty");
+  last_val_loss_ = all.loss_sum / static_cast<double>(all.count);
+  nlohmann::json row = {{"step", step}, {"val_loss", last_val_loss_}};
+  char line[160];
+  if (!data_->is_text()) {
+    last_val_acc_ = static_cast<double>(all.correct) / static_cast<double>(all.count);
+    row["val_acc"] = last_val_acc_;
+    std::snprintf(line, sizeof(line), "step %lld: val_loss %.4f val_acc %.4f (%lld images)",
+                  static_cast<long long>(step), last_val_loss_, last_val_acc_, static_cast<long long>(all.count));
+  } else {
+    std::snprintf(line, sizeof(line), "step %lld: val_loss %.4f (%lld tokens)", static_cast<long long>(step),
+                  last_val_loss_, static_cast<long long>(all.count));
+  }
+  if (lead()) {
+    LS_RETURN_IF_ERROR(metrics_->Write(row));
+    progress_->Print(line);
+  }
+  return Status::Ok();
+}
+
+// Every rank's events travel to rank 0 (size, then bytes), which writes one file.
+Status Trainer::WriteTrace() {
+  std::string mine = trace_.Serialize(origin_ns_);
+  std::vector<std::string> all(world_);
+  if (lead()) all[0] = std::move(mine);
+  for (int r = 1; r < world_; ++r) {
+    int64_t size = static_cast<int64_t>(mine.size());
+    if (rank_ == r) {
+      LS_RETURN_IF_ERROR(world_comm_->Send(&size, 1, comm::DType::kI64, 0, 7)->Wait());
+      LS_RETURN_IF_ERROR(world_comm_->Send(mine.data(), mine.size(), comm::DType::kBytes, 0, 8)->Wait());
+    } else if (lead()) {
+      LS_RETURN_IF_ERROR(world_comm_->Recv(&size, 1, comm::DType::kI64, r, 7)->Wait());
+      all[r].resize(static_cast<size_t>(size));
+      LS_RETURN_IF_ERROR(world_comm_->Recv(all[r].data(), all[r].size(), comm::DType::kBytes, r, 8)->Wait());
+    }
+  }
+  if (!lead()) return Status::Ok();
+  LS_RETURN_IF_ERROR(profile::WriteChromeTrace(plan_.options.trace_file, all));
+  progress_->Print("trace written to " + plan_.options.trace_file);
+  return Status::Ok();
+}
+
+Status Trainer::Run() {
+  LS_RETURN_IF_ERROR(Setup());
+  if (start_step_ == plan_.total_steps) LS_RETURN_IF_ERROR(Validate(start_step_));  // nothing left to train
+  heartbeat_.Beat();
+  for (int64_t step = start_step_; step < plan_.total_steps; ++step) {
+    InjectAtStep(plan_.fault, rank_, step);
+    LS_RETURN_IF_ERROR(TrainStep(step));
+    heartbeat_.Beat();
+    bool last = step + 1 == plan_.total_steps;
+    if (last || (plan_.eval_every > 0 && (step + 1) % plan_.eval_every == 0)) LS_RETURN_IF_ERROR(Validate(step + 1));
+    const int64_t every = plan_.run.checkpoint.every;
+    if (last || (every > 0 && (step + 1) % every == 0)) LS_RETURN_IF_ERROR(Save(step + 1));
+    LS_RETURN_IF_ERROR(ReportSaves(/*wait=*/false));
+    heartbeat_.Beat();
+  }
+  return Finish();
+}
+
+}  // namespace lockstep::runtime

@@ -1,0 +1,160 @@
+// Trainer: one rank's training loop under any layout (internal to runtime/, used by
+// RunWorker). The layout's pieces come from the device mesh: the rank's StageModel (its
+// pipeline stage, split over its tensor-parallel group), the data of its data-parallel
+// replica, an optimizer over its ZeRO shard. A step is
+//   forward + backward   one pass (pp = 1; DDP buckets overlap the dp allreduce) or the
+//                        pipeline schedule over micro-batches (pp > 1)
+//   gradient sync        over the dp group: buckets / one allreduce, or in deterministic mode
+//                        the fixed-tree sum of one gradient per canonical shard
+//   norm, clip, update   exact global norm over every rank's unique elements, then the
+//                        optimizer on the owned range and (ZeRO) the dp all-gather
+// Files: trainer.cc (set-up, loop, validation), train_step.cc (the step), trainer_state.cc
+// (checkpoints, resume, memory, the final hash and sample).
+#pragma once
+
+#include <cmath>
+#include <memory>
+#include <optional>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "lockstep/autograd/tape.h"
+#include "lockstep/core/clock.h"
+#include "lockstep/optim/lr_schedule.h"
+#include "lockstep/parallel/canonical.h"
+#include "lockstep/parallel/data_parallel.h"
+#include "lockstep/parallel/gpt_shard.h"
+#include "lockstep/parallel/mesh.h"
+#include "lockstep/parallel/stage_model.h"
+#include "lockstep/parallel/tp_context.h"
+#include "lockstep/parallel/zero.h"
+#include "lockstep/parallel/zero_units.h"
+#include "lockstep/profile/trace.h"
+#include "lockstep/runtime/launch/train_plan.h"
+#include "lockstep/runtime/recovery/async_checkpoint.h"
+#include "lockstep/runtime/recovery/heartbeat.h"
+#include "lockstep/runtime/reporting/metrics_log.h"
+#include "lockstep/runtime/reporting/progress.h"
+#include "lockstep/runtime/reporting/step_stats.h"
+#include "lockstep/runtime/training/optimizer_state.h"
+#include "lockstep/runtime/training/pipeline_runner.h"
+#include "lockstep/runtime/training/shared_data.h"
+#include "lockstep/tensor/memory.h"
+
+namespace lockstep::runtime {
+
+// What the forward/backward part of a step measured.
+struct StepCompute {
+  double loss_part = 0;        // this rank's share of the reported loss (0 on most ranks)
+  int64_t compute_end_ns = 0;  // end of the backward pass(es)
+  parallel::SyncTimes sync;    // gradient synchronization over dp
+  PipelineTimes pipe;          // pp > 1
+};
+
+class Trainer {
+ public:
+  Trainer(const TrainPlan& plan, std::shared_ptr<comm::Communicator> world, tensor::MemoryTracker* memory);
+  ~Trainer();
+  Status Run();
+
+ private:
+  // worker.cc
+  Status Setup();
+  Status BuildModel();
+  Status CheckMemoryLimit();
+  void LogStart();
+  Status Validate(int64_t step);
+  Result<EvalSums> EvaluateLocal();
+  Status WriteTrace();
+  // train_step.cc
+  Status TrainStep(int64_t step);
+  Status SingleStageStep(StepCompute* c);
+  Status DeterministicStep(StepCompute* c);
+  Status PipelineStep(StepCompute* c);
+  Status SumContributions(const float* shard_losses, double* loss);
+  Status SyncContributions(parallel::SyncTimes* sync);
+  Result<double> GradNorm();
+  // trainer_state.cc
+  Status Resume();
+  Status Save(int64_t step);
+  Status SaveSharded(int64_t step);
+  CheckpointContents Contents(int64_t step);
+  nlohmann::json Layout() const;
+  nlohmann::json MemoryRow();
+  Status ReportSaves(bool wait);
+  Status LogSave(const SaveReport& r);
+  Status Finish();
+  std::vector<parallel::LocalPiece> WeightPieces();
+
+  // Runs fn() and records it on the trace as [start, end).
+  template <typename Fn>
+  auto Traced(const char* name, const char* cat, Fn&& fn) {
+    int64_t start = NowNanos();
+    if constexpr (std::is_void_v<decltype(fn())>) {
+      fn();
+      trace_.Add(name, cat, start, NowNanos());
+    } else {
+      auto r = fn();
+      trace_.Add(name, cat, start, NowNanos());
+      return r;
+    }
+  }
+  bool lead() const { return rank_ == 0; }
+  const parallel::ParallelDims& dims() const { return plan_.layout.dims; }
+  // Whether this rank reports the loss and validation sums of its replica (one per replica).
+  bool reports_loss() const { return model_->last_stage() && mesh_.coord.tp == 0; }
+  int64_t local_numel() const { return model_->params().numel(); }
+  // The owned elements of the parameters and gradients the optimizer steps: views into the
+  // flat buffers (zero 0/1), or the ZeRO-2/3 shards.
+  float* OwnedParams();
+  float* OwnedGrads();
+  parallel::GptShardOptions StageOptions() const;
+  // The parameter values this rank holds (the whole local buffer, or the ZeRO-3 shard), and
+  // the part of them it writes to checkpoints and the weights hash: everything on dp rank 0,
+  // nothing on other replicas, its shard under ZeRO-3.
+  struct ParamView {
+    float* data = nullptr;  // element 0 is local flat element `begin`
+    int64_t begin = 0;
+    optim::FlatRange range;  // local flat range
+  };
+  ParamView HeldParams();
+  ParamView WrittenParams();
+  AsyncCheckpointSaver& Saver();
+
+  const TrainPlan& plan_;
+  std::shared_ptr<comm::Communicator> world_comm_;
+  int rank_, world_;
+  Config config_;
+  parallel::DeviceMesh mesh_;
+  std::unique_ptr<parallel::TpContext> tp_;
+  std::unique_ptr<parallel::StageModel> model_;
+  std::unique_ptr<RankData> data_;
+  std::optional<OptimizerState> optimizer_;
+  std::optional<optim::LrSchedule> schedule_;
+  std::unique_ptr<parallel::DataParallel> ddp_;  // over the dp group
+  std::unique_ptr<PipelineRunner> pipeline_;     // pp > 1
+  autograd::Tape tape_;
+  std::vector<float> contributions_;  // deterministic mode: one gradient per local shard
+  std::vector<float> shard_losses_;
+  std::optional<MetricsLog> metrics_;
+  std::optional<Progress> progress_;
+  double last_val_loss_ = NAN;
+  double last_val_acc_ = NAN;
+  profile::TraceRecorder trace_;
+  int64_t origin_ns_ = 0;   // rank 0's start: the trace's time zero on every rank
+  int64_t start_step_ = 0;  // steps already done (from the checkpoint resumed)
+  Heartbeat heartbeat_{rank_};
+  std::unique_ptr<AsyncCheckpointSaver> saver_;    // rank 0 (replicated states) or every rank (sharded)
+  std::shared_ptr<comm::Communicator> ckpt_comm_;  // sharded async saves: driven by the writer threads only
+  const int zero_ = plan_.options.zero;
+  optim::FlatRange owned_;                                // the part of the local flat buffer this rank updates
+  std::unique_ptr<parallel::ShardedParamGather> gather_;  // ZeRO-1/2: re-assembles the parameters
+  std::unique_ptr<parallel::ZeroUnits> zero_units_;       // ZeRO-2/3: unit-wise gradients (and parameters)
+  tensor::MemoryTracker* memory_;
+  int64_t optimizer_reserved_ = 0;  // optimizer-state bytes counted in memory_ (optim/ uses plain vectors)
+};
+
+}  // namespace lockstep::runtime

@@ -1,0 +1,190 @@
+// The Trainer's state outside the step (trainer.h): checkpoints in and out, the memory row,
+// and the end of the run (the canonical weights' hash and a text sample).
+#include <cstdio>
+#include <cstring>
+
+#include "lockstep/core/log.h"
+#include "lockstep/nn/gpt.h"
+#include "lockstep/runtime/recovery/fault_injection.h"
+#include "lockstep/runtime/recovery/stage_checkpoint.h"
+#include "lockstep/runtime/training/trainer.h"
+
+namespace lockstep::runtime {
+
+nlohmann::json Trainer::Layout() const {
+  return {{"world", world_}, {"dp", dims().dp}, {"tp", dims().tp}, {"pp", dims().pp}, {"zero", zero_}};
+}
+
+Trainer::ParamView Trainer::HeldParams() {
+  if (zero_ == 3) return {zero_units_->param_shard(), owned_.begin, owned_};
+  return {model_->params().flat_params(), 0, {0, local_numel()}};
+}
+
+Trainer::ParamView Trainer::WrittenParams() {
+  ParamView v = HeldParams();
+  if (zero_ != 3 && mesh_.coord.dp != 0) v.range = {0, 0};  // dp rank 0 writes the replicated values
+  return v;
+}
+
+AsyncCheckpointSaver& Trainer::Saver() {
+  if (!saver_)
+    saver_ = std::make_unique<AsyncCheckpointSaver>(
+        plan_.out_dir + "/checkpoints", static_cast<int>(plan_.run.checkpoint.keep), plan_.run.checkpoint.async);
+  return *saver_;
+}
+
+// Every rank reads what its local tensors and its optimizer range cover, from whatever shards
+// of whatever layout hold them; the reader verifies each checksum it touches.
+Status Trainer::Resume() {
+  const ParamView held = HeldParams();
+  LS_ASSIGN_OR_RETURN(CheckpointContents c,
+                      LoadStageState(plan_.resume_dir, TrajectoryHash(plan_.config), *model_, held.data, held.begin,
+                                     held.range, optimizer_->StateBuffers()));
+  if (c.step > plan_.total_steps)
+    return Status::InvalidArgument(plan_.resume_dir + " is at step " + std::to_string(c.step) + ", past this run's " +
+                                   std::to_string(plan_.total_steps) + " steps (pass a larger --steps)");
+  optimizer_->set_step(c.optimizer_step);
+  LS_RETURN_IF_ERROR(data_->Restore(c.loader));
+  start_step_ = c.step;
+  return Status::Ok();
+}
+
+CheckpointContents Trainer::Contents(int64_t step) {
+  CheckpointContents c;
+  c.step = step;
+  c.optimizer_step = optimizer_->step();
+  c.loader = data_->State();
+  c.config_hash = TrajectoryHash(plan_.config);
+  c.rng = {{"kind", "philox4x32-10"}, {"seed", plan_.run.train.seed}};
+  c.layout = Layout();
+  return c;
+}
+
+Status Trainer::Save(int64_t step) {
+  // Replicated data-parallel state: rank 0 holds everything and writes it in the background.
+  if (zero_ > 0 || dims().tp > 1 || dims().pp > 1) return SaveSharded(step);
+  if (!lead()) {
+    InjectDuringCheckpoint(plan_.fault, rank_, step);
+    return Status::Ok();
+  }
+  CheckpointContents c = Contents(step);
+  std::vector<SaveReport> finished;
+  const FaultSpec fault = plan_.fault;
+  const int rank = rank_;
+  LS_RETURN_IF_ERROR(Saver().Save(
+      model_->params(), optimizer_->StateBuffers(), c,
+      [fault, rank, step] { InjectDuringCheckpoint(fault, rank, step); }, &finished));
+  for (const SaveReport& r : finished) LS_RETURN_IF_ERROR(LogSave(r));
+  return Status::Ok();
+}
+
+// Sharded layouts: every rank writes the canonical pieces it is the writer of (parallel/
+// canonical.h) — parameters from dp rank 0 of each stage and tp rank, optimizer state from
+// each ZeRO shard owner. The ranks agree that every shard is on disk before rank 0 commits;
+// with checkpoint.async that agreement runs on each rank's writer thread over a communicator
+// of its own (ckpt_comm_), so the training threads only wait for the snapshot copy.
+Status Trainer::SaveSharded(int64_t step) {
+  ShardWriteContext shard;
+  shard.rank = rank_;
+  shard.world = world_;
+  comm::Communicator* agree = plan_.run.checkpoint.async ? ckpt_comm_.get() : world_comm_.get();
+  shard.all_ok = [agree](bool ok) {
+    int32_t mine = ok ? 1 : 0, all = 0;
+    Status s = agree->Allreduce(&mine, &all, 1, comm::DType::kI32, comm::ReduceOp::kMin)->Wait();
+    return s.ok() && all == 1;
+  };
+  std::vector<OptimizerStateBuffer> state = optimizer_->StateBuffers();
+  if (zero_ == 0 && mesh_.coord.dp != 0) state.clear();  // replicated: dp rank 0 writes it
+  const ParamView params = WrittenParams();
+  StagePieces pieces = CollectStagePieces(*model_, params.data, params.begin, params.range, state, mesh_.coord.tp);
+  int64_t bytes = 0;
+  for (const parallel::LocalPiece& p : pieces.pieces) bytes += p.count * static_cast<int64_t>(sizeof(float));
+  LS_RETURN_IF_ERROR(world_comm_->Allreduce(&bytes, &bytes, 1, comm::DType::kI64, comm::ReduceOp::kSum)->Wait());
+  const FaultSpec fault = plan_.fault;
+  const int rank = rank_;
+  std::vector<SaveReport> finished;
+  LS_RETURN_IF_ERROR(Saver().SavePieces(
+      std::move(pieces.pieces), Contents(step), [fault, rank, step] { InjectDuringCheckpoint(fault, rank, step); },
+      shard, bytes, &finished));
+  for (const SaveReport& r : finished) LS_RETURN_IF_ERROR(LogSave(r));
+  return Status::Ok();
+}
+
+Status Trainer::ReportSaves(bool wait) {
+  if (!saver_) return Status::Ok();
+  std::optional<Result<SaveReport>> r = wait ? saver_->Wait() : saver_->Poll();
+  if (!r) return Status::Ok();
+  if (!r->ok()) return r->status();
+  return LogSave(**r);
+}
+
+// One metrics row per committed checkpoint: what the step waited (stall_ms) and what the
+// write cost (write_ms, bytes, MB/s), so the async save's benefit is visible in every run.
+Status Trainer::LogSave(const SaveReport& r) {
+  if (!lead()) return Status::Ok();  // every rank of a sharded save reports; rank 0 logs
+  const double mb_per_s = r.write_ms > 0 ? r.bytes / 1e6 / (r.write_ms / 1e3) : 0;
+  char line[200];
+  std::snprintf(line, sizeof(line), "step %lld: checkpoint saved (%.1f MB in %.0f ms, %.0f MB/s; step stalled %.1f ms)",
+                static_cast<long long>(r.step), r.bytes / 1e6, r.write_ms, mb_per_s, r.stall_ms);
+  progress_->Print(line);
+  return metrics_->Write({{"event", "checkpoint"},
+                          {"step", r.step},
+                          {"async", r.async},
+                          {"stall_ms", r.stall_ms},
+                          {"write_ms", r.write_ms},
+                          {"bytes", r.bytes},
+                          {"mb_per_s", mb_per_s}});
+}
+
+// This rank's bytes as its MemoryTracker counts them: parameters, gradients and optimizer
+// state held now (flat buffers or ZeRO shards; units in flight are released by then), the
+// peak of activation tensors and of everything together so far.
+nlohmann::json Trainer::MemoryRow() {
+  return {{"event", "memory"},
+          {"rank", rank_},
+          {"zero", zero_},
+          {"parameters", local_numel()},
+          {"params_bytes", memory_->Current(tensor::MemoryTag::kParameter)},
+          {"grads_bytes", memory_->Current(tensor::MemoryTag::kGradient)},
+          {"optimizer_bytes", memory_->Current(tensor::MemoryTag::kOptimizer)},
+          {"peak_activation_bytes", memory_->Peak(tensor::MemoryTag::kActivation)},
+          {"peak_bytes", memory_->PeakTotal()},
+          {"mem_limit", plan_.options.mem_limit}};
+}
+
+// The parameter pieces this rank is the writer of (as for checkpoints).
+std::vector<parallel::LocalPiece> Trainer::WeightPieces() {
+  const ParamView params = WrittenParams();
+  return parallel::PiecesOf(*model_, params.data, params.begin, params.range, mesh_.coord.tp);
+}
+
+Status Trainer::Finish() {
+  LS_RETURN_IF_ERROR(ReportSaves(/*wait=*/true));  // `done` only once the last checkpoint is committed
+  if (trace_.enabled()) LS_RETURN_IF_ERROR(WriteTrace());
+  LS_ASSIGN_OR_RETURN(parallel::CanonicalTensors weights, parallel::GatherCanonical(*world_comm_, WeightPieces()));
+  if (!lead()) return Status::Ok();
+  const std::string hash = parallel::CanonicalXxh64(weights);
+  progress_->Finish();
+  LS_RETURN_IF_ERROR(metrics_->Write(MemoryRow()));  // before `done`, which stays the last line
+  LS_RETURN_IF_ERROR(metrics_->Write({{"event", "done"}, {"step", plan_.total_steps}, {"weights_xxh64", hash}}));
+  std::printf("done: %lld steps, val_loss %.4f", static_cast<long long>(plan_.total_steps), last_val_loss_);
+  if (!std::isnan(last_val_acc_)) std::printf(", val_acc %.4f", last_val_acc_);
+  std::printf(", weights_xxh64 %s\n", hash.c_str());
+  if (plan_.layout.gpt) {
+    // The sample comes from a whole nn::Gpt holding the gathered canonical weights. It is a
+    // by-product of the finished run, outside this worker's training budget (--mem-limit):
+    // counted in the process-wide tracker, not the rank's.
+    tensor::ScopedTracker outside_budget(nullptr);
+    nn::Gpt gpt(*plan_.layout.gpt);
+    for (const nn::ParamInfo& p : gpt.params()) {
+      const std::vector<float>& v = weights.at(p.name);
+      std::memcpy(gpt.params().flat_params() + p.offset, v.data(), v.size() * sizeof(float));
+    }
+    std::string sample = gpt.Generate("The ", 240, 0.8f, plan_.run.train.seed);
+    std::printf("sample:\n%s\n", sample.c_str());
+  }
+  std::fflush(stdout);
+  return Status::Ok();
+}
+
+}  // namespace lockstep::runtime
