@@ -69,12 +69,12 @@ void BM_Attention(benchmark::State& state) {
   SetComputeThreads(static_cast<int>(state.range(0)));
   const int64_t B = 16, T = 128, C = 128, H = 4, hs = C / H;
   auto qkv = Random(B * T * 3 * C, 3), dout = Random(B * T * C, 4);
-  std::vector<float> out(B * T * C), att(B * H * T * T), dqkv(qkv.size()), scratch(att.size());
+  std::vector<float> out(B * T * C), att(B * H * T * T), dqkv(qkv.size());
   const bool backward = state.range(1);
   for (auto _ : state) {
     AttentionForward(out.data(), att.data(), qkv.data(), B, T, C, H);
     if (backward) {
-      AttentionBackward(dqkv.data(), scratch.data(), dout.data(), qkv.data(), att.data(), B, T, C, H);
+      AttentionBackward(dqkv.data(), dout.data(), qkv.data(), att.data(), B, T, C, H);
     }
     benchmark::DoNotOptimize(dqkv.data());
   }

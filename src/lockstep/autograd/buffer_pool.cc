@@ -49,8 +49,6 @@ void BufferPool::Recycle() {
   in_use_.clear();
 }
 
-void BufferPool::Trim() { free_.clear(); }
-
 int64_t BufferPool::bytes_held() const {
   int64_t total = 0;
   for (const auto& s : in_use_) total += static_cast<int64_t>(s->bytes());

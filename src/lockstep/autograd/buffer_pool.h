@@ -42,8 +42,6 @@ class BufferPool {
   // End of a step: buffers handed out and no longer referenced elsewhere become free;
   // free buffers not reused since the previous Recycle() are released.
   void Recycle();
-  // Releases every free buffer (buffers in use stay valid).
-  void Trim();
 
   // Bytes of storage the pool references (in use + free).
   int64_t bytes_held() const;

@@ -85,8 +85,4 @@ Tensor Variable::TakeGrad() const {
   return g;
 }
 
-void Variable::ReleaseGrad() const {
-  if (!is_parameter()) impl_->grad = Tensor();
-}
-
 }  // namespace lockstep::autograd

@@ -66,8 +66,6 @@ class Variable {
   bool AdoptGrad(const tensor::Tensor& g) const;
   // Moves the gradient out (activations only), leaving none.
   tensor::Tensor TakeGrad() const;
-  // Drops the gradient of an activation (a parameter's view stays).
-  void ReleaseGrad() const;
 
   // Parameters only: points value and gradient at other storage (or none: undefined
   // tensors), visible through every copy of this handle, including those captured by

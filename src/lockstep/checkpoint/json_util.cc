@@ -48,7 +48,13 @@ Result<json> ParseJson(std::string_view text, int max_depth) {
   }
 }
 
-std::string Quote(std::string_view text, size_t max_len) { return "'" + Printable(text, max_len) + "'"; }
+// Appends instead of "'" + ...: GCC 12's -Wrestrict misfires on operator+(const char*, string&&).
+std::string Quote(std::string_view text, size_t max_len) {
+  std::string out(1, '\'');
+  out += Printable(text, max_len);
+  out += '\'';
+  return out;
+}
 
 std::string Printable(std::string_view text, size_t max_len) {
   std::string out;
@@ -152,7 +158,10 @@ std::optional<int64_t> ParseDecimal(std::string_view s) {
 
 std::string JoinInts(const std::vector<int64_t>& v) {
   std::string out;
-  for (size_t i = 0; i < v.size(); ++i) out += (i ? "," : "") + std::to_string(v[i]);
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (i) out += ',';
+    out += std::to_string(v[i]);
+  }
   return out;
 }
 

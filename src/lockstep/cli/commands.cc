@@ -16,11 +16,13 @@
 namespace lockstep::cli {
 namespace {
 
-// Bad input exits 2, failures at run time exit 1 (DESIGN.md, CLI contract).
+// Bad input exits 2, a non-finite gradient or loss 3, other failures at run time 1
+// (DESIGN.md, CLI contract).
 int ExitCodeFor(const Status& s) {
   if (s.ok()) return 0;
   // An empty message: the error was already printed (by the supervised worker).
   if (!s.message().empty()) std::fprintf(stderr, "lockstep: error: %s\n", s.message().c_str());
+  if (s.code() == StatusCode::kNonFinite) return 3;
   return s.code() == StatusCode::kInvalidArgument || s.code() == StatusCode::kNotFound ? 2 : 1;
 }
 
@@ -66,6 +68,8 @@ int Main(int argc, char** argv) {
   t->add_option("--zero", train.zero, "ZeRO stage 0|1|2|3")->check(CLI::Range(0, 3));
   std::string mem_limit;
   t->add_option("--mem-limit", mem_limit, "most tensor bytes one worker may hold, e.g. 512M (0: no limit)");
+  t->add_flag("--print-config", train.print_config,
+              "print every config key with its effective value and where it came from, then exit");
 
   runtime::EvalOptions eval;
   CLI::App* e = app.add_subcommand("eval", "evaluate a checkpoint on the validation set");
@@ -109,6 +113,7 @@ int Main(int argc, char** argv) {
   if (t->parsed()) {
     if (!require(!train.config_path.empty(), "--config")) return 2;
     if (!mem_limit.empty() && !ParseSizeFlag(mem_limit, "--mem-limit", &train.mem_limit)) return 2;
+    if (train.print_config) return ExitCodeFor(runtime::RunTrain(train));  // plans only, in this process
     // The supervisor comes first: it runs the whole job (mpirun included) as its child.
     if (train.max_restarts > 0 && !comm::InsideMpirun()) return ExitCodeFor(runtime::RunSupervised(train));
     if (train.backend == "mpi" && !comm::InsideMpirun()) return comm::RelaunchUnderMpirun(train.nproc, argc, argv, {});

@@ -11,57 +11,6 @@
 
 namespace lockstep::comm {
 
-uint16_t F32ToBf16(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x40);  // NaN
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return static_cast<uint16_t>(u >> 16);
-}
-
-float Bf16ToF32(uint16_t b) {
-  uint32_t u = static_cast<uint32_t>(b) << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-
-void Bf16ToF32(const uint16_t* in, float* out, size_t count) {
-  size_t i = 0;
-#if defined(__AVX2__)
-  for (; i + 8 <= count; i += 8) {
-    __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i));
-    __m256i w = _mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16);
-    _mm256_storeu_ps(out + i, _mm256_castsi256_ps(w));
-  }
-#endif
-  for (; i < count; ++i) out[i] = Bf16ToF32(in[i]);
-}
-
-void F32ToBf16(const float* in, uint16_t* out, size_t count) {
-  size_t i = 0;
-#if defined(__AVX2__)
-  const __m256i abs_mask = _mm256_set1_epi32(0x7fffffff);
-  const __m256i inf = _mm256_set1_epi32(0x7f800000);
-  const __m256i bias = _mm256_set1_epi32(0x7fff);
-  const __m256i one = _mm256_set1_epi32(1);
-  const __m256i quiet = _mm256_set1_epi32(0x400000);
-  for (; i + 8 <= count; i += 8) {
-    __m256i u = _mm256_castps_si256(_mm256_loadu_ps(in + i));
-    __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), one);
-    __m256i rounded = _mm256_add_epi32(u, _mm256_add_epi32(bias, lsb));
-    __m256i is_nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, abs_mask), inf);
-    __m256i r = _mm256_blendv_epi8(rounded, _mm256_or_si256(u, quiet), is_nan);
-    r = _mm256_srli_epi32(r, 16);
-    // Pack 8 x u32 (each < 65536) into 8 x u16; packus works per 128-bit lane.
-    __m128i lo = _mm256_castsi256_si128(r);
-    __m128i hi = _mm256_extracti128_si256(r, 1);
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), _mm_packus_epi32(lo, hi));
-  }
-#endif
-  for (; i < count; ++i) out[i] = F32ToBf16(in[i]);
-}
-
 namespace {
 
 constexpr size_t kBlock = 1024;  // elements per block: the accumulator stays in L1

@@ -10,14 +10,9 @@
 #include <cstdint>
 
 #include "lockstep/comm/communicator.h"
+#include "lockstep/core/bf16.h"  // bf16 <-> fp32, RNE rounding
 
 namespace lockstep::comm {
-
-// bf16 <-> fp32. RNE rounding; NaN stays NaN (quiet).
-uint16_t F32ToBf16(float f);
-float Bf16ToF32(uint16_t b);
-void F32ToBf16(const float* in, uint16_t* out, size_t count);
-void Bf16ToF32(const uint16_t* in, float* out, size_t count);
 
 // For i in [begin, end): r = op(inputs[0][i], ..., inputs[n_inputs-1][i]) and, for avg,
 // r = r / avg_divisor; then outputs[k][i] = r for every k < n_outputs. Indices are elements of

@@ -3,6 +3,7 @@
 #include <toml++/toml.h>
 
 #include <cerrno>
+#include <charconv>
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
@@ -48,17 +49,45 @@ Status WrongType(std::string_view key, const toml::node& n, std::string_view exp
                                  TypeName(n));
 }
 
+// TOML text of a value, as --print-config shows it: shortest round-trip numbers.
+std::string DoubleText(double v) {
+  char buf[64];
+  auto r = std::to_chars(buf, buf + sizeof(buf), v);
+  std::string t(buf, r.ptr);
+  if (std::isfinite(v) && t.find_first_of(".eE") == std::string::npos) t += ".0";
+  return t;
+}
+std::string StringText(std::string_view v) {
+  std::string t(1, '"');
+  for (char c : v) {
+    if (c == '"' || c == '\\') t += '\\';
+    t += c;
+  }
+  t += '"';
+  return t;
+}
+std::string NodeText(const toml::node& n) {
+  if (auto v = n.value_exact<std::string>()) return StringText(*v);
+  if (auto v = n.value_exact<int64_t>()) return std::to_string(*v);
+  if (auto v = n.value_exact<double>()) return DoubleText(*v);
+  if (auto v = n.value_exact<bool>()) return *v ? "true" : "false";
+  std::ostringstream ss;
+  if (const toml::array* a = n.as_array()) ss << toml::toml_formatter(*a, toml::format_flags::none);
+  return ss.str();
+}
+
 }  // namespace
 
 Config::Config() : root_(std::make_unique<toml::table>()) {}
 Config::~Config() = default;
 Config::Config(const Config& o)
-    : root_(std::make_unique<toml::table>(*o.root_)), source_(o.source_), read_keys_(o.read_keys_) {}
+    : root_(std::make_unique<toml::table>(*o.root_)), source_(o.source_), read_(o.read_), origin_(o.origin_) {}
 Config& Config::operator=(const Config& o) {
   if (this != &o) {
     root_ = std::make_unique<toml::table>(*o.root_);
     source_ = o.source_;
-    read_keys_ = o.read_keys_;
+    read_ = o.read_;
+    origin_ = o.origin_;
   }
   return *this;
 }
@@ -119,6 +148,7 @@ Status Config::Override(std::string_view assignment) {
   } else {
     sec->insert_or_assign(name, value);
   }
+  origin_[std::string(key)] = "--set";
   return Status::Ok();
 }
 
@@ -129,58 +159,90 @@ bool Config::Has(std::string_view key) const {
 }
 
 Result<double> Config::GetDouble(std::string_view key, double def) const {
-  read_keys_.emplace(key);
   std::string_view section, name;
   if (!SplitKey(key, &section, &name)) return Status::Internal("bad config key " + std::string(key));
   const toml::node* n = (*root_)[section][name].node();
-  if (n == nullptr) return def;
-  if (auto v = n->value_exact<double>()) return *v;
-  if (auto v = n->value_exact<int64_t>()) return static_cast<double>(*v);
-  return WrongType(key, *n, "a number");
+  double v = def;
+  if (n == nullptr) {
+  } else if (auto d = n->value_exact<double>()) {
+    v = *d;
+  } else if (auto i = n->value_exact<int64_t>()) {
+    v = static_cast<double>(*i);
+  } else {
+    NoteRead(key, NodeText(*n));
+    return WrongType(key, *n, "a number");
+  }
+  NoteRead(key, DoubleText(v));
+  return v;
 }
 
 Result<int64_t> Config::GetInt(std::string_view key, int64_t def) const {
-  read_keys_.emplace(key);
   std::string_view section, name;
   if (!SplitKey(key, &section, &name)) return Status::Internal("bad config key " + std::string(key));
   const toml::node* n = (*root_)[section][name].node();
-  if (n == nullptr) return def;
-  if (auto v = n->value_exact<int64_t>()) return *v;
-  if (auto v = n->value_exact<double>()) {
-    if (std::isfinite(*v) && std::floor(*v) == *v && std::fabs(*v) < 9e15) return static_cast<int64_t>(*v);
+  int64_t v = def;
+  if (n == nullptr) {
+  } else if (auto i = n->value_exact<int64_t>()) {
+    v = *i;
+  } else if (auto d = n->value_exact<double>();
+             d && std::isfinite(*d) && std::floor(*d) == *d && std::fabs(*d) < 9e15) {
+    v = static_cast<int64_t>(*d);
+  } else {
+    NoteRead(key, NodeText(*n));
+    return WrongType(key, *n, "an integer");
   }
-  return WrongType(key, *n, "an integer");
+  NoteRead(key, std::to_string(v));
+  return v;
 }
 
 Result<bool> Config::GetBool(std::string_view key, bool def) const {
-  read_keys_.emplace(key);
   std::string_view section, name;
   if (!SplitKey(key, &section, &name)) return Status::Internal("bad config key " + std::string(key));
   const toml::node* n = (*root_)[section][name].node();
-  if (n == nullptr) return def;
-  if (auto v = n->value_exact<bool>()) return *v;
-  return WrongType(key, *n, "true or false");
+  bool v = def;
+  if (n == nullptr) {
+  } else if (auto b = n->value_exact<bool>()) {
+    v = *b;
+  } else {
+    NoteRead(key, NodeText(*n));
+    return WrongType(key, *n, "true or false");
+  }
+  NoteRead(key, v ? "true" : "false");
+  return v;
 }
 
 Result<std::string> Config::GetString(std::string_view key, const std::string& def) const {
-  read_keys_.emplace(key);
   std::string_view section, name;
   if (!SplitKey(key, &section, &name)) return Status::Internal("bad config key " + std::string(key));
   const toml::node* n = (*root_)[section][name].node();
-  if (n == nullptr) return def;
-  if (auto v = n->value_exact<std::string>()) return *v;
-  return WrongType(key, *n, "a string");
+  std::string v = def;
+  if (n == nullptr) {
+  } else if (auto str = n->value_exact<std::string>()) {
+    v = *str;
+  } else {
+    NoteRead(key, NodeText(*n));
+    return WrongType(key, *n, "a string");
+  }
+  NoteRead(key, StringText(v));
+  return v;
 }
 
 Result<int64_t> Config::GetSize(std::string_view key, int64_t def) const {
-  read_keys_.emplace(key);
   std::string_view section, name;
   if (!SplitKey(key, &section, &name)) return Status::Internal("bad config key " + std::string(key));
   const toml::node* n = (*root_)[section][name].node();
-  if (n == nullptr) return def;
-  if (auto v = n->value_exact<int64_t>()) return *v;
-  if (auto v = n->value_exact<std::string>()) return ParseSize(*v, "config key '" + std::string(key) + "'");
-  return WrongType(key, *n, "a size such as 25M");
+  int64_t v = def;
+  if (n != nullptr) NoteRead(key, NodeText(*n));
+  if (n == nullptr) {
+  } else if (auto i = n->value_exact<int64_t>()) {
+    v = *i;
+  } else if (auto str = n->value_exact<std::string>()) {
+    LS_ASSIGN_OR_RETURN(v, ParseSize(*str, "config key '" + std::string(key) + "'"));
+  } else {
+    return WrongType(key, *n, "a size such as 25M");
+  }
+  NoteRead(key, std::to_string(v));
+  return v;
 }
 
 void Config::SetInt(std::string_view key, int64_t value) {
@@ -188,6 +250,7 @@ void Config::SetInt(std::string_view key, int64_t value) {
   if (!SplitKey(key, &section, &name)) return;
   if (!(*root_)[section].as_table()) root_->insert(section, toml::table{});
   (*root_)[section].as_table()->insert_or_assign(name, value);
+  origin_[std::string(key)] = "flag";
 }
 
 void Config::SetString(std::string_view key, const std::string& value) {
@@ -195,16 +258,55 @@ void Config::SetString(std::string_view key, const std::string& value) {
   if (!SplitKey(key, &section, &name)) return;
   if (!(*root_)[section].as_table()) root_->insert(section, toml::table{});
   (*root_)[section].as_table()->insert_or_assign(name, value);
+  origin_[std::string(key)] = "flag";
 }
 
-Status Config::CheckAllKeysKnown() const {
-  for (const auto& [section, node] : *root_) {
-    for (const auto& [name, value] : *node.as_table()) {
-      std::string key = std::string(section.str()) + "." + std::string(name.str());
-      if (read_keys_.find(key) == read_keys_.end()) return Status::InvalidArgument("unknown config key '" + key + "'");
-    }
+void Config::NoteRead(std::string_view key, std::string value_text) const {
+  auto it = read_.find(key);
+  if (it == read_.end()) {
+    read_.emplace(std::string(key), std::move(value_text));
+  } else {
+    it->second = std::move(value_text);
   }
-  return Status::Ok();
+}
+
+std::vector<std::string> Config::Keys() const {
+  std::vector<std::string> keys;
+  for (const auto& [section, node] : *root_)
+    for (const auto& [name, value] : *node.as_table())
+      keys.push_back(std::string(section.str()) + "." + std::string(name.str()));
+  return keys;  // toml::table keeps its keys sorted
+}
+
+std::vector<std::string> Config::ReadKeys() const {
+  std::vector<std::string> keys;
+  for (const auto& [key, value] : read_) keys.push_back(key);
+  return keys;
+}
+
+std::vector<std::string> Config::UnreadKeys() const {
+  std::vector<std::string> unread;
+  for (std::string& key : Keys())
+    if (read_.find(key) == read_.end()) unread.push_back(std::move(key));
+  return unread;
+}
+
+const std::string* Config::EffectiveValue(std::string_view key) const {
+  auto it = read_.find(key);
+  return it == read_.end() ? nullptr : &it->second;
+}
+
+std::string Config::ValueText(std::string_view key) const {
+  std::string_view section, name;
+  if (!SplitKey(key, &section, &name)) return "";
+  const toml::node* n = (*root_)[section][name].node();
+  return n == nullptr ? "" : NodeText(*n);
+}
+
+std::string Config::Origin(std::string_view key) const {
+  if (!Has(key)) return "default";
+  auto it = origin_.find(key);
+  return it == origin_.end() ? "file" : it->second;
 }
 
 std::string Config::ToToml() const {

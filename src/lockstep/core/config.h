@@ -1,18 +1,20 @@
 // Config: the TOML configuration tree of a run (toml++), with `--set section.key=value`
 // overrides and typed getters.
 //
-// Unknown keys are found without a separate schema: every getter records the key it read,
-// and once all components have read their sections, CheckAllKeysKnown() reports any key
-// nobody asked for. A typo in a config file or in --set is therefore an error, never a
-// silently ignored setting. Not thread-safe.
+// Every getter records the key it read and the value it returned (the default when the key
+// is absent), and every key remembers where it came from (the file, --set, a flag). The
+// runtime's registry of known keys (runtime/launch/config_keys.h) uses both: a key no option
+// knows is an error, a known key this run did not read is a warning, and --print-config shows
+// every key's effective value and origin. Not thread-safe.
 #pragma once
 
 #include <cstdint>
 #include <initializer_list>
+#include <map>
 #include <memory>
-#include <set>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "lockstep/core/result.h"
 
@@ -54,7 +56,19 @@ class Config {
   void SetInt(std::string_view key, int64_t value);
   void SetString(std::string_view key, const std::string& value);
 
-  Status CheckAllKeysKnown() const;
+  // Every key present (file, --set, flags), sorted.
+  std::vector<std::string> Keys() const;
+  // Keys some getter has read (present or not), sorted.
+  std::vector<std::string> ReadKeys() const;
+  // Keys present that no getter has read.
+  std::vector<std::string> UnreadKeys() const;
+  // The value a getter returned for `key` as TOML text (the default if the key is absent), or
+  // nullptr when no getter read it.
+  const std::string* EffectiveValue(std::string_view key) const;
+  // The present value of `key` as TOML text; "" when absent.
+  std::string ValueText(std::string_view key) const;
+  // Where a present key's value came from: "file", "--set" or "flag"; "default" if absent.
+  std::string Origin(std::string_view key) const;
 
   // Canonical TOML text of the whole tree (sorted keys), and its xxh64: the config hash
   // stored in checkpoints.
@@ -68,9 +82,13 @@ class Config {
   const std::string& source() const { return source_; }
 
  private:
+  // Records that `key` was read and returned `value_text`.
+  void NoteRead(std::string_view key, std::string value_text) const;
+
   std::unique_ptr<toml::table> root_;
   std::string source_;
-  mutable std::set<std::string, std::less<>> read_keys_;
+  mutable std::map<std::string, std::string, std::less<>> read_;  // key -> effective value (TOML text)
+  std::map<std::string, std::string, std::less<>> origin_;        // key -> "--set" | "flag"
 };
 
 // Parses "123", "64K", "25M", "2G" (powers of 1024). Error names `what`.

@@ -18,7 +18,8 @@ enum class StatusCode {
   kTimeout,          // a wait ran past its deadline
   kAborted,          // another rank failed, the operation was abandoned
   kUnimplemented,
-  kInternal,  // a lockstep bug
+  kInternal,   // a lockstep bug
+  kNonFinite,  // training produced a NaN/inf gradient or loss: retrying the same data cannot help
 };
 
 const char* StatusCodeName(StatusCode code);
@@ -37,6 +38,7 @@ class Status {
   static Status Aborted(std::string m) { return {StatusCode::kAborted, std::move(m)}; }
   static Status Unimplemented(std::string m) { return {StatusCode::kUnimplemented, std::move(m)}; }
   static Status Internal(std::string m) { return {StatusCode::kInternal, std::move(m)}; }
+  static Status NonFinite(std::string m) { return {StatusCode::kNonFinite, std::move(m)}; }
 
   bool ok() const { return rep_ == nullptr; }
   StatusCode code() const { return rep_ ? rep_->code : StatusCode::kOk; }

@@ -13,20 +13,15 @@ Variable AttentionForward(Tape& tape, const Variable& qkv, int64_t heads) {
   Variable out = tape.NewActivation({B, T, C}, rec);
   tensor::Tensor att = tape.NewBuffer({B, heads, T, T});
   tensor::AttentionForward(out.data(), att.data<float>(), qkv.data(), B, T, C, heads);
-  if (rec) {
-    autograd::BufferPool* pool = &tape.pool();
-    tape.Record({qkv}, [out, qkv, att, heads, pool] { AttentionBackward(out, qkv, att, heads, pool); });
-  }
+  if (rec) tape.Record({qkv}, [out, qkv, att, heads] { AttentionBackward(out, qkv, att, heads); });
   return out;
 }
 
-void AttentionBackward(const Variable& out, const Variable& qkv, const tensor::Tensor& att, int64_t heads,
-                       autograd::BufferPool* pool) {
+void AttentionBackward(const Variable& out, const Variable& qkv, const tensor::Tensor& att, int64_t heads) {
   if (!out.has_grad() || !qkv.requires_grad()) return;
   const int64_t B = qkv.shape()[0], T = qkv.shape()[1], C = qkv.shape()[2] / 3;
-  tensor::Tensor scratch = pool->Empty({B, heads, T, T});
-  tensor::AttentionBackward(qkv.GradAccumulate(), scratch.data<float>(), out.grad().data<float>(), qkv.data(),
-                            att.data<float>(), B, T, C, heads);
+  tensor::AttentionBackward(qkv.GradAccumulate(), out.grad().data<float>(), qkv.data(), att.data<float>(), B, T, C,
+                            heads);
 }
 
 CausalSelfAttention::CausalSelfAttention(ParameterStore& ps, const std::string& prefix, int64_t width, int64_t heads,

@@ -21,8 +21,7 @@ using autograd::Variable;
 // qkv: [B, T, 3C] packed q|k|v. Returns [B, T, C] (heads concatenated). Saves the softmax
 // probabilities [B, H, T, T] for backward.
 Variable AttentionForward(Tape& tape, const Variable& qkv, int64_t heads);
-void AttentionBackward(const Variable& out, const Variable& qkv, const tensor::Tensor& att, int64_t heads,
-                       autograd::BufferPool* pool);
+void AttentionBackward(const Variable& out, const Variable& qkv, const tensor::Tensor& att, int64_t heads);
 
 class CausalSelfAttention {
  public:

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <string>
 
 #include "lockstep/optim/lanes.h"
@@ -16,9 +15,9 @@ struct AdamWScalars {
   float decay_factor, b1, one_minus_b1, b2, one_minus_b2, neg_step_size, bc2_sqrt, eps;
 };
 
-// The update of kLanes consecutive elements. Every element — in the middle of a range or in
-// its tail — goes through this one function, so its result cannot depend on alignment or on
-// where a range was cut (a scalar tail loop could be compiled with different FMA contraction).
+// The update of kLanes consecutive elements; every element goes through this one function
+// (ApplyLanes runs it on the tail's padded copies too; zeros are harmless: v=0 gives
+// denom = eps > 0).
 template <bool kDecay>
 inline void AdamWLanes(float* p, const float* g, float* m, float* v, const AdamWScalars& s) {
   LaneVec P = Load(p), G = Load(g), M = Load(m), V = Load(v);
@@ -31,28 +30,6 @@ inline void AdamWLanes(float* p, const float* g, float* m, float* v, const AdamW
   Store(m, M);
   Store(v, V);
 }
-
-template <bool kDecay>
-void AdamWKernel(float* p, const float* g, float* m, float* v, int64_t n, const AdamWScalars& s) {
-  int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes) AdamWLanes<kDecay>(p + i, g + i, m + i, v + i, s);
-  int64_t rest = n - i;
-  if (rest == 0) return;
-  // Tail: run the same lane function on zero-padded copies (zeros are harmless: v=0 gives
-  // denom = eps > 0).
-  float tp[kLanes] = {}, tg[kLanes] = {}, tm[kLanes] = {}, tv[kLanes] = {};
-  size_t bytes = static_cast<size_t>(rest) * sizeof(float);
-  std::memcpy(tp, p + i, bytes);
-  std::memcpy(tg, g + i, bytes);
-  std::memcpy(tm, m + i, bytes);
-  std::memcpy(tv, v + i, bytes);
-  AdamWLanes<kDecay>(tp, tg, tm, tv, s);
-  std::memcpy(p + i, tp, bytes);
-  std::memcpy(m + i, tm, bytes);
-  std::memcpy(v + i, tv, bytes);
-}
-
-std::string RangeText(FlatRange r) { return "[" + std::to_string(r.begin) + ", " + std::to_string(r.end) + ")"; }
 
 }  // namespace
 
@@ -81,25 +58,18 @@ Result<AdamW> AdamW::Create(const AdamWOptions& options, const std::vector<Param
 
 AdamW::AdamW(const AdamWOptions& options, std::vector<DecaySegment> segments, FlatRange owned)
     : options_(options),
-      segments_(std::move(segments)),
-      owned_(owned),
+      range_(std::move(segments), owned),
       m_(static_cast<size_t>(owned.size()), 0.0f),
       v_(static_cast<size_t>(owned.size()), 0.0f) {}
 
 void AdamW::Step(float* params, const float* grads, float lr) {
   BeginStep();
-  Status s = UpdateRange(params, grads, owned_, lr);
-  (void)s;  // cannot fail: owned_ is inside owned_ and step_ >= 1
+  Status s = UpdateRange(params, grads, owned(), lr);
+  (void)s;  // cannot fail: owned() is inside owned() and step() >= 1
 }
 
 Status AdamW::UpdateRange(float* params, const float* grads, FlatRange range, float lr) {
-  if (!owned_.Contains(range) || range.begin > range.end) {
-    return Status::Internal("AdamW::UpdateRange: range " + RangeText(range) + " is not inside the owned range " +
-                            RangeText(owned_));
-  }
-  if (step_ < 1) return Status::Internal("AdamW::UpdateRange called before BeginStep");
-
-  const double t = static_cast<double>(step_);
+  const double t = static_cast<double>(step());
   const double bc1 = 1.0 - std::pow(options_.beta1, t);
   const double bc2 = 1.0 - std::pow(options_.beta2, t);
   AdamWScalars s;
@@ -113,33 +83,32 @@ Status AdamW::UpdateRange(float* params, const float* grads, FlatRange range, fl
   s.eps = static_cast<float>(options_.eps);
   const bool any_decay = options_.weight_decay != 0.0;
 
-  for (const DecaySegment& seg : ClipSegments(segments_, range)) {
-    int64_t in_range = seg.range.begin - range.begin;   // index into params/grads
-    int64_t in_state = seg.range.begin - owned_.begin;  // index into m_/v_
-    float* p = params + in_range;
-    const float* g = grads + in_range;
+  return range_.ForEachSegment("AdamW", range, [&](int64_t in_range, int64_t in_state, int64_t n, bool decay) {
     float* m = m_.data() + in_state;
     float* v = v_.data() + in_state;
-    if (seg.decay && any_decay) {
-      AdamWKernel<true>(p, g, m, v, seg.range.size(), s);
+    if (decay && any_decay) {
+      ApplyLanes(
+          n, [&](float* p, const float* g, float* m, float* v) { AdamWLanes<true>(p, g, m, v, s); }, params + in_range,
+          grads + in_range, m, v);
     } else {
-      AdamWKernel<false>(p, g, m, v, seg.range.size(), s);
+      ApplyLanes(
+          n, [&](float* p, const float* g, float* m, float* v) { AdamWLanes<false>(p, g, m, v, s); }, params + in_range,
+          grads + in_range, m, v);
     }
-  }
-  return Status::Ok();
+  });
 }
 
 Status AdamW::ImportState(int64_t step, std::span<const float> m, std::span<const float> v) {
-  const size_t want = static_cast<size_t>(owned_.size());
+  const size_t want = static_cast<size_t>(owned().size());
   if (m.size() != want || v.size() != want) {
-    return Status::InvalidArgument("AdamW state for range " + RangeText(owned_) + " needs " + std::to_string(want) +
+    return Status::InvalidArgument("AdamW state for range " + RangeText(owned()) + " needs " + std::to_string(want) +
                                    " elements per moment, got m=" + std::to_string(m.size()) +
                                    " v=" + std::to_string(v.size()));
   }
   if (step < 0) return Status::InvalidArgument("AdamW state step must be >= 0, got " + std::to_string(step));
   std::copy(m.begin(), m.end(), m_.begin());
   std::copy(v.begin(), v.end(), v_.begin());
-  step_ = step;
+  set_step(step);
   return Status::Ok();
 }
 

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "lockstep/core/result.h"
+#include "lockstep/optim/flat_update.h"
 #include "lockstep/optim/param_groups.h"
 
 namespace lockstep::optim {
@@ -51,12 +52,12 @@ class AdamW {
   // called on disjoint sub-ranges of owned() that together cover what should be stepped.
   // params/grads hold exactly the elements of `range`: params[0] is flat element range.begin.
   // Fails (Internal) if `range` is not inside owned() or BeginStep() was never called.
-  void BeginStep() { ++step_; }
+  void BeginStep() { range_.BeginStep(); }
   Status UpdateRange(float* params, const float* grads, FlatRange range, float lr);
 
   // Number of BeginStep()s so far: PyTorch's state["step"].
-  int64_t step() const { return step_; }
-  FlatRange owned() const { return owned_; }
+  int64_t step() const { return range_.step(); }
+  FlatRange owned() const { return range_.owned(); }
   const AdamWOptions& options() const { return options_; }
 
   // Checkpoint state: m and v for the owned range (element i is flat element owned().begin+i)
@@ -66,16 +67,14 @@ class AdamW {
   std::span<const float> v() const { return v_; }
   std::span<float> mutable_m() { return m_; }
   std::span<float> mutable_v() { return v_; }
-  void set_step(int64_t step) { step_ = step; }
+  void set_step(int64_t step) { range_.set_step(step); }
   Status ImportState(int64_t step, std::span<const float> m, std::span<const float> v);
 
  private:
   AdamW(const AdamWOptions& options, std::vector<DecaySegment> segments, FlatRange owned);
 
   AdamWOptions options_;
-  std::vector<DecaySegment> segments_;  // decay runs covering owned_, in flat coordinates
-  FlatRange owned_;
-  int64_t step_ = 0;
+  OwnedSegments range_;
   std::vector<float> m_;
   std::vector<float> v_;
 };

@@ -13,8 +13,8 @@
 //   optim.min_lr        cosine only; default lr / 10 (nanoGPT's choice)
 //   optim.decay_steps   cosine only; step where min_lr is reached; default: the run's steps
 //   optim.grad_clip     max global gradient norm; 0 = no clipping
-// Keys of the optimizer not chosen are not read, so Config::CheckAllKeysKnown() reports e.g.
-// optim.momentum set for adamw instead of silently ignoring it.
+// Keys of the optimizer not chosen are not read, so the runtime's key check warns that e.g.
+// optim.momentum set for adamw is ignored instead of silently dropping it.
 #pragma once
 
 #include <cstdint>

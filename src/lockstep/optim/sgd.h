@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "lockstep/core/result.h"
+#include "lockstep/optim/flat_update.h"
 #include "lockstep/optim/param_groups.h"
 
 namespace lockstep::optim {
@@ -37,26 +38,24 @@ class Sgd {
   // Same contract as AdamW: params/grads hold exactly the elements of the range they update
   // (params[0] is flat element owned().begin for Step, range.begin for UpdateRange).
   void Step(float* params, const float* grads, float lr);
-  void BeginStep() { ++step_; }
+  void BeginStep() { range_.BeginStep(); }
   Status UpdateRange(float* params, const float* grads, FlatRange range, float lr);
 
-  int64_t step() const { return step_; }
-  FlatRange owned() const { return owned_; }
+  int64_t step() const { return range_.step(); }
+  FlatRange owned() const { return range_.owned(); }
   const SgdOptions& options() const { return options_; }
 
   // Checkpoint state: the momentum buffer (empty when momentum == 0) and the step.
   std::span<const float> momentum_buffer() const { return buf_; }
   std::span<float> mutable_momentum_buffer() { return buf_; }
-  void set_step(int64_t step) { step_ = step; }
+  void set_step(int64_t step) { range_.set_step(step); }
   Status ImportState(int64_t step, std::span<const float> momentum_buffer);
 
  private:
   Sgd(const SgdOptions& options, std::vector<DecaySegment> segments, FlatRange owned);
 
   SgdOptions options_;
-  std::vector<DecaySegment> segments_;
-  FlatRange owned_;
-  int64_t step_ = 0;
+  OwnedSegments range_;
   std::vector<float> buf_;
 };
 

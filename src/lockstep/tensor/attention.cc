@@ -191,8 +191,8 @@ void AttentionForward(float* out, float* att, const float* qkv, int64_t B, int64
   ForEachUnit(B * H, [&](int64_t u) { ForwardUnit(d, u, out, att, qkv); });
 }
 
-void AttentionBackward(float* dqkv, float* scratch, const float* dout, const float* qkv, const float* att, int64_t B,
-                       int64_t T, int64_t C, int64_t H) {
+void AttentionBackward(float* dqkv, const float* dout, const float* qkv, const float* att, int64_t B, int64_t T,
+                       int64_t C, int64_t H) {
   const Dims d = MakeDims(B, T, C, H);
   ForEachUnit(B * H, [&](int64_t u) { BackwardUnit(d, u, dqkv, dout, qkv, att); });
 }

@@ -60,10 +60,9 @@ void EmbeddingBackward(float* dtable, const int32_t* ids, const float* dout, int
 // uses cols h*hs..(h+1)*hs of each), out [B,T,C], att [B,H,T,T] saved softmax
 // probabilities (upper triangle zero). scale = 1/sqrt(hs).
 void AttentionForward(float* out, float* att, const float* qkv, int64_t B, int64_t T, int64_t C, int64_t H);
-// dqkv accumulate. scratch is unused (nullable): kept in the signature so callers that
-// allocate B*H*T*T floats keep working; the kernel uses a small per-thread buffer instead.
-void AttentionBackward(float* dqkv, float* scratch, const float* dout, const float* qkv, const float* att, int64_t B,
-                       int64_t T, int64_t C, int64_t H);
+// dqkv accumulate; the kernel needs only a small per-thread buffer of its own.
+void AttentionBackward(float* dqkv, const float* dout, const float* qkv, const float* att, int64_t B, int64_t T,
+                       int64_t C, int64_t H);
 
 // Fused softmax + cross-entropy over rows of logits[n,v]: losses[n] (nullable); returns the
 // mean loss over counted rows (double accumulation, fixed order). If dlogits != nullptr

@@ -57,13 +57,6 @@ inline __m256i TailMask(int64_t n) {
   return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kMask + 8 - n));
 }
 
-// Scalar exp with the same algorithm (for tails), so results never depend on where a row
-// is split into vector and tail parts.
-inline float ExpScalar(float x) {
-  __m256 v = Exp256(_mm256_set1_ps(x));
-  return _mm256_cvtss_f32(v);
-}
-
 // Whether a loop over `work` elementary operations is worth an OpenMP team.
 inline bool WorthParallel(int64_t work) { return work >= (1 << 15) && omp_get_max_threads() > 1; }
 

@@ -148,11 +148,4 @@ class Tensor {
   DType dtype_ = DType::kF32;
 };
 
-// Raw conversions (contiguous), vectorised. bf16 = upper 16 bits of the fp32 pattern with
-// round-to-nearest-even; NaN stays NaN (quietened).
-void F32ToBF16(uint16_t* out, const float* in, int64_t n);
-void BF16ToF32(float* out, const uint16_t* in, int64_t n);
-uint16_t F32ToBF16(float x);
-float BF16ToF32(uint16_t x);
-
 }  // namespace lockstep::tensor

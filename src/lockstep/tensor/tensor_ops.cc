@@ -1,6 +1,7 @@
 // Tensor views, copies and dtype conversions.
 #include <cstring>
 
+#include "lockstep/core/bf16.h"
 #include "lockstep/tensor/tensor.h"
 
 namespace lockstep::tensor {
@@ -152,7 +153,7 @@ void Tensor::Fill(float value) {
       break;
     }
     case DType::kBF16: {
-      uint16_t v = F32ToBF16(value);
+      uint16_t v = F32ToBf16(value);
       uint16_t* p = c.data<uint16_t>();
       for (int64_t i = 0; i < n; ++i) p[i] = v;
       break;
@@ -176,7 +177,7 @@ std::vector<float> Tensor::ToVector() const {
       if (numel_) std::memcpy(out.data(), c.raw(), nbytes());
       break;
     case DType::kBF16:
-      BF16ToF32(out.data(), c.data<uint16_t>(), numel_);
+      Bf16ToF32(c.data<uint16_t>(), out.data(), numel_);
       break;
     case DType::kI32: {
       const int32_t* p = c.data<int32_t>();
@@ -201,7 +202,7 @@ Tensor Tensor::ToBF16() const {
   LS_CHECK(dtype_ == DType::kF32) << "ToBF16 of " << ToString();
   Tensor c = Contiguous();
   Tensor out = Empty(shape_, DType::kBF16, tag());
-  F32ToBF16(out.data<uint16_t>(), c.data<float>(), numel_);
+  F32ToBf16(c.data<float>(), out.data<uint16_t>(), numel_);
   return out;
 }
 
@@ -211,44 +212,12 @@ Tensor Tensor::ToF32() const {
   Tensor out = Empty(shape_, DType::kF32, tag());
   if (dtype_ == DType::kBF16) {
     Tensor c = Contiguous();
-    BF16ToF32(out.data<float>(), c.data<uint16_t>(), numel_);
+    Bf16ToF32(c.data<uint16_t>(), out.data<float>(), numel_);
   } else {
     std::vector<float> v = ToVector();
     if (numel_) std::memcpy(out.raw(), v.data(), nbytes());
   }
   return out;
-}
-
-uint16_t F32ToBF16(float x) {
-  uint32_t u;
-  std::memcpy(&u, &x, 4);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x40);  // NaN
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return static_cast<uint16_t>(u >> 16);
-}
-
-float BF16ToF32(uint16_t x) {
-  uint32_t u = static_cast<uint32_t>(x) << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-
-void F32ToBF16(uint16_t* out, const float* in, int64_t n) {
-  const uint32_t* u = reinterpret_cast<const uint32_t*>(in);
-#pragma omp simd
-  for (int64_t i = 0; i < n; ++i) {
-    uint32_t v = u[i];
-    uint32_t rounded = (v + 0x7fffu + ((v >> 16) & 1u)) >> 16;
-    uint32_t nan = (v >> 16) | 0x40u;
-    out[i] = static_cast<uint16_t>((v & 0x7fffffffu) > 0x7f800000u ? nan : rounded);
-  }
-}
-
-void BF16ToF32(float* out, const uint16_t* in, int64_t n) {
-  uint32_t* u = reinterpret_cast<uint32_t*>(out);
-#pragma omp simd
-  for (int64_t i = 0; i < n; ++i) u[i] = static_cast<uint32_t>(in[i]) << 16;
 }
 
 }  // namespace lockstep::tensor

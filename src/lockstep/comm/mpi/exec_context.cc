@@ -76,21 +76,6 @@ Status ExecContext::CheckProgress(int64_t now_ns) {
   return Status::Ok();
 }
 
-Status ExecContext::TestAll(MPI_Request* reqs, int n, bool* done, RequestKind kind) {
-  int flag = 0;
-  int rc;
-  {
-    MpiCallGuard guard;
-    rc = MPI_Testall(n, reqs, &flag, MPI_STATUSES_IGNORE);
-  }
-  if (rc != MPI_SUCCESS) {
-    Abandon(reqs, n, kind);
-    return Check(rc, "MPI_Testall");
-  }
-  *done = flag != 0;
-  return Status::Ok();
-}
-
 Status ExecContext::WaitAll(MPI_Request* reqs, int n, MPI_Status* statuses, RequestKind kind, int64_t abort_grace_ns) {
   if (n == 0) return Status::Ok();
   // Statuses are needed to explain a failed request (MPI_ERR_IN_STATUS).

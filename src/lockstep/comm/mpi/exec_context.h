@@ -79,8 +79,6 @@ class ExecContext {
   Status WaitAll(std::vector<MPI_Request>& reqs, RequestKind kind) {
     return WaitAll(reqs.data(), static_cast<int>(reqs.size()), nullptr, kind);
   }
-  // Non-blocking: true when all requests are complete (same error handling as WaitAll).
-  Status TestAll(MPI_Request* reqs, int n, bool* done, RequestKind kind);
   // Abandons outstanding requests (see WaitAll) without waiting for them.
   void Abandon(MPI_Request* reqs, int n, RequestKind kind);
 

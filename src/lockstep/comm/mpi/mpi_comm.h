@@ -129,7 +129,6 @@ class MpiCommunicator final : public Communicator,
   std::shared_ptr<MpiWork> PopFront();
   void Execute(MpiWork& w, int64_t caller_deadline_ns);
   Status CheckSameCall(ExecContext& ctx);
-  Status StartSend(ExecContext& ctx, const void* buf, size_t bytes, int peer, int tag);
   Status RunRecv(ExecContext& ctx, void* buf, size_t bytes, int peer, int tag);
   // Tests staged sends; with `drain`, waits for each until its deadline.
   void ServiceSends(bool drain);

@@ -1,7 +1,7 @@
 // RunConfig: the typed view of a run's [train], [eval] and [checkpoint] sections, plus
 // data.kind ([model] is read by nn::MakeModel, [optim] by optim::ReadOptimConfig, the rest
-// of [data] by data::ReadDataConfig). Reading it marks
-// every key it knows, so a key nobody reads is reported by Config::CheckAllKeysKnown().
+// of [data] by data::ReadDataConfig). Reading it marks every key it reads, so the registry
+// check (config_keys.h) can tell a known-but-ignored key from an unknown one.
 #pragma once
 
 #include <cstdint>
@@ -28,6 +28,11 @@ struct TrainSection {
   int64_t det_tp_slices = 0;
   int64_t pp_microbatches = 0;       // pipeline micro-batches per step; 0 = 2 x pp
   std::string pp_schedule = "1f1b";  // gpipe | 1f1b
+  // A step whose gradient norm or loss is not finite: stop (exit status 3, the newest
+  // checkpoint stays the last good one) or, with skip_nonfinite, skip its update; more than
+  // max_skipped such steps in a row stop the run anyway.
+  bool skip_nonfinite = false;
+  int64_t max_skipped = 10;
 };
 
 struct EvalSection {

@@ -1,5 +1,6 @@
 #include "lockstep/runtime/launch/train.h"
 
+#include <cstdio>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -8,6 +9,7 @@
 #include "lockstep/comm/mpi/mpi_communicator.h"
 #include "lockstep/comm/threads/threads_world.h"
 #include "lockstep/parallel/mesh.h"
+#include "lockstep/runtime/launch/config_keys.h"
 #include "lockstep/runtime/launch/train_plan.h"
 #include "lockstep/runtime/training/worker.h"
 
@@ -48,6 +50,11 @@ Status RunMpiRank(const TrainOptions& options) {
 
 Status RunTrain(const TrainOptions& options) {
   LS_RETURN_IF_ERROR(CheckSupported(options));
+  if (options.print_config) {
+    LS_ASSIGN_OR_RETURN(TrainPlan plan, PlanTraining(options, options.nproc));
+    std::fputs(DescribeConfig(plan.config).c_str(), stdout);
+    return Status::Ok();
+  }
   if (options.backend == "mpi") return RunMpiRank(options);
   return RunThreads(options);
 }

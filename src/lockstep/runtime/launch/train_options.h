@@ -24,7 +24,8 @@ struct TrainOptions {
   std::string inject_fault;
   std::string layout;  // "dp=A,tp=B,pp=C" (any order)
   int zero = 0;
-  int64_t mem_limit = 0;  // bytes of tensors (and optimizer state) per worker; 0: none
+  int64_t mem_limit = 0;      // bytes of tensors (and optimizer state) per worker; 0: none
+  bool print_config = false;  // print every config key's effective value, then stop
 };
 
 struct EvalOptions {

@@ -12,6 +12,7 @@
 
 #include "lockstep/data/distributed_sampler.h"
 #include "lockstep/nn/model.h"
+#include "lockstep/runtime/launch/config_keys.h"
 #include "lockstep/runtime/recovery/checkpointing.h"
 
 namespace lockstep::runtime {
@@ -77,7 +78,7 @@ Result<TrainPlan> PlanTraining(const TrainOptions& options, int world) {
   plan.eval_every = plan.run.eval.every > 0 ? plan.run.eval.every : (t.steps > 0 ? 0 : plan.steps_per_epoch);
 
   LS_ASSIGN_OR_RETURN(plan.optim, optim::ReadOptimConfig(plan.config, plan.total_steps));
-  LS_RETURN_IF_ERROR(plan.config.CheckAllKeysKnown());
+  LS_ASSIGN_OR_RETURN(plan.config_warnings, CheckConfigKeys(plan.config));
 
   unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   // Cores are shared by the workers on this machine only: under mpirun that is the local
@@ -89,6 +90,7 @@ Result<TrainPlan> PlanTraining(const TrainOptions& options, int world) {
   plan.config_name = std::filesystem::path(options.config_path).stem().string();
   plan.out_dir = OutDirFor(options);
   LS_ASSIGN_OR_RETURN(plan.fault, ParseFaultSpec(options.inject_fault, world, plan.total_steps));
+  if (options.print_config) return plan;  // nothing is written
   LS_RETURN_IF_ERROR(MakeDirs(plan.out_dir));
   LS_ASSIGN_OR_RETURN(plan.resume_dir, ResolveResume(options.resume, plan.out_dir));
   return plan;

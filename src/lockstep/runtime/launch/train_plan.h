@@ -31,9 +31,10 @@ struct TrainPlan {
   int64_t total_steps = 0;
   int64_t eval_every = 0;  // resolved: steps between validations (0 = only at the end)
   std::shared_ptr<const SharedData> data;
-  FaultSpec fault;         // --inject-fault
-  std::string resume_dir;  // checkpoint to resume from ("" = start at step 0)
-  LayoutPlan layout;       // dp x tp x pp, ZeRO stage, canonical slices, pipeline partition
+  FaultSpec fault;                           // --inject-fault
+  std::vector<std::string> config_warnings;  // known keys this run ignores, one line each
+  std::string resume_dir;                    // checkpoint to resume from ("" = start at step 0)
+  LayoutPlan layout;                         // dp x tp x pp, ZeRO stage, canonical slices, pipeline partition
 };
 
 // Reads the config, applies overrides and flags, validates every key and value (bad input

@@ -26,53 +26,6 @@ std::optional<Result<SaveReport>> AsyncCheckpointSaver::Wait() {
   return Result<SaveReport>(r);
 }
 
-Status AsyncCheckpointSaver::Save(const nn::ParameterStore& params, const std::vector<OptimizerStateBuffer>& optimizer,
-                                  const CheckpointContents& contents, std::function<void()> before_commit,
-                                  std::vector<SaveReport>* finished) {
-  Stopwatch stall;
-  if (auto previous = Wait()) {
-    if (!previous->ok()) return previous->status();
-    finished->push_back(**previous);
-  }
-  const int64_t n = params.numel();
-  const int64_t bytes = n * static_cast<int64_t>(sizeof(float)) * static_cast<int64_t>(1 + optimizer.size());
-  if (!async_) {
-    Stopwatch write;
-    LS_RETURN_IF_ERROR(SaveCheckpoint(root_, keep_, params, optimizer, contents, before_commit));
-    SaveReport r{contents.step, stall.ElapsedMs(), write.ElapsedMs(), bytes, false};
-    finished->push_back(r);
-    return Status::Ok();
-  }
-  layout_ = &params;
-  report_ = SaveReport{contents.step, stall.ElapsedMs(), 0, bytes, true};
-  done_.store(false, std::memory_order_relaxed);
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    snapshot_taken_ = false;
-  }
-  writer_ = std::thread([this, n, optimizer, contents, before_commit = std::move(before_commit)] {
-    Stopwatch write;
-    // Allocated here, not in Save(): the first save's page faults stay off the training thread.
-    staging_.resize(static_cast<size_t>(n) * (1 + optimizer.size()));
-    std::memcpy(staging_.data(), layout_->flat_params(), static_cast<size_t>(n) * sizeof(float));
-    staged_optimizer_.clear();
-    for (size_t i = 0; i < optimizer.size(); ++i) {
-      float* dst = staging_.data() + static_cast<size_t>(n) * (i + 1);
-      std::memcpy(dst, optimizer[i].values.data(), static_cast<size_t>(n) * sizeof(float));
-      staged_optimizer_.push_back({optimizer[i].kind, std::span<float>(dst, static_cast<size_t>(n))});
-    }
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      snapshot_taken_ = true;
-    }
-    snapshot_cv_.notify_all();
-    status_ = SaveCheckpointFrom(root_, keep_, *layout_, staging_.data(), staged_optimizer_, contents, before_commit);
-    report_.write_ms = write.ElapsedMs();
-    done_.store(true, std::memory_order_release);
-  });
-  return Status::Ok();
-}
-
 Status AsyncCheckpointSaver::SavePieces(std::vector<parallel::LocalPiece> pieces, const CheckpointContents& contents,
                                         std::function<void()> before_commit, ShardWriteContext shard, int64_t bytes,
                                         std::vector<SaveReport>* finished) {

@@ -42,19 +42,14 @@ class AsyncCheckpointSaver {
   AsyncCheckpointSaver(const AsyncCheckpointSaver&) = delete;
   AsyncCheckpointSaver& operator=(const AsyncCheckpointSaver&) = delete;
 
-  // Starts saving the current state as checkpoint contents.step. `finished` receives the
-  // report of the previous save if Save had to wait for it. before_commit as in
-  // SaveCheckpoint (runs on the writing thread). A failure of the previous save is returned.
-  // `params` and the optimizer buffers must not change before WaitForSnapshot() returns.
-  Status Save(const nn::ParameterStore& params, const std::vector<OptimizerStateBuffer>& optimizer,
-              const CheckpointContents& contents, std::function<void()> before_commit,
-              std::vector<SaveReport>* finished);
-
-  // The same for a sharded layout, on every rank: `pieces` are the canonical pieces this rank
-  // writes (names prefixed, data live until WaitForSnapshot() returns); the writer thread
-  // copies them, writes this rank's shard and runs shard.all_ok — which must use a
-  // communicator that only the writer threads drive — before rank 0 commits. `bytes`: the
-  // whole checkpoint's size, for the report.
+  // Starts saving checkpoint contents.step, on every rank that writes: `pieces` are the
+  // canonical pieces this rank writes (names prefixed, data live until WaitForSnapshot()
+  // returns); the writer thread copies them, writes this rank's shard and, with several
+  // writers (shard.world > 1), runs shard.all_ok — which must use a communicator that only the
+  // writer threads drive — before rank 0 commits. `bytes`: the whole checkpoint's size, for
+  // the report. `finished` receives the report of the previous save if Save had to wait for
+  // it; a failure of the previous save is returned. before_commit runs on the writing thread
+  // after the shard is on disk, before the commit.
   Status SavePieces(std::vector<parallel::LocalPiece> pieces, const CheckpointContents& contents,
                     std::function<void()> before_commit, ShardWriteContext shard, int64_t bytes,
                     std::vector<SaveReport>* finished);
@@ -73,10 +68,7 @@ class AsyncCheckpointSaver {
   std::string root_;
   int keep_;
   bool async_;
-  // Staging copy: parameters, then each optimizer buffer, each params.numel() floats.
-  std::vector<float> staging_;
-  std::vector<OptimizerStateBuffer> staged_optimizer_;
-  nn::ParameterStore const* layout_ = nullptr;  // names, shapes and offsets of the tensors
+  std::vector<float> staging_;  // the snapshot: every piece's values, back to back
   std::thread writer_;
   std::atomic<bool> done_{false};
   std::mutex mu_;

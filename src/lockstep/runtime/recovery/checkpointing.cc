@@ -10,42 +10,6 @@
 
 namespace lockstep::runtime {
 
-Status SaveCheckpoint(const std::string& root, int keep, const nn::ParameterStore& params,
-                      const std::vector<OptimizerStateBuffer>& optimizer, const CheckpointContents& c,
-                      const std::function<void()>& before_commit) {
-  return SaveCheckpointFrom(root, keep, params, params.flat_params(), optimizer, c, before_commit);
-}
-
-Status SaveCheckpointFrom(const std::string& root, int keep, const nn::ParameterStore& params, const float* values,
-                          const std::vector<OptimizerStateBuffer>& optimizer, const CheckpointContents& c,
-                          const std::function<void()>& before_commit, const ShardWriteContext& shard) {
-  std::vector<checkpoint::ShardRef> pieces;
-  for (const nn::ParamInfo& p : params) {
-    checkpoint::ShardRef ref;
-    ref.global_shape = p.shape;
-    ref.dtype = checkpoint::DType::kF32;
-    if (shard.rank == 0) {
-      ref.name = "model." + p.name;
-      ref.begin = 0;
-      ref.end = p.numel;
-      ref.data = values + p.offset;
-      pieces.push_back(ref);
-    }
-    for (const OptimizerStateBuffer& buf : optimizer) {
-      // The part of this parameter inside the buffer's range, in flat coordinates.
-      const int64_t lo = std::max(p.offset, buf.begin);
-      const int64_t hi = std::min(p.offset + p.numel, buf.begin + static_cast<int64_t>(buf.values.size()));
-      if (lo >= hi) continue;
-      ref.name = "optim." + buf.kind + "." + p.name;
-      ref.begin = lo - p.offset;
-      ref.end = hi - p.offset;
-      ref.data = buf.values.data() + (lo - buf.begin);
-      pieces.push_back(ref);
-    }
-  }
-  return SaveShardRefs(root, keep, pieces, c, before_commit, shard);
-}
-
 Status SaveShardRefs(const std::string& root, int keep, const std::vector<checkpoint::ShardRef>& pieces,
                      const CheckpointContents& c, const std::function<void()>& before_commit,
                      const ShardWriteContext& shard) {
@@ -114,25 +78,6 @@ Status ReadTensor(const checkpoint::Checkpoint& ckpt, const std::string& name, c
 
 }  // namespace
 
-Result<CheckpointContents> LoadTrainingState(const std::string& dir, const std::string& expected_hash,
-                                             nn::ParameterStore* params,
-                                             const std::vector<OptimizerStateBuffer>& optimizer) {
-  LS_ASSIGN_OR_RETURN(checkpoint::Checkpoint ckpt, checkpoint::Checkpoint::Open(dir));
-  LS_RETURN_IF_ERROR(ckpt.CheckConfigHash(expected_hash));
-  for (const nn::ParamInfo& p : *params) {
-    LS_RETURN_IF_ERROR(ReadTensor(ckpt, "model." + p.name, p, 0, p.numel, params->flat_params() + p.offset));
-    for (const OptimizerStateBuffer& buf : optimizer) {
-      // Only the elements of this rank's range: any layout's shards serve any other's ranges.
-      const int64_t lo = std::max(p.offset, buf.begin);
-      const int64_t hi = std::min(p.offset + p.numel, buf.begin + static_cast<int64_t>(buf.values.size()));
-      if (lo >= hi) continue;
-      LS_RETURN_IF_ERROR(ReadTensor(ckpt, "optim." + buf.kind + "." + p.name, p, lo - p.offset, hi - p.offset,
-                                    buf.values.data() + (lo - buf.begin)));
-    }
-  }
-  return ReadContents(ckpt, expected_hash);
-}
-
 Result<CheckpointContents> ReadContents(const checkpoint::Checkpoint& ckpt, const std::string& expected_hash) {
   const std::string& dir = ckpt.dir();
   const nlohmann::json& extra = ckpt.extra();
@@ -152,15 +97,8 @@ Result<CheckpointContents> ReadContents(const checkpoint::Checkpoint& ckpt, cons
 
 Result<nlohmann::json> LoadParameters(const std::string& dir, nn::ParameterStore* params) {
   LS_ASSIGN_OR_RETURN(checkpoint::Checkpoint ckpt, checkpoint::Checkpoint::Open(dir));
-  for (const nn::ParamInfo& p : *params) {
-    std::string name = "model." + p.name;
-    const checkpoint::TensorInfo* info = ckpt.Find(name);
-    if (info == nullptr)
-      return Status::InvalidArgument(dir + ": checkpoint has no tensor '" + name + "' (a different model?)");
-    if (info->shape != p.shape)
-      return Status::InvalidArgument(dir + ": tensor '" + name + "' has a different shape than the model's");
-    LS_RETURN_IF_ERROR(ckpt.Read(name, 0, p.numel, params->flat_params() + p.offset));
-  }
+  for (const nn::ParamInfo& p : *params)
+    LS_RETURN_IF_ERROR(ReadTensor(ckpt, "model." + p.name, p, 0, p.numel, params->flat_params() + p.offset));
   nlohmann::json extra = ckpt.extra();
   extra["step"] = ckpt.step();
   return extra;

@@ -1,9 +1,8 @@
-// The trainer's side of checkpoints: which tensors a data-parallel run saves (parameters
-// and optimizer state, each under its parameter's name, so any layout can find them) and
-// which scalars go into the manifest's "extra" (step, loader position, config hash).
-//
-// Data-parallel state is replicated, so rank 0 alone writes one shard holding every tensor
-// whole; sharded layouts (ZeRO, TP) will write one shard per rank through the same writer.
+// The trainer's side of checkpoints: which tensors a run saves (parameters and optimizer
+// state, each under its parameter's name, so any layout can find them) and which scalars go
+// into the manifest's "extra" (step, loader position, config hash). Every layout writes
+// through SaveShardRefs: replicated data-parallel state is the one-writer case (rank 0 writes
+// one shard holding every tensor whole), sharded layouts (ZeRO, tp, pp) one shard per rank.
 #pragma once
 
 #include <cstdint>
@@ -63,19 +62,6 @@ std::string TrajectoryHash(const Config& config);
 // checkpoint directory to load, or "".
 Result<std::string> ResolveResume(const std::string& resume, const std::string& out_dir);
 
-// Writes <root>/step-XXXXXXXX and moves `latest` to it (rank 0 only).
-// before_commit (may be empty) runs after the shard is on disk and before the manifest is
-// written: the point where --inject-fault kill:...:during=checkpoint strikes.
-Status SaveCheckpoint(const std::string& root, int keep, const nn::ParameterStore& params,
-                      const std::vector<OptimizerStateBuffer>& optimizer, const CheckpointContents& contents,
-                      const std::function<void()>& before_commit = {});
-
-// The same, with the parameter values read from `values` (a copy laid out like
-// params.flat_params(); params supplies names, shapes and offsets).
-Status SaveCheckpointFrom(const std::string& root, int keep, const nn::ParameterStore& params, const float* values,
-                          const std::vector<OptimizerStateBuffer>& optimizer, const CheckpointContents& contents,
-                          const std::function<void()>& before_commit, const ShardWriteContext& shard = {});
-
 // Writes this rank's pieces (names already "model.<param>" / "optim.<kind>.<param>") into
 // <root>/step-XXXXXXXX; with shard.world > 1 every rank calls it and rank 0 commits once all
 // agree (ShardWriteContext). The pieces of all ranks must tile every tensor.
@@ -90,12 +76,5 @@ Result<CheckpointContents> ReadContents(const checkpoint::Checkpoint& ckpt, cons
 // Loads parameter values by name from a checkpoint directory into `params` (shapes must
 // match), verifying the checksum of everything read. Returns the manifest's extra().
 Result<nlohmann::json> LoadParameters(const std::string& dir, nn::ParameterStore* params);
-
-// Everything a resumed run needs, read and verified from `dir`: parameters, each optimizer
-// buffer (by the same names SaveCheckpoint writes), the step counters and the loader
-// position. A checkpoint of another configuration (TrajectoryHash differs) is refused.
-Result<CheckpointContents> LoadTrainingState(const std::string& dir, const std::string& expected_hash,
-                                             nn::ParameterStore* params,
-                                             const std::vector<OptimizerStateBuffer>& optimizer);
 
 }  // namespace lockstep::runtime

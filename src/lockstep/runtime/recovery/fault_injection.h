@@ -9,6 +9,13 @@
 //   kill:rank=R:during=checkpoint:step=S
 //                                   the same, in the checkpoint of step S
 //   hang:rank=R:step=S              rank R sleeps forever as step S begins
+//   nan:rank=R:step=S               an inf in one element of rank R's gradient of step S (after
+//                                   the gradient synchronisation, in an element rank R's
+//                                   share of the global norm counts), as a real overflow would
+//                                   leave it; nan:rank=R:step=S:in=loss makes the step's loss
+//                                   NaN instead
+//   slow:rank=R:factor=F[:step=S]   rank R's compute takes F times as long (F > 1), from step
+//                                   S on (default: from the start): a straggler
 //
 // Under --max-restarts the supervisor injects the fault into the first attempt only.
 #pragma once
@@ -21,11 +28,13 @@
 namespace lockstep::runtime {
 
 struct FaultSpec {
-  enum class Kind { kNone, kKill, kHang };
+  enum class Kind { kNone, kKill, kHang, kNan, kSlow };
   Kind kind = Kind::kNone;
   int rank = 0;
-  int64_t step = 0;  // with during_checkpoint: 0 = the first checkpoint
+  int64_t step = 0;  // with during_checkpoint: 0 = the first checkpoint; slow: 0 = from the start
   bool during_checkpoint = false;
+  bool nan_in_loss = false;  // nan: the loss instead of a gradient element
+  double factor = 1.0;       // slow: compute time multiplier
 };
 
 // "" is no fault. InvalidArgument (one line naming the spec and the accepted forms) for
@@ -37,5 +46,10 @@ Result<FaultSpec> ParseFaultSpec(const std::string& spec, int world, int64_t tot
 // `rank` writes the checkpoint of step `step`. Fires at most once per process.
 void InjectAtStep(const FaultSpec& spec, int rank, int64_t step);
 void InjectDuringCheckpoint(const FaultSpec& spec, int rank, int64_t step);
+
+// nan: whether `rank` corrupts its gradient (or, with in=loss, its loss) in 0-based step `step`.
+bool NanDue(const FaultSpec& spec, int rank, int64_t step, bool in_loss);
+// slow: the factor rank `rank`'s compute is stretched by in 0-based step `step` (1: none).
+double SlowFactor(const FaultSpec& spec, int rank, int64_t step);
 
 }  // namespace lockstep::runtime

@@ -195,6 +195,8 @@ Status RunSupervised(const TrainOptions& options) {
     }
     if (reaped && WIFEXITED(status) && WEXITSTATUS(status) == 2)
       return Status::InvalidArgument("");  // bad input: the worker printed the one-line error; not retried
+    // A non-finite gradient or loss: the same checkpoint and data would give it again.
+    if (reaped && WIFEXITED(status) && WEXITSTATUS(status) == 3) return Status::NonFinite("");
     if (cause.empty()) cause = "worker " + DescribeExit(status);
     StopGroup(pid, reaped);
     last_cause = cause;

@@ -2,15 +2,15 @@
 
 namespace lockstep::runtime {
 
-Result<EvalSums> EvaluateLocal(nn::Model& model, RankData& data) {
+Result<EvalSums> EvaluateLocal(RankData& data, const EvalBatchFn& eval_batch) {
   LS_RETURN_IF_ERROR(data.StartEval());
   EvalSums sums;
   while (true) {
     LS_ASSIGN_OR_RETURN(bool more, data.NextEval());
     if (!more) break;
-    int64_t rows = data.eval_rows();
+    const int64_t rows = data.eval_rows();
     if (rows == 0) continue;
-    nn::EvalResult r = model.Evaluate(data.EvalRows(0, rows));
+    LS_ASSIGN_OR_RETURN(nn::EvalResult r, eval_batch(data.EvalRows(0, rows)));
     sums.loss_sum += r.loss_sum;
     sums.count += r.count;
     sums.correct += r.correct;

@@ -1,6 +1,9 @@
 // One pass over this rank's share of the validation set (every rank makes the same number
-// of loader calls; masked padding rows are never fed to the model).
+// of loader calls; masked padding rows are never fed to the model). `lockstep eval` and the
+// trainer's validation both run it; they differ only in how a batch is evaluated.
 #pragma once
+
+#include <functional>
 
 #include "lockstep/nn/model.h"
 #include "lockstep/runtime/reporting/step_stats.h"
@@ -8,6 +11,10 @@
 
 namespace lockstep::runtime {
 
-Result<EvalSums> EvaluateLocal(nn::Model& model, RankData& data);
+// Evaluates one batch of real rows; returns the sums this rank contributes (zero sums on a
+// rank that does not report its replica's loss).
+using EvalBatchFn = std::function<Result<nn::EvalResult>(const nn::ModelInput& rows)>;
+
+Result<EvalSums> EvaluateLocal(RankData& data, const EvalBatchFn& eval_batch);
 
 }  // namespace lockstep::runtime

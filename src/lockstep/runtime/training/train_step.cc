@@ -1,9 +1,13 @@
 // One training step of the Trainer (trainer.h): forward/backward for the layout, gradient
 // synchronization over the data-parallel group, the exact global norm, clipping, the update.
 #include <cmath>
+#include <cstdio>
 #include <cstring>
+#include <limits>
 
+#include "lockstep/core/log.h"
 #include "lockstep/optim/grad_clip.h"
+#include "lockstep/runtime/recovery/fault_injection.h"
 #include "lockstep/runtime/training/trainer.h"
 
 namespace lockstep::runtime {
@@ -155,23 +159,32 @@ Status Trainer::PipelineStep(StepCompute* c) {
   return Status::Ok();
 }
 
-// sqrt of the exact sum of squares of every unique gradient element in the world: a rank adds
-// its dp shard of its local buffer (the replicas hold the same reduced gradient), skipping
-// tensors replicated over tp on tp ranks other than 0; an integer allreduce merges the sums.
-Result<double> Trainer::GradNorm() {
+// fn(param index, pointer, count) over the reduced gradient elements this rank counts in the
+// global norm: its dp shard of its local buffer (the replicas hold the same reduced
+// gradient), skipping tensors replicated over tp on tp ranks other than 0. Every unique
+// element of the world's gradient is visited on exactly one rank.
+template <typename Fn>
+void Trainer::ForEachCountedGrad(Fn&& fn) {
   const nn::ParameterStore& ps = model_->params();
   const optim::FlatRange mine = parallel::ShardRange(local_numel(), mesh_.coord.dp, dims().dp);
   // Element `flat` of the reduced gradient: in the flat buffer, or (ZeRO-2/3, where only the
   // owned range exists, which is `mine`) in the shard.
-  const float* base = zero_units_ ? zero_units_->grad_shard() : ps.flat_grads();
+  float* base = zero_units_ ? zero_units_->grad_shard() : model_->params().flat_grads();
   const int64_t base_begin = zero_units_ ? mine.begin : 0;
-  optim::ExactSquareSum sum;
   for (int i = 0; i < ps.size(); ++i) {
     if (model_->placements()[i].tp_replicated && mesh_.coord.tp != 0) continue;
     const nn::ParamInfo& p = ps.info(i);
     const int64_t lo = std::max(mine.begin, p.offset), hi = std::min(mine.end, p.offset + p.numel);
-    if (lo < hi) sum.Add(base + (lo - base_begin), hi - lo);
+    if (lo < hi) fn(i, base + (lo - base_begin), hi - lo);
   }
+}
+
+// sqrt of the exact sum of squares of every unique gradient element in the world; an integer
+// allreduce merges the ranks' sums, so every rank gets the same bits (NaN or inf when any
+// element is not finite).
+Result<double> Trainer::GradNorm() {
+  optim::ExactSquareSum sum;
+  ForEachCountedGrad([&](int, const float* g, int64_t n) { sum.Add(g, n); });
   if (world_ == 1) return optim::NormOf(sum);
   int64_t words[optim::ExactSquareSum::kWords];
   sum.ToWords(words);
@@ -179,6 +192,71 @@ Result<double> Trainer::GradNorm() {
       world_comm_->Allreduce(words, words, optim::ExactSquareSum::kWords, comm::DType::kI64, comm::ReduceOp::kSum)
           ->Wait());
   return optim::NormOf(optim::ExactSquareSum::FromWords(words));
+}
+
+// --inject-fault nan: an inf in the first gradient element this rank counts in the norm.
+void Trainer::InjectNonFiniteGrad() {
+  bool done = false;
+  ForEachCountedGrad([&](int, float* g, int64_t n) {
+    if (done || n == 0) return;
+    g[0] = std::numeric_limits<float>::infinity();
+    done = true;
+  });
+  LS_LOG(WARN) << "injected fault: inf in a gradient element at step " << plan_.fault.step;
+}
+
+// A step whose global gradient norm or loss is not finite never reaches the optimizer. Every
+// rank sees the same norm and loss, so all take the same branch. The ranks tell rank 0 the
+// first parameter whose gradient they found non-finite; then the run stops (exit status 3:
+// the newest checkpoint is still the last good one, and the supervisor does not retry), or
+// with train.skip_nonfinite the update is skipped and training goes on, up to
+// train.max_skipped such steps in a row.
+Status Trainer::HandleNonFinite(int64_t step, double loss, double grad_norm) {
+  std::string where = NonFiniteWhere();
+  if (where.empty()) where = std::isfinite(loss) ? "an element no rank could name" : "the loss";
+  char what[96];
+  std::snprintf(what, sizeof(what), "loss %g, gradient norm %g", loss, grad_norm);
+  const std::string at = "step " + std::to_string(step + 1) + ": non-finite " + what + " (first: " + where + ")";
+  const TrainSection& t = plan_.run.train;
+  if (!t.skip_nonfinite)
+    return Status::NonFinite(at +
+                             "; stopped before the update, the newest checkpoint is the last good one "
+                             "(train.skip_nonfinite = true skips such steps)");
+  ++consecutive_skips_;
+  if (consecutive_skips_ > t.max_skipped)
+    return Status::NonFinite(at + "; " + std::to_string(consecutive_skips_) +
+                             " steps in a row were non-finite (train.max_skipped = " + std::to_string(t.max_skipped) +
+                             "), stopping; the newest checkpoint is the last good one");
+  if (lead()) {
+    LS_RETURN_IF_ERROR(metrics_->Write(
+        {{"step", step + 1}, {"skipped", "nonfinite_grad"}, {"where", where}, {"consecutive", consecutive_skips_}}));
+    LS_LOG(WARN) << at << "; update skipped (" << consecutive_skips_ << " in a row)";
+  }
+  return Status::Ok();
+}
+
+// The first parameter (in this rank's order) holding a non-finite gradient element this rank
+// counts, gathered from every rank: rank 0's answer is the first non-empty one in rank order.
+// Best effort: a failed gather leaves it unnamed, the step is non-finite all the same.
+std::string Trainer::NonFiniteWhere() {
+  constexpr size_t kName = 120;
+  char mine[kName] = {};
+  ForEachCountedGrad([&](int i, const float* g, int64_t n) {
+    if (mine[0] != 0) return;
+    for (int64_t k = 0; k < n; ++k) {
+      if (std::isfinite(g[k])) continue;
+      std::snprintf(mine, kName, "%s on rank %d", model_->params().info(i).name.c_str(), rank_);
+      return;
+    }
+  });
+  if (world_ == 1) return mine;
+  std::vector<char> all(kName * static_cast<size_t>(world_));
+  if (!world_comm_->AllGather(mine, all.data(), kName, comm::DType::kBytes)->Wait().ok()) return "";
+  for (int r = 0; r < world_; ++r) {
+    const char* name = all.data() + kName * static_cast<size_t>(r);
+    if (name[0] != 0) return std::string(name, strnlen(name, kName));
+  }
+  return "";
 }
 
 Status Trainer::TrainStep(int64_t step) {
@@ -201,6 +279,8 @@ Status Trainer::TrainStep(int64_t step) {
     LS_RETURN_IF_ERROR(SingleStageStep(&c));
   LS_RETURN_IF_ERROR(tp_->status());
   if (zero_units_) LS_RETURN_IF_ERROR(zero_units_->status());
+  if (NanDue(plan_.fault, rank_, step, /*in_loss=*/true)) c.loss_part = std::numeric_limits<double>::quiet_NaN();
+  if (NanDue(plan_.fault, rank_, step, /*in_loss=*/false)) InjectNonFiniteGrad();
   // Compute time excludes the blocking wait at the end (exposed communication).
   const double compute_ms = compute_clock.ElapsedMs() - c.sync.exposed_ms;
 
@@ -211,6 +291,9 @@ Status Trainer::TrainStep(int64_t step) {
   Stopwatch optim_clock;
   const int64_t optim_clock_start = NowNanos();
   LS_ASSIGN_OR_RETURN(double grad_norm, GradNorm());
+  if (!std::isfinite(grad_norm) || !std::isfinite(gathered.loss))
+    return HandleNonFinite(step, gathered.loss, grad_norm);
+  consecutive_skips_ = 0;
   float* owned_grads = OwnedGrads();
   if (plan_.optim.grad_clip > 0) optim::ClipByGlobalNorm(owned_grads, owned_.size(), plan_.optim.grad_clip, grad_norm);
   const float lr = schedule_->LrAt(step);
@@ -250,9 +333,6 @@ Status Trainer::TrainStep(int64_t step) {
     progress_->Step(step + 1, gathered.loss, lr, data_->is_text() ? tokens_per_s : samples_per_s,
                     data_->is_text() ? "tok/s" : "img/s");
   }
-  if (!std::isfinite(gathered.loss))
-    return Status::Aborted("loss is " + std::to_string(gathered.loss) + " at step " + std::to_string(step + 1) +
-                           " (try a lower optim.lr or set optim.grad_clip)");
   return Status::Ok();
 }
 

@@ -8,6 +8,7 @@
 #include "lockstep/parallel/gpt_shard.h"
 #include "lockstep/runtime/recovery/fault_injection.h"
 #include "lockstep/runtime/recovery/supervisor.h"
+#include "lockstep/runtime/training/eval_loop.h"
 #include "lockstep/tensor/threads.h"
 
 namespace lockstep::runtime {
@@ -144,7 +145,7 @@ Status Trainer::Setup() {
   schedule_.emplace(sched);
   ddp_ = std::make_unique<parallel::DataParallel>(mesh_.dp, &model_->params(), plan_.run.train.bucket_bytes);
   if (dims().pp > 1) pipeline_ = std::make_unique<PipelineRunner>(model_.get(), mesh_.pp, plan_.layout.schedule);
-  if (plan_.run.checkpoint.async && (zero_ > 0 || dims().tp > 1 || dims().pp > 1)) {
+  if (plan_.run.checkpoint.async && sharded_state()) {
     LS_ASSIGN_OR_RETURN(ckpt_comm_, world_comm_->Split(0, rank_));
   }
   if (!plan_.resume_dir.empty()) LS_RETURN_IF_ERROR(Resume());
@@ -171,6 +172,7 @@ Status Trainer::Setup() {
     LS_ASSIGN_OR_RETURN(MetricsLog log, MetricsLog::Open(path, keep_rows));
     metrics_.emplace(std::move(log));
     progress_.emplace(plan_.total_steps, plan_.run.train.log_every);
+    for (const std::string& line : plan_.config_warnings) LS_LOG(WARN) << line;
     LogStart();
     if (start_step_ > 0) {
       LS_LOG(INFO) << "resumed from " << plan_.resume_dir << " at step " << start_step_;
@@ -209,26 +211,16 @@ void Trainer::LogStart() {
 // Validation sums of this rank's replica: the rows of its dp shard, through the pipeline when
 // there is one; only the replica's reporting rank (last stage, tp rank 0) returns non-zero sums.
 Result<EvalSums> Trainer::EvaluateLocal() {
-  LS_RETURN_IF_ERROR(data_->StartEval());
-  EvalSums sums;
-  while (true) {
-    LS_ASSIGN_OR_RETURN(bool more, data_->NextEval());
-    if (!more) break;
-    const int64_t rows = data_->eval_rows();
-    if (rows == 0) continue;
+  return runtime::EvaluateLocal(*data_, [&](const nn::ModelInput& rows) -> Result<nn::EvalResult> {
     nn::EvalResult r;
     if (pipeline_) {
-      LS_ASSIGN_OR_RETURN(r, pipeline_->Evaluate(data_->EvalRows(0, rows)));
+      LS_ASSIGN_OR_RETURN(r, pipeline_->Evaluate(rows));
     } else {
-      r = model_->Evaluate(data_->EvalRows(0, rows), nullptr, nullptr);
+      r = model_->Evaluate(rows, nullptr, nullptr);
     }
     LS_RETURN_IF_ERROR(tp_->status());
-    if (!reports_loss()) continue;
-    sums.loss_sum += r.loss_sum;
-    sums.count += r.count;
-    sums.correct += r.correct;
-  }
-  return sums;
+    return reports_loss() ? r : nn::EvalResult{};
+  });
 }
 
 Status Trainer::Validate(int64_t step) {

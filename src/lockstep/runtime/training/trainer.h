@@ -77,10 +77,14 @@ class Trainer {
   Status SumContributions(const float* shard_losses, double* loss);
   Status SyncContributions(parallel::SyncTimes* sync);
   Result<double> GradNorm();
+  template <typename Fn>
+  void ForEachCountedGrad(Fn&& fn);
+  void InjectNonFiniteGrad();
+  Status HandleNonFinite(int64_t step, double loss, double grad_norm);
+  std::string NonFiniteWhere();
   // trainer_state.cc
   Status Resume();
   Status Save(int64_t step);
-  Status SaveSharded(int64_t step);
   CheckpointContents Contents(int64_t step);
   nlohmann::json Layout() const;
   nlohmann::json MemoryRow();
@@ -103,6 +107,9 @@ class Trainer {
     }
   }
   bool lead() const { return rank_ == 0; }
+  // Whether the model states are split over ranks (ZeRO, tp, pp), so that several ranks write
+  // checkpoints; otherwise rank 0 holds and writes everything.
+  bool sharded_state() const { return zero_ > 0 || dims().tp > 1 || dims().pp > 1; }
   const parallel::ParallelDims& dims() const { return plan_.layout.dims; }
   // Whether this rank reports the loss and validation sums of its replica (one per replica).
   bool reports_loss() const { return model_->last_stage() && mesh_.coord.tp == 0; }
@@ -154,7 +161,9 @@ class Trainer {
   std::unique_ptr<parallel::ShardedParamGather> gather_;  // ZeRO-1/2: re-assembles the parameters
   std::unique_ptr<parallel::ZeroUnits> zero_units_;       // ZeRO-2/3: unit-wise gradients (and parameters)
   tensor::MemoryTracker* memory_;
-  int64_t optimizer_reserved_ = 0;  // optimizer-state bytes counted in memory_ (optim/ uses plain vectors)
+  int64_t optimizer_reserved_ = 0;
+  int64_t consecutive_skips_ = 0;  // non-finite steps skipped in a row (train.skip_nonfinite)  // optimizer-state bytes
+                                   // counted in memory_ (optim/ uses plain vectors)
 };
 
 }  // namespace lockstep::runtime

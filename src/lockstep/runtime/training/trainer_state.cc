@@ -60,46 +60,38 @@ CheckpointContents Trainer::Contents(int64_t step) {
   return c;
 }
 
+// Every layout saves the same way: each rank writes the canonical pieces it is the writer of
+// (parallel/canonical.h) — parameters from dp rank 0 of each stage and tp rank, optimizer state
+// from each ZeRO shard owner. Replicated data-parallel state is the one-writer case: rank 0
+// holds every piece and writes alone. With several writers the ranks agree that every shard
+// is on disk before rank 0 commits; with checkpoint.async that agreement runs on each rank's
+// writer thread over a communicator of its own (ckpt_comm_), so the training threads only
+// wait for the snapshot copy.
 Status Trainer::Save(int64_t step) {
-  // Replicated data-parallel state: rank 0 holds everything and writes it in the background.
-  if (zero_ > 0 || dims().tp > 1 || dims().pp > 1) return SaveSharded(step);
-  if (!lead()) {
+  const bool one_writer = !sharded_state();
+  if (one_writer && !lead()) {
     InjectDuringCheckpoint(plan_.fault, rank_, step);
     return Status::Ok();
   }
-  CheckpointContents c = Contents(step);
-  std::vector<SaveReport> finished;
-  const FaultSpec fault = plan_.fault;
-  const int rank = rank_;
-  LS_RETURN_IF_ERROR(Saver().Save(
-      model_->params(), optimizer_->StateBuffers(), c,
-      [fault, rank, step] { InjectDuringCheckpoint(fault, rank, step); }, &finished));
-  for (const SaveReport& r : finished) LS_RETURN_IF_ERROR(LogSave(r));
-  return Status::Ok();
-}
-
-// Sharded layouts: every rank writes the canonical pieces it is the writer of (parallel/
-// canonical.h) — parameters from dp rank 0 of each stage and tp rank, optimizer state from
-// each ZeRO shard owner. The ranks agree that every shard is on disk before rank 0 commits;
-// with checkpoint.async that agreement runs on each rank's writer thread over a communicator
-// of its own (ckpt_comm_), so the training threads only wait for the snapshot copy.
-Status Trainer::SaveSharded(int64_t step) {
   ShardWriteContext shard;
-  shard.rank = rank_;
-  shard.world = world_;
-  comm::Communicator* agree = plan_.run.checkpoint.async ? ckpt_comm_.get() : world_comm_.get();
-  shard.all_ok = [agree](bool ok) {
-    int32_t mine = ok ? 1 : 0, all = 0;
-    Status s = agree->Allreduce(&mine, &all, 1, comm::DType::kI32, comm::ReduceOp::kMin)->Wait();
-    return s.ok() && all == 1;
-  };
+  if (!one_writer) {
+    shard.rank = rank_;
+    shard.world = world_;
+    comm::Communicator* agree = plan_.run.checkpoint.async ? ckpt_comm_.get() : world_comm_.get();
+    shard.all_ok = [agree](bool ok) {
+      int32_t mine = ok ? 1 : 0, all = 0;
+      Status s = agree->Allreduce(&mine, &all, 1, comm::DType::kI32, comm::ReduceOp::kMin)->Wait();
+      return s.ok() && all == 1;
+    };
+  }
   std::vector<OptimizerStateBuffer> state = optimizer_->StateBuffers();
   if (zero_ == 0 && mesh_.coord.dp != 0) state.clear();  // replicated: dp rank 0 writes it
   const ParamView params = WrittenParams();
   StagePieces pieces = CollectStagePieces(*model_, params.data, params.begin, params.range, state, mesh_.coord.tp);
   int64_t bytes = 0;
   for (const parallel::LocalPiece& p : pieces.pieces) bytes += p.count * static_cast<int64_t>(sizeof(float));
-  LS_RETURN_IF_ERROR(world_comm_->Allreduce(&bytes, &bytes, 1, comm::DType::kI64, comm::ReduceOp::kSum)->Wait());
+  if (!one_writer)
+    LS_RETURN_IF_ERROR(world_comm_->Allreduce(&bytes, &bytes, 1, comm::DType::kI64, comm::ReduceOp::kSum)->Wait());
   const FaultSpec fault = plan_.fault;
   const int rank = rank_;
   std::vector<SaveReport> finished;

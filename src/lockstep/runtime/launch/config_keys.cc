@@ -1,0 +1,133 @@
+#include "lockstep/runtime/launch/config_keys.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <vector>
+
+namespace lockstep::runtime {
+namespace {
+
+constexpr ConfigKey kKeys[] = {
+    // [model]
+    {"model.kind", "string", "", "the model: \"gpt\" or \"cnn\" (required)"},
+    {"model.vocab", "int", "256", "gpt: vocabulary size"},
+    {"model.context", "int", "128", "gpt: context length (tokens per row)"},
+    {"model.layers", "int", "4", "gpt: transformer blocks"},
+    {"model.heads", "int", "4", "gpt: attention heads"},
+    {"model.width", "int", "128", "gpt: embedding width"},
+    {"model.mlp_ratio", "int", "4", "gpt: MLP width / embedding width"},
+    {"model.init_seed", "int", "0", "seed of the parameter initialisation"},
+    // [data]
+    {"data.kind", "string", "", "the data set: \"text\" (byte corpus) or \"fashion-mnist\" (required)"},
+    {"data.dir", "string", "",
+     "where the data set lives (default: /usr/share/games/fortunes for text, "
+     "/usr/share/datasets/fashion-mnist for fashion-mnist)"},
+    {"data.final_batch", "string", "\"drop\"", "a last partial batch of an epoch: \"drop\" or \"pad\""},
+    // [optim]
+    {"optim.name", "string", "\"adamw\"", "\"adamw\" or \"sgd\""},
+    {"optim.lr", "float", "0.001", "peak learning rate"},
+    {"optim.weight_decay", "float", "", "decoupled (adamw, default 0.01) or L2 (sgd, default 0.0) weight decay"},
+    {"optim.beta1", "float", "0.9", "adamw: first-moment decay"},
+    {"optim.beta2", "float", "0.999", "adamw: second-moment decay"},
+    {"optim.eps", "float", "1e-08", "adamw: denominator epsilon"},
+    {"optim.momentum", "float", "0.0", "sgd: momentum"},
+    {"optim.dampening", "float", "0.0", "sgd: dampening"},
+    {"optim.nesterov", "bool", "false", "sgd: Nesterov momentum"},
+    {"optim.grad_clip", "float", "0.0", "clip the global gradient norm to this (0: no clipping)"},
+    {"optim.schedule", "string", "\"constant\"", "learning rate after warmup: \"constant\" or \"cosine\""},
+    {"optim.warmup_steps", "int", "0", "linear warmup steps"},
+    {"optim.min_lr", "float", "", "cosine: the final learning rate (default optim.lr / 10)"},
+    {"optim.decay_steps", "int", "", "cosine: steps over which it decays (default: the run's steps)"},
+    // [train]
+    {"train.batch_size", "int", "16", "global batch: rows of all workers together"},
+    {"train.seed", "int", "1234", "seed of data order and sampling"},
+    {"train.steps", "int", "0", "optimizer steps (0: use train.epochs)"},
+    {"train.epochs", "float", "0.0", "epochs, when train.steps is 0"},
+    {"train.threads", "int", "0", "compute threads per worker (0: cores / workers on this machine)"},
+    {"train.log_every", "int", "10", "a progress line every this many steps"},
+    {"train.accum_steps", "int", "1", "micro-batches accumulated per step"},
+    {"train.det_shards", "int", "8", "--deterministic: canonical shards per global batch (a power of two)"},
+    {"train.bucket_bytes", "size", "26214400", "DDP gradient bucket size"},
+    {"train.det_tp_slices", "int", "0", "--deterministic with tp: canonical slices per split layer (0: auto)"},
+    {"train.pp_microbatches", "int", "0", "pipeline micro-batches per step (0: 2 x pp)"},
+    {"train.pp_schedule", "string", "\"1f1b\"", "pipeline schedule: \"1f1b\" or \"gpipe\""},
+    {"train.skip_nonfinite", "bool", "false",
+     "skip the update of a step with a NaN/inf gradient or loss instead of stopping"},
+    {"train.max_skipped", "int", "10", "with skip_nonfinite: stop after more than this many such steps in a row"},
+    // [eval]
+    {"eval.every", "int", "0", "validate every this many steps (0: once per epoch, and at the end)"},
+    {"eval.batch_size", "int", "", "validation rows per batch (default train.batch_size)"},
+    {"eval.batches", "int", "0", "validation batches (0: the whole split)"},
+    // [checkpoint]
+    {"checkpoint.every", "int", "0", "save every this many steps (0: only at the end)"},
+    {"checkpoint.keep", "int", "3", "checkpoints kept"},
+    {"checkpoint.async", "bool", "true", "write checkpoints in the background"},
+};
+
+// Levenshtein distance, for "did you mean".
+size_t Distance(std::string_view a, std::string_view b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diag = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+}  // namespace
+
+std::span<const ConfigKey> AllConfigKeys() { return kKeys; }
+
+const ConfigKey* FindConfigKey(std::string_view name) {
+  for (const ConfigKey& k : kKeys)
+    if (name == k.name) return &k;
+  return nullptr;
+}
+
+Result<std::vector<std::string>> CheckConfigKeys(const Config& config) {
+  std::vector<std::string> ignored;
+  for (const std::string& key : config.Keys()) {
+    if (FindConfigKey(key) == nullptr) {
+      const ConfigKey* near = nullptr;
+      size_t best = 3;  // at most two edits away
+      for (const ConfigKey& k : kKeys) {
+        const size_t d = Distance(key, k.name);
+        if (d < best) best = d, near = &k;
+      }
+      return Status::InvalidArgument("unknown config key '" + key + "'" +
+                                     (near ? std::string(" (did you mean '") + near->name + "'?)" : std::string()));
+    }
+    if (config.EffectiveValue(key) == nullptr)
+      ignored.push_back("config key '" + key + "' is not used with this run's options and is ignored");
+  }
+  return ignored;
+}
+
+std::string DescribeConfig(const Config& config) {
+  std::string out;
+  char line[512];
+  for (const ConfigKey& k : kKeys) {
+    const std::string* value = config.EffectiveValue(k.name);
+    std::string shown, origin = config.Origin(k.name);
+    if (value != nullptr) {
+      shown = *value;
+    } else if (config.Has(k.name)) {
+      shown = config.ValueText(k.name);
+      origin += ", unused";
+    } else {
+      shown = *k.default_value ? k.default_value : "-";
+      origin = "unused";
+    }
+    std::snprintf(line, sizeof(line), "%-24s = %-22s # %-12s %s\n", k.name, shown.c_str(), origin.c_str(), k.meaning);
+    out += line;
+  }
+  return out;
+}
+
+}  // namespace lockstep::runtime
