@@ -35,10 +35,20 @@ std::string Slurp(const std::string& path) {
 
 CommandResult RunLockstep(const std::vector<std::string>& args) {
   std::string dir = MakeTempDir("cmd");
-  std::string cmd =
-      std::string("cd ") + Quote(LOCKSTEP_SOURCE_DIR) + " && " + Quote(std::string(LOCKSTEP_BINARY_DIR) + "/lockstep");
-  for (const std::string& a : args) cmd += " " + Quote(a);
-  cmd += " >" + dir + "/out 2>" + dir + "/err </dev/null";
+  // Appended piece by piece: GCC 12's -Wrestrict misfires on chains of operator+ here.
+  std::string cmd = "cd ";
+  cmd += Quote(LOCKSTEP_SOURCE_DIR);
+  cmd += " && ";
+  cmd += Quote(std::string(LOCKSTEP_BINARY_DIR) + "/lockstep");
+  for (const std::string& a : args) {
+    cmd += ' ';
+    cmd += Quote(a);
+  }
+  cmd += " >";
+  cmd += dir;
+  cmd += "/out 2>";
+  cmd += dir;
+  cmd += "/err </dev/null";
   int status = std::system(cmd.c_str());
   CommandResult r;
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
@@ -98,6 +108,32 @@ std::string DoneHash(const std::string& run_dir) {
   auto j = nlohmann::json::parse(lines.back(), nullptr, false);
   if (j.is_discarded() || j.value("event", "") != "done") return "";
   return j.value("weights_xxh64", "");
+}
+
+int64_t ExpectResumedAt(const std::string& run_dir, int64_t step) {
+  std::vector<nlohmann::json> rows;
+  for (const std::string& line : ReadLines(run_dir + "/metrics.jsonl")) rows.push_back(nlohmann::json::parse(line));
+  size_t resume = rows.size();
+  for (size_t i = 0; i < rows.size(); ++i)
+    if (rows[i].value("event", "") == "resume") resume = i;
+  if (resume == rows.size()) {
+    ADD_FAILURE() << run_dir << ": no resume row (the run started over)";
+    return 0;
+  }
+  const int64_t from = rows[resume].value("step", int64_t{-1});
+  if (step >= 0) {
+    EXPECT_EQ(from, step) << rows[resume].dump();
+  } else {
+    EXPECT_GT(from, 0) << rows[resume].dump();
+  }
+  for (size_t i = resume + 1; i < rows.size(); ++i) {
+    if (!rows[i].contains("loss")) continue;
+    EXPECT_EQ(rows[i].value("step", int64_t{-1}), from + 1)
+        << "first training row after the resume: " << rows[i].dump();
+    return from;
+  }
+  ADD_FAILURE() << run_dir << ": no training row after the resume at step " << from;
+  return 0;
 }
 
 std::vector<std::string> TinyGptFlags() {

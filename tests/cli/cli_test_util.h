@@ -2,6 +2,7 @@
 // output, for end-to-end tests of the CLI contract.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,13 @@ std::vector<std::string> ReadLines(const std::string& path);
 
 // The weights_xxh64 of the done line of <dir>/metrics.jsonl, or "" if there is none.
 std::string DoneHash(const std::string& run_dir);
+
+// Expects that the run in run_dir resumed from a checkpoint of `step` (any step > 0 when -1):
+// its metrics.jsonl has a {"event":"resume","step":step} row (the last one, for runs restarted
+// several times) and the first training row after it is step + 1. A run that silently started
+// over, or ignored --resume, ends with the same hash in deterministic mode; this is what tells
+// them apart. Returns the step resumed from (0 after a failure).
+int64_t ExpectResumedAt(const std::string& run_dir, int64_t step);
 
 // The done-line hash of `lockstep <args>` (which must write a run into --out DIR, given as
 // the placeholder "{out}"), computed once per binary and argument list and cached under the

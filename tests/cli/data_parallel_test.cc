@@ -15,6 +15,7 @@ namespace {
 struct TrainedRun {
   std::string hash;
   std::vector<double> losses;
+  std::vector<double> grad_norms;
 };
 
 TrainedRun Train(std::vector<std::string> extra) {
@@ -29,7 +30,9 @@ TrainedRun Train(std::vector<std::string> extra) {
   run.hash = DoneHash(dir);
   for (const std::string& l : ReadLines(dir + "/metrics.jsonl")) {
     auto j = nlohmann::json::parse(l);
-    if (j.contains("loss")) run.losses.push_back(j["loss"].get<double>());
+    if (!j.contains("loss")) continue;
+    run.losses.push_back(j["loss"].get<double>());
+    run.grad_norms.push_back(j["grad_norm"].get<double>());
   }
   return run;
 }
@@ -55,18 +58,36 @@ TEST(DataParallel, DeterministicMpiMatchesThreads) {
 
 // Default mode: the sum over ranks is reordered, so weights differ in the last bits; after 5
 // AdamW steps at lr 1e-3 from the same start, per-step losses agree to well under 1e-3
-// (measured differences are ~1e-6; a wrong gradient scale or a missing allreduce moves the
-// loss by > 1e-2 within 2 steps).
-TEST(DataParallel, DefaultModeLossesMatchOneWorker) {
+// (measured differences are ~1e-6; a missing allreduce moves the loss by > 1e-2 within 2
+// steps). The gradient norm is compared too, to 1e-3 relative: AdamW normalises the update and
+// clipping rescales it, so a gradient off by a constant factor (a sum where the mean belongs)
+// leaves the losses nearly unchanged but doubles the norm.
+TEST(DataParallel, DefaultModeLossesAndGradientNormsMatchOneWorker) {
   TrainedRun one = Train({"--nproc", "1"});
-  for (const char* n : {"2", "4"}) {
-    TrainedRun dp = Train({"--nproc", n});
-    ASSERT_EQ(dp.losses.size(), one.losses.size());
-    for (size_t i = 0; i < one.losses.size(); ++i)
-      EXPECT_NEAR(dp.losses[i], one.losses[i], 1e-3) << "nproc " << n << " step " << i;
-  }
-  TrainedRun acc = Train({"--nproc", "2", "--set", "train.accum_steps=2"});
-  for (size_t i = 0; i < one.losses.size(); ++i) EXPECT_NEAR(acc.losses[i], one.losses[i], 1e-3) << "accum step " << i;
+  auto expect_same = [&](const TrainedRun& other, const std::string& what) {
+    ASSERT_EQ(other.losses.size(), one.losses.size()) << what;
+    for (size_t i = 0; i < one.losses.size(); ++i) {
+      EXPECT_NEAR(other.losses[i], one.losses[i], 1e-3) << what << " step " << i + 1;
+      EXPECT_NEAR(other.grad_norms[i], one.grad_norms[i], 1e-3 * one.grad_norms[i]) << what << " step " << i + 1;
+    }
+  };
+  for (const char* n : {"2", "4"}) expect_same(Train({"--nproc", n}), std::string("nproc ") + n);
+  expect_same(Train({"--nproc", "2", "--set", "train.accum_steps=2"}), "nproc 2, accum 2");
+}
+
+// --deterministic on 8 workers, end to end on threads: plain data parallelism and the README's
+// hybrid example (dp=2 x tp=2 x pp=2 with ZeRO-1) end with the one-worker weights.
+TEST(DataParallel, EightWorkersMatchOneWorker) {
+  const std::vector<std::string> model = {"--set", "model.layers=2", "--set", "model.heads=4"};
+  auto with = [&](std::vector<std::string> extra) {
+    extra.insert(extra.end(), model.begin(), model.end());
+    return Train(extra);
+  };
+  TrainedRun one = with({"--deterministic", "--nproc", "1"});
+  ASSERT_EQ(one.hash.size(), 16u);
+  EXPECT_EQ(with({"--deterministic", "--nproc", "8"}).hash, one.hash) << "dp=8";
+  EXPECT_EQ(with({"--deterministic", "--nproc", "8", "--layout", "dp=2,tp=2,pp=2", "--zero", "1"}).hash, one.hash)
+      << "dp=2,tp=2,pp=2 --zero 1";
 }
 
 }  // namespace

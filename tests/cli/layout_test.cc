@@ -96,9 +96,11 @@ TEST_P(LayoutCheckpoint, ResumesInOneWorkerAndInAnotherLayout) {
   EXPECT_EQ(inspect.exit_code, 0) << inspect.out << inspect.err;
   const std::string to_one = TrainSmall("ckpt-to-one", 8, "--resume " + ckpt);
   EXPECT_EQ(DoneHash(to_one), DoneHash(one)) << GetParam().writer << " -> 1 worker";
+  ExpectResumedAt(to_one, 4);
   const std::string to_other =
       TrainSmall("ckpt-to-other", 8, std::string("--nproc 4 ") + GetParam().reader + " --resume " + ckpt);
   EXPECT_EQ(DoneHash(to_other), DoneHash(one)) << GetParam().writer << " -> " << GetParam().reader;
+  ExpectResumedAt(to_other, 4);
 }
 
 INSTANTIATE_TEST_SUITE_P(Gpt4Workers, LayoutCheckpoint,

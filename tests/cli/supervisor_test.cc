@@ -67,7 +67,9 @@ void ExpectRecovered(const std::string& dir, const CommandResult& r, const std::
 // step 5's allreduce, which rank 0 joined only after Save(4)), comes after that commit: the
 // restart must resume (not start over, which would also give the same hash).
 void ExpectResumedIfCommitted(const CommandResult& r, int kill_step, int killed_rank) {
-  if (kill_step >= (killed_rank == 0 ? 5 : 6)) EXPECT_NE(r.err.find("resumed from"), std::string::npos) << r.err;
+  if (kill_step >= (killed_rank == 0 ? 5 : 6)) {
+    EXPECT_NE(r.err.find("resumed from"), std::string::npos) << r.err;
+  }
 }
 
 TEST(Supervisor, KilledAtARandomStepRestartsAndMatchesTheUninterruptedRun) {
@@ -150,7 +152,10 @@ TEST(Supervisor, HybridLayoutRankKilledRestartsAndMatches) {
   const std::vector<std::string> layout = {"--nproc",         "4",     "--layout",      "tp=2,pp=2",
                                            "--deterministic", "--set", "model.layers=2"};
   const std::string full = UninterruptedHash(layout);
-  const int step = 3 + RandomStep() % 4;  // after the step-2 checkpoint
+  // Every rank writes its shard and rank 0 commits; rank 0's Save(4) waits for the step-2
+  // commit, and rank 3 starts step 6 only after a collective of step 5 with rank 0: a kill in
+  // steps 6..8 therefore always finds a committed checkpoint to resume from.
+  const int step = 6 + RandomStep() % 3;
   const std::string dir = MakeTempDir("sup-hybrid");
   std::vector<std::string> extra = layout;
   extra.insert(extra.end(), {"--max-restarts", "2", "--inject-fault", "kill:rank=3:step=" + std::to_string(step)});
@@ -158,6 +163,9 @@ TEST(Supervisor, HybridLayoutRankKilledRestartsAndMatches) {
   ASSERT_EQ(r.exit_code, 0) << "kill at step " << step << "\n" << r.err;
   EXPECT_EQ(Events(dir, "restart").size(), 1u) << r.err;
   EXPECT_EQ(DoneHash(dir), full) << "kill at step " << step;
+  // The restart resumes from the newest committed checkpoint (not from step 0).
+  EXPECT_LE(ExpectResumedAt(dir, -1), step - 1);
+  EXPECT_NE(r.err.find("resumed from"), std::string::npos) << r.err;
 }
 
 }  // namespace

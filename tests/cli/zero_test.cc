@@ -55,14 +55,17 @@ TEST(Zero1, MatchesOneWorkerAndShardsTheOptimizerState) {
   const std::string ckpt = four + "/checkpoints/step-00000004";
   const std::string to_one = TrainTiny("zero-to-one", kSteps, 4, With(kDet, {"--resume", ckpt}));
   EXPECT_EQ(DoneHash(to_one), DoneHash(one));
+  ExpectResumedAt(to_one, 4);
   const std::string to_two =
       TrainTiny("zero-to-two", kSteps, 4, With(kDet, {"--nproc", "2", "--zero", "1", "--resume", ckpt}));
   EXPECT_EQ(DoneHash(to_two), DoneHash(one));
+  ExpectResumedAt(to_two, 4);
   // And a replicated checkpoint loads into ZeRO-1.
   const std::string from_dp =
       TrainTiny("zero-from-dp", kSteps, 4,
                 With(kDet, {"--nproc", "2", "--zero", "1", "--resume", one + "/checkpoints/step-00000004"}));
   EXPECT_EQ(DoneHash(from_dp), DoneHash(one));
+  ExpectResumedAt(from_dp, 4);
 }
 
 // Default (non-deterministic) mode: sharding the update does not change a single bit
@@ -99,10 +102,13 @@ TEST(Zero23, ShardGradientsAndParametersAndMatchOneWorker) {
   EXPECT_EQ(m3["grads_bytes"].get<int64_t>(), 4 * shard);
   EXPECT_EQ(m3["optimizer_bytes"].get<int64_t>(), 8 * shard);
   const std::string ckpt = z3 + "/checkpoints/step-00000004";
-  EXPECT_EQ(DoneHash(TrainTiny("zero23-to-one", kSteps, 4, With(kDet, {"--resume", ckpt}))), DoneHash(one));
-  EXPECT_EQ(
-      DoneHash(TrainTiny("zero23-to-z2", kSteps, 4, With(kDet, {"--nproc", "2", "--zero", "2", "--resume", ckpt}))),
-      DoneHash(one));
+  const std::string to_one = TrainTiny("zero23-to-one", kSteps, 4, With(kDet, {"--resume", ckpt}));
+  EXPECT_EQ(DoneHash(to_one), DoneHash(one));
+  ExpectResumedAt(to_one, 4);
+  const std::string to_z2 =
+      TrainTiny("zero23-to-z2", kSteps, 4, With(kDet, {"--nproc", "2", "--zero", "2", "--resume", ckpt}));
+  EXPECT_EQ(DoneHash(to_z2), DoneHash(one));
+  ExpectResumedAt(to_z2, 4);
 }
 
 // Default mode: reducing each unit's gradient to its owner adds the ranks' values in the same
@@ -114,35 +120,29 @@ TEST(Zero23, DefaultModeEqualsTheReplicatedRun) {
 }
 
 // --mem-limit: a limit the unsharded model states cannot fit is refused up front (exit 2, one
-// line saying what does not fit); ZeRO-3 over 4 workers trains under the same limit.
+// line saying what does not fit); ZeRO-3 over 4 workers trains under the same limit, and the
+// limit changes nothing about the arithmetic: the same run without it ends with the same hash.
 TEST(MemLimit, RefusesWhatDoesNotFitAndZero3TrainsUnderIt) {
-  const std::vector<std::string> model = {"--set",          "model.width=128", "--set",
-                                          "model.layers=4", "--set",           "model.heads=4"};
-  const std::string out = MakeTempDir("memlimit");
-  std::vector<std::string> args = {"train",
-                                   "--config",
-                                   "configs/gpt-tiny.toml",
-                                   "--steps",
-                                   "2",
-                                   "--set",
-                                   "eval.batches=1",
-                                   "--set",
-                                   "train.batch_size=8",
-                                   "--set",
-                                   "model.context=32",
-                                   "--mem-limit",
-                                   "13M",
-                                   "--out",
-                                   out};
-  args.insert(args.end(), model.begin(), model.end());
-  CommandResult refused = RunLockstep(args);
+  auto args_for = [](const std::string& out, const std::vector<std::string>& extra) {
+    std::vector<std::string> args = {"train", "--config", "configs/gpt-tiny.toml", "--steps", "2", "--out",
+                                     out,     "--set",    "eval.batches=1"};
+    for (const char* kv :
+         {"train.batch_size=8", "model.context=32", "model.width=128", "model.layers=4", "model.heads=4"})
+      args.insert(args.end(), {"--set", kv});
+    args.insert(args.end(), extra.begin(), extra.end());
+    return args;
+  };
+  CommandResult refused = RunLockstep(args_for(MakeTempDir("memlimit-refused"), {"--mem-limit", "13M"}));
   EXPECT_EQ(refused.exit_code, 2) << refused.err;
   EXPECT_NE(refused.err.find("--mem-limit 13.0 MiB: worker 0's model states alone need 13.2 MiB"), std::string::npos)
       << refused.err;
-  args.insert(args.end(), {"--nproc", "4", "--zero", "3"});
-  CommandResult fits = RunLockstep(args);
+  const std::string limited = MakeTempDir("memlimit-z3"), free = MakeTempDir("memlimit-free");
+  CommandResult fits = RunLockstep(args_for(limited, {"--nproc", "4", "--zero", "3", "--mem-limit", "13M"}));
   EXPECT_EQ(fits.exit_code, 0) << fits.err;
-  EXPECT_FALSE(DoneHash(out).empty());
+  CommandResult unlimited = RunLockstep(args_for(free, {"--nproc", "4", "--zero", "3"}));
+  EXPECT_EQ(unlimited.exit_code, 0) << unlimited.err;
+  EXPECT_EQ(DoneHash(limited).size(), 16u);
+  EXPECT_EQ(DoneHash(limited), DoneHash(free));
 }
 
 }  // namespace

@@ -228,7 +228,9 @@ TEST_P(CollectivesTest, ReduceAndSendRecvAndBarrier) {
 }
 
 INSTANTIATE_TEST_SUITE_P(WorldSizes, CollectivesTest, ::testing::Values(1, 2, 3, 4, 8),
-                         [](const ::testing::TestParamInfo<int>& info) { return "N" + std::to_string(info.param); });
+                         [](const ::testing::TestParamInfo<int>& info) {
+                           return std::string("N").append(std::to_string(info.param));
+                         });
 
 }  // namespace
 }  // namespace lockstep::comm

@@ -54,7 +54,9 @@ TEST(DeterministicTreeSum, MatchesRecursiveTreeAndDiffersFromNaiveOrder) {
       naive[i] = s;
     }
     EXPECT_TRUE(SameBits(got, want)) << "n=" << n;
-    if (n >= 4) EXPECT_FALSE(SameBits(got, naive)) << "n=" << n << ": test data not sensitive";
+    if (n >= 4) {
+      EXPECT_FALSE(SameBits(got, naive)) << "n=" << n << ": test data not sensitive";
+    }
   }
 }
 

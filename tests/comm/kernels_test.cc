@@ -80,7 +80,9 @@ TEST(Layout, ChunksCoverAndAlign) {
       for (int r = 0; r < n; ++r) {
         threads::Range c = threads::ChunkOf(count, n, r, 4);
         EXPECT_EQ(c.begin, next);
-        if (c.begin < count) EXPECT_EQ(c.begin % 16, 0u);
+        if (c.begin < count) {
+          EXPECT_EQ(c.begin % 16, 0u);
+        }
         next = c.end;
       }
       EXPECT_EQ(next, count);

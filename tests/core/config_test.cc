@@ -12,7 +12,7 @@ TEST(Config, ReadsTypedValuesAndDefaults) {
   EXPECT_EQ(*c->GetInt("train.batch_size", 0), 16);
   EXPECT_EQ(*c->GetString("train.name", ""), "x");
   EXPECT_EQ(*c->GetInt("train.steps", 7), 7);
-  EXPECT_TRUE(c->CheckAllKeysKnown().ok());
+  EXPECT_TRUE(c->UnreadKeys().empty());
 }
 
 TEST(Config, WrongTypeNamesKeyAndExpectation) {
@@ -24,13 +24,35 @@ TEST(Config, WrongTypeNamesKeyAndExpectation) {
   EXPECT_NE(v.status().message().find("integer"), std::string::npos);
 }
 
-TEST(Config, UnknownKeyIsReported) {
+TEST(Config, UnreadKeysAreListed) {
   auto c = Config::Parse("[train]\nbatch_size = 16\nbatch_sise = 3\n", "t.toml");
   ASSERT_TRUE(c.ok());
   ASSERT_TRUE(c->GetInt("train.batch_size", 0).ok());
-  Status s = c->CheckAllKeysKnown();
-  ASSERT_FALSE(s.ok());
-  EXPECT_NE(s.message().find("train.batch_sise"), std::string::npos);
+  EXPECT_EQ(c->UnreadKeys(), std::vector<std::string>{"train.batch_sise"});
+}
+
+TEST(Config, RecordsEffectiveValuesAndOrigins) {
+  auto c = Config::Parse("[optim]\nlr = 0.001\nname = \"adamw\"\n[train]\nbatch_size = 16\n", "t.toml");
+  ASSERT_TRUE(c.ok());
+  ASSERT_TRUE(c->Override("train.batch_size=32").ok());
+  c->SetInt("train.steps", 5);
+  EXPECT_EQ(c->EffectiveValue("optim.lr"), nullptr);  // not read yet
+  ASSERT_TRUE(c->GetDouble("optim.lr", 1.0).ok());
+  ASSERT_TRUE(c->GetInt("train.batch_size", 0).ok());
+  ASSERT_TRUE(c->GetString("optim.name", "").ok());
+  ASSERT_TRUE(c->GetDouble("optim.eps", 1e-8).ok());
+  ASSERT_TRUE(c->GetSize("train.bucket_bytes", 25 << 20).ok());
+  EXPECT_EQ(*c->EffectiveValue("optim.lr"), "0.001");
+  EXPECT_EQ(*c->EffectiveValue("train.batch_size"), "32");
+  EXPECT_EQ(*c->EffectiveValue("optim.name"), "\"adamw\"");
+  EXPECT_EQ(*c->EffectiveValue("optim.eps"), "1e-08");
+  EXPECT_EQ(*c->EffectiveValue("train.bucket_bytes"), "26214400");
+  EXPECT_EQ(c->Origin("optim.lr"), "file");
+  EXPECT_EQ(c->Origin("train.batch_size"), "--set");
+  EXPECT_EQ(c->Origin("train.steps"), "flag");
+  EXPECT_EQ(c->Origin("optim.eps"), "default");
+  EXPECT_EQ(c->ValueText("train.steps"), "5");
+  EXPECT_EQ(c->UnreadKeys(), std::vector<std::string>{"train.steps"});
 }
 
 TEST(Config, OverrideParsesTomlValuesAndBareStrings) {

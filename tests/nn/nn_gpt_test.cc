@@ -136,6 +136,32 @@ TEST(Gpt, GradientScaleAndAccumulation) {
   }
 }
 
+// `correct` counts the rows whose argmax is the target: with every parameter zero but
+// lnf.bias[0] = 1 and head.weight[k, 0] = 1 each position's logits are 1 for token k and 0
+// elsewhere, so exactly the rows whose target is k are correct.
+TEST(Gpt, EvaluateCountsTheRowsWhoseArgmaxIsTheTarget) {
+  const GptConfig c = SmallConfig();
+  Gpt gpt(c);
+  ParameterStore& ps = gpt.params();
+  std::fill(ps.flat_params(), ps.flat_params() + ps.numel(), 0.0f);
+  const int32_t k = 5;
+  for (const ParamInfo& p : ps) {
+    if (p.name == "lnf.bias") ps.flat_params()[p.offset] = 1.0f;
+    if (p.name == "head.weight") ps.flat_params()[p.offset + k * c.width] = 1.0f;
+  }
+  Batch batch = RandomBatch(3, 8, c.vocab, 11);
+  int64_t want = 0;
+  for (size_t i = 0; i < batch.targets.size(); ++i) {
+    batch.targets[i] = i % 3 == 0 ? k : (k + 1 + static_cast<int32_t>(i)) % static_cast<int32_t>(c.vocab);
+    if (batch.targets[i] == k) ++want;
+  }
+  batch.targets[1] = -1;  // an ignored row counts neither way
+  EvalResult r = gpt.Evaluate(batch.input());
+  EXPECT_EQ(r.count, 23);
+  EXPECT_EQ(r.correct, want);
+  EXPECT_GT(want, 0);
+}
+
 TEST(Gpt, EvaluateMatchesLossAndReusesBuffers) {
   const GptConfig c = SmallConfig();
   Gpt gpt(c);
@@ -148,8 +174,6 @@ TEST(Gpt, EvaluateMatchesLossAndReusesBuffers) {
   EvalResult r = gpt.Evaluate(batch.input());
   EXPECT_EQ(r.count, 23);
   EXPECT_NEAR(r.loss_sum / r.count, loss, 1e-5);
-  EXPECT_GE(r.correct, 0);
-  EXPECT_LE(r.correct, 23);
   // Training steps reuse activation buffers: after the first, at most the few buffers the
   // caller still held (the loss) are allocated anew.
   const Variable warm = gpt.Loss(tape, batch.input());

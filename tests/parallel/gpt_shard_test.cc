@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <mutex>
 
 #include "lockstep/comm/threads/threads_world.h"
@@ -25,10 +26,13 @@ struct Result1 {
   Canonical grads;
 };
 
-// Loss and canonical gradients of a GptShard over `tp` ranks (threads), merged over ranks.
+// Loss and canonical gradients of a GptShard over `tp` ranks (threads), merged over ranks
+// once every rank is done: all ranks must report the same loss, and every gradient element
+// held by several ranks (tp-replicated tensors) must have the same bits on each.
 Result1 RunShard(int tp, int slices, bool det, const Canonical& values, const testing::TokenBatch& batch,
                  int first_layer = 0, int end_layer = -1) {
-  Result1 out;
+  std::vector<float> losses(static_cast<size_t>(tp), std::numeric_limits<float>::quiet_NaN());
+  testing::RankMerge grads;
   std::mutex mu;
   testing::RunRanks(tp, [&](std::shared_ptr<comm::Communicator> comm) {
     tensor::ScopedDeterministic deterministic_kernels(det);  // as the trainer sets it
@@ -45,12 +49,16 @@ Result1 RunShard(int tp, int slices, bool det, const Canonical& values, const te
     tape.Backward(loss, 1.0f);
     ASSERT_TRUE(ctx.status().ok()) << ctx.status().message();
     std::lock_guard<std::mutex> lock(mu);
-    if (comm->rank() == 0)
-      out.loss = l;
-    else
-      EXPECT_EQ(std::memcmp(&l, &out.loss, sizeof l) == 0 || out.loss == 0, true);
-    testing::AddToCanonical(**shard, (*shard)->params().flat_grads(), &out.grads);
+    losses[static_cast<size_t>(comm->rank())] = l;
+    grads.Add(**shard, (*shard)->params().flat_grads());
   });
+  for (int r = 1; r < tp; ++r)
+    EXPECT_EQ(std::memcmp(&losses[r], &losses[0], sizeof(float)), 0)
+        << "rank " << r << ": " << losses[r] << " vs " << losses[0];
+  EXPECT_EQ(grads.Problems(), "") << "tp=" << tp;
+  Result1 out;
+  out.loss = losses[0];
+  out.grads = grads.values();
   return out;
 }
 

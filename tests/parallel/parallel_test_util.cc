@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstring>
 #include <exception>
+#include <limits>
 #include <mutex>
 #include <thread>
 
@@ -98,10 +99,44 @@ Canonical RandomCanonical(const nn::GptConfig& c, uint64_t seed) {
   return out;
 }
 
+void RankMerge::Add(const StageModel& m, const float* flat) {
+  for (int i = 0; i < m.params().size(); ++i) {
+    const TensorPlacement& p = m.placements()[i];
+    const size_t n = static_cast<size_t>(tensor::NumElements(p.global_shape));
+    std::vector<float>& full = values_[p.name];
+    std::vector<char>& held = held_[p.name];
+    full.resize(n, 0.0f);
+    held.resize(n, 0);
+    const float* local = flat + m.params().info(i).offset;
+    for (const ElementRun& r : p.Runs()) {
+      for (int64_t k = 0; k < r.count; ++k) {
+        const float v = local[r.local + k];
+        float& slot = full[static_cast<size_t>(r.global + k)];
+        char& h = held[static_cast<size_t>(r.global + k)];
+        if (h && std::memcmp(&slot, &v, sizeof v) != 0 && conflict_.empty())
+          conflict_ = p.name + "[" + std::to_string(r.global + k) + "]: ranks disagree, " + std::to_string(slot) +
+                      " vs " + std::to_string(v);
+        slot = v;
+        h = 1;
+      }
+    }
+  }
+}
+
+std::string RankMerge::Problems() const {
+  if (!conflict_.empty()) return conflict_;
+  for (const auto& [name, held] : held_)
+    for (size_t i = 0; i < held.size(); ++i)
+      if (!held[i]) return name + "[" + std::to_string(i) + "]: no rank holds it";
+  return "";
+}
+
 std::string CompareBits(const Canonical& a, const Canonical& b) {
+  for (const auto& [name, vb] : b)
+    if (a.find(name) == a.end()) return name + ": only in the second";
   for (const auto& [name, va] : a) {
     auto it = b.find(name);
-    if (it == b.end()) continue;
+    if (it == b.end()) return name + ": only in the first";
     const std::vector<float>& vb = it->second;
     if (va.size() != vb.size()) return name + ": sizes differ";
     for (size_t i = 0; i < va.size(); ++i) {
@@ -114,9 +149,10 @@ std::string CompareBits(const Canonical& a, const Canonical& b) {
 
 double MaxRelativeDifference(const Canonical& a, const Canonical& b) {
   double worst = 0;
+  if (a.size() != b.size()) return std::numeric_limits<double>::infinity();
   for (const auto& [name, va] : a) {
     auto it = b.find(name);
-    if (it == b.end()) continue;
+    if (it == b.end() || it->second.size() != va.size()) return std::numeric_limits<double>::infinity();
     double scale = 1e-12, diff = 0;
     for (size_t i = 0; i < va.size(); ++i) {
       scale = std::max(scale, static_cast<double>(std::fabs(va[i])));

@@ -40,9 +40,29 @@ void LoadCanonical(const Canonical& c, StageModel& m);
 // 1 + U(-0.3, 0.3) (the GPT-2 init is nearly linear and would test little).
 Canonical RandomCanonical(const nn::GptConfig& c, uint64_t seed);
 
-// Elements whose bits differ between a and b over the tensors both hold ("" if none).
+// Full tensors assembled from the ranks of a layout, each element from every rank that holds
+// it: replicated elements (tp-replicated tensors, or the same element on several ranks) must
+// carry the same bits on all of them.
+class RankMerge {
+ public:
+  // Adds what one rank holds (`flat` laid out like m.params()).
+  void Add(const StageModel& m, const float* flat);
+  // "" when every element of every tensor came from some rank and the ranks that hold the
+  // same element agree bit for bit; else the first problem.
+  std::string Problems() const;
+  const Canonical& values() const { return values_; }
+
+ private:
+  Canonical values_;
+  std::map<std::string, std::vector<char>> held_;
+  std::string conflict_;
+};
+
+// The first element whose bits differ between a and b, or a tensor only one of them has ("" if
+// they are the same).
 std::string CompareBits(const Canonical& a, const Canonical& b);
-// Largest |a - b| / (max |a| + 1e-12) over each tensor, the worst tensor.
+// Largest |a - b| / (max |a| + 1e-12) over each tensor, the worst tensor (infinity when the
+// two do not hold the same tensors of the same sizes).
 double MaxRelativeDifference(const Canonical& a, const Canonical& b);
 
 }  // namespace lockstep::parallel::testing

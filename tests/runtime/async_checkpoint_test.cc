@@ -30,7 +30,18 @@ struct State {
     std::iota(m.begin(), m.end(), 1.0f);
     std::iota(v.begin(), v.end(), 2.0f);
   }
-  std::vector<OptimizerStateBuffer> buffers() { return {{"exp_avg", m}, {"exp_avg_sq", v}}; }
+  // What the trainer hands a one-writer save: every tensor whole, as "model."/"optim.<kind>."
+  // pieces pointing at the live state.
+  std::vector<parallel::LocalPiece> Pieces() const {
+    std::vector<parallel::LocalPiece> out;
+    for (const nn::ParamInfo& p : params) {
+      out.push_back({"model." + p.name, p.shape, 0, p.numel, params.flat_params() + p.offset});
+      out.push_back({"optim.exp_avg." + p.name, p.shape, 0, p.numel, m.data() + p.offset});
+      out.push_back({"optim.exp_avg_sq." + p.name, p.shape, 0, p.numel, v.data() + p.offset});
+    }
+    return out;
+  }
+  int64_t Bytes() const { return params.numel() * 4 * 3; }
   // What an optimizer update does: every value changes.
   void Update() {
     for (int64_t i = 0; i < params.numel(); ++i) params.flat_params()[i] += 1.0f;
@@ -70,7 +81,7 @@ TEST(AsyncCheckpoint, WritesTheStateOfTheMomentOfSave) {
   std::vector<float> m_at_save(st.m.begin(), st.m.begin() + w);
   AsyncCheckpointSaver saver(root, 3, /*async=*/true);
   std::vector<SaveReport> finished;
-  ASSERT_TRUE(saver.Save(st.params, st.buffers(), Contents(5), {}, &finished).ok());
+  ASSERT_TRUE(saver.SavePieces(st.Pieces(), Contents(5), {}, {}, st.Bytes(), &finished).ok());
   EXPECT_TRUE(finished.empty());
   saver.WaitForSnapshot();
   st.Update();  // training goes on while the writer thread writes
@@ -96,11 +107,11 @@ TEST(AsyncCheckpoint, SavesCommitInOrderAndSyncModeWritesTheSameTensors) {
   AsyncCheckpointSaver async_saver(root, 0, true), sync_saver(sync_root, 0, false);
   std::vector<SaveReport> finished;
   for (int64_t step = 1; step <= 3; ++step) {
-    ASSERT_TRUE(async_saver.Save(a.params, a.buffers(), Contents(step), {}, &finished).ok());
+    ASSERT_TRUE(async_saver.SavePieces(a.Pieces(), Contents(step), {}, {}, a.Bytes(), &finished).ok());
     async_saver.WaitForSnapshot();
     a.Update();
     std::vector<SaveReport> sync_finished;
-    ASSERT_TRUE(sync_saver.Save(b.params, b.buffers(), Contents(step), {}, &sync_finished).ok());
+    ASSERT_TRUE(sync_saver.SavePieces(b.Pieces(), Contents(step), {}, {}, b.Bytes(), &sync_finished).ok());
     ASSERT_EQ(sync_finished.size(), 1u);  // the sync save is done when Save returns
     EXPECT_FALSE(sync_finished[0].async);
     b.Update();
@@ -130,12 +141,12 @@ TEST(AsyncCheckpoint, AWriteErrorIsReported) {
   State st;
   AsyncCheckpointSaver saver(root, 3, true);
   std::vector<SaveReport> finished;
-  ASSERT_TRUE(saver.Save(st.params, st.buffers(), Contents(1), {}, &finished).ok());
+  ASSERT_TRUE(saver.SavePieces(st.Pieces(), Contents(1), {}, {}, st.Bytes(), &finished).ok());
   auto r = saver.Wait();
   ASSERT_TRUE(r.has_value());
   EXPECT_FALSE(r->ok());
   // Once reported, the failure does not block later saves: the next one tries again.
-  ASSERT_TRUE(saver.Save(st.params, st.buffers(), Contents(2), {}, &finished).ok());
+  ASSERT_TRUE(saver.SavePieces(st.Pieces(), Contents(2), {}, {}, st.Bytes(), &finished).ok());
   auto r2 = saver.Wait();
   ASSERT_TRUE(r2.has_value());
   EXPECT_FALSE(r2->ok());

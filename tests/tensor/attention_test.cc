@@ -97,9 +97,9 @@ void CheckAgainstReference(int64_t B, int64_t T, int64_t C, int64_t H) {
   const std::string what = buf;
   ExpectNear(att, r.att, 2e-6, 2e-5, what + " att (upper triangle must be exactly 0)");
   ExpectNear(out, r.out, 2e-5, 2e-5, what + " out");
-  std::vector<float> dqkv(qkv.size(), 0.25f), scratch(B * H * T * T);
+  std::vector<float> dqkv(qkv.size(), 0.25f);
   for (auto& x : r.dqkv) x += 0.25;
-  AttentionBackward(dqkv.data(), scratch.data(), g.data(), qkv.data(), att.data(), B, T, C, H);
+  AttentionBackward(dqkv.data(), g.data(), qkv.data(), att.data(), B, T, C, H);
   ExpectNear(dqkv, r.dqkv, 5e-5, 5e-5, what + " dqkv");
 }
 
@@ -114,11 +114,9 @@ TEST(Attention, SameBitsForAnyThreadCount) {
   std::vector<float> ref_out, ref_dqkv;
   for (int threads : {1, 2, 3}) {
     ScopedComputeThreads t(threads);
-    std::vector<float> out(B * T * C), att(B * H * T * T), dqkv(qkv.size(), 0.0f), scratch(B * H * T * T);
+    std::vector<float> out(B * T * C), att(B * H * T * T), dqkv(qkv.size(), 0.0f);
     AttentionForward(out.data(), att.data(), qkv.data(), B, T, C, H);
-    // scratch is unused: nullptr is allowed.
-    AttentionBackward(dqkv.data(), threads == 3 ? nullptr : scratch.data(), g.data(), qkv.data(), att.data(), B, T, C,
-                      H);
+    AttentionBackward(dqkv.data(), g.data(), qkv.data(), att.data(), B, T, C, H);
     if (threads == 1) {
       ref_out = out;
       ref_dqkv = dqkv;

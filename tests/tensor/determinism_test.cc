@@ -91,9 +91,9 @@ TEST(Deterministic, MaxPoolAndAttention) {
     std::vector<int32_t> am(out.size());
     MaxPool2x2Forward(out.data(), am.data(), img.data(), N, C, H, W);
     MaxPool2x2Backward(dimg.data(), am.data(), gp.data(), N, C, H, W);
-    std::vector<float> ao(B * T * AC), att(B * AH * T * T), dqkv(qkv.size(), 0.0f), scratch(att.size());
+    std::vector<float> ao(B * T * AC), att(B * AH * T * T), dqkv(qkv.size(), 0.0f);
     AttentionForward(ao.data(), att.data(), qkv.data(), B, T, AC, AH);
-    AttentionBackward(dqkv.data(), scratch.data(), ga.data(), qkv.data(), att.data(), B, T, AC, AH);
+    AttentionBackward(dqkv.data(), ga.data(), qkv.data(), att.data(), B, T, AC, AH);
     for (auto* v : {&out, &dimg, &ao, &att, &dqkv}) all.insert(all.end(), v->begin(), v->end());
   });
 }

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <limits>
 
+#include "lockstep/core/bf16.h"
 #include "tensor/tensor_test_util.h"
 
 namespace lockstep::tensor {
@@ -123,16 +124,16 @@ TEST(Tensor, Int32Tensors) {
 
 TEST(Tensor, BF16RoundTripAndRounding) {
   // Exactly representable values survive; others round to nearest even.
-  EXPECT_EQ(BF16ToF32(F32ToBF16(1.0f)), 1.0f);
-  EXPECT_EQ(BF16ToF32(F32ToBF16(-3.5f)), -3.5f);
+  EXPECT_EQ(Bf16ToF32(F32ToBf16(1.0f)), 1.0f);
+  EXPECT_EQ(Bf16ToF32(F32ToBf16(-3.5f)), -3.5f);
   // 1 + 2^-8 is halfway between 1 and 1 + 2^-7: ties to even -> 1.
-  EXPECT_EQ(BF16ToF32(F32ToBF16(1.0f + std::ldexp(1.0f, -8))), 1.0f);
+  EXPECT_EQ(Bf16ToF32(F32ToBf16(1.0f + std::ldexp(1.0f, -8))), 1.0f);
   // 1 + 3*2^-8 is halfway between 1+2^-7 and 1+2^-6: ties to even -> 1 + 2^-6.
-  EXPECT_EQ(BF16ToF32(F32ToBF16(1.0f + 3 * std::ldexp(1.0f, -8))), 1.0f + std::ldexp(1.0f, -6));
+  EXPECT_EQ(Bf16ToF32(F32ToBf16(1.0f + 3 * std::ldexp(1.0f, -8))), 1.0f + std::ldexp(1.0f, -6));
   // Just above the halfway point rounds up.
-  EXPECT_EQ(BF16ToF32(F32ToBF16(std::nextafter(1.0f + std::ldexp(1.0f, -8), 2.0f))), 1.0f + std::ldexp(1.0f, -7));
-  EXPECT_TRUE(std::isnan(BF16ToF32(F32ToBF16(std::numeric_limits<float>::quiet_NaN()))));
-  EXPECT_TRUE(std::isinf(BF16ToF32(F32ToBF16(std::numeric_limits<float>::infinity()))));
+  EXPECT_EQ(Bf16ToF32(F32ToBf16(std::nextafter(1.0f + std::ldexp(1.0f, -8), 2.0f))), 1.0f + std::ldexp(1.0f, -7));
+  EXPECT_TRUE(std::isnan(Bf16ToF32(F32ToBf16(std::numeric_limits<float>::quiet_NaN()))));
+  EXPECT_TRUE(std::isinf(Bf16ToF32(F32ToBf16(std::numeric_limits<float>::infinity()))));
 
   auto v = testing::RandomVector(1003, 1, 10.0f);
   Tensor t = Tensor::FromVector({1003}, v);
@@ -142,7 +143,7 @@ TEST(Tensor, BF16RoundTripAndRounding) {
   std::vector<float> back = h.ToF32().ToVector();
   for (size_t i = 0; i < v.size(); ++i) {
     // Vector path equals scalar path, and the relative error is within half a bf16 ulp (2^-8).
-    ASSERT_EQ(back[i], BF16ToF32(F32ToBF16(v[i]))) << i;
+    ASSERT_EQ(back[i], Bf16ToF32(F32ToBf16(v[i]))) << i;
     ASSERT_LE(std::abs(back[i] - v[i]), std::abs(v[i]) * std::ldexp(1.0, -8)) << i;
   }
   // bf16 -> f32 -> bf16 is the identity.

@@ -35,6 +35,20 @@ Result<std::string> ResolveLatest(const std::string& root, Env* env) {
   return dir;
 }
 
+Result<std::string> ResolveCheckpointPath(const std::string& path, Env* env) {
+  if (env == nullptr) env = Env::Default();
+  std::string p = path;
+  while (p.size() > 1 && p.back() == '/') p.pop_back();
+  const size_t slash = p.rfind('/');
+  const std::string base = slash == std::string::npos ? p : p.substr(slash + 1);
+  if (base == kLatestFile && !env->IsDirectory(p))  // the latest file: its root's checkpoint
+    return ResolveLatest(slash == std::string::npos ? "." : p.substr(0, slash == 0 ? 1 : slash), env);
+  if (env->FileExists(JoinPath(p, kLatestFile))) return ResolveLatest(p, env);  // a checkpoints root
+  const std::string run_root = JoinPath(p, "checkpoints");
+  if (env->FileExists(JoinPath(run_root, kLatestFile))) return ResolveLatest(run_root, env);  // a run directory
+  return p;
+}
+
 Result<std::string> FindNewestValid(const std::string& root, std::vector<std::string>* skipped_warnings, Env* env) {
   if (env == nullptr) env = Env::Default();
   LS_ASSIGN_OR_RETURN(auto all, ListCheckpoints(root, env));

@@ -19,6 +19,13 @@ Result<std::vector<std::pair<int64_t, std::string>>> ListCheckpoints(const std::
 // opened or verified). NotFound when there is no `latest` or it names a missing directory.
 Result<std::string> ResolveLatest(const std::string& root, Env* env = nullptr);
 
+// What a user may name as a checkpoint, resolved to its step directory: a step directory
+// itself, a checkpoints root (meaning the checkpoint its `latest` names), the `latest` file, or
+// a run directory (meaning <dir>/checkpoints/latest). Every command that takes a checkpoint
+// (eval, sample, export, inspect, --resume, --init-from lockstep:) goes through this. A path
+// that is none of these is returned unchanged, for the reader to reject with its own message.
+Result<std::string> ResolveCheckpointPath(const std::string& path, Env* env = nullptr);
+
 // For --resume auto: the newest checkpoint (by step) that opens and verifies every checksum.
 // Each one skipped adds a line "skipping checkpoint DIR: <why>" to *skipped_warnings (may be
 // null) and logs it as a warning. NotFound when none is valid.

@@ -1,6 +1,5 @@
 #include "lockstep/runtime/recovery/checkpoint_inspect.h"
 
-#include <filesystem>
 #include <iostream>
 
 #include "lockstep/checkpoint/inspect.h"
@@ -9,20 +8,7 @@
 namespace lockstep::runtime {
 
 Status InspectCheckpoint(const std::string& path) {
-  // Accept what users point at: a step directory, a checkpoints root, or its `latest` file.
-  std::string dir = path;
-  std::filesystem::path p(path);
-  if (p.filename() == "latest" && std::filesystem::is_regular_file(p)) {
-    if (Result<std::string> r = checkpoint::ResolveLatest(p.parent_path().string()); r.ok())
-      dir = *r;
-    else
-      return r.status();
-  } else if (std::filesystem::is_regular_file(p / "latest")) {
-    if (Result<std::string> r = checkpoint::ResolveLatest(path); r.ok())
-      dir = *r;
-    else
-      return r.status();
-  }
+  LS_ASSIGN_OR_RETURN(std::string dir, checkpoint::ResolveCheckpointPath(path));
   Status s = checkpoint::InspectToStream(dir, std::cout);
   std::cout.flush();
   return s;

@@ -51,9 +51,7 @@ Result<std::string> ResolveResume(const std::string& resume, const std::string& 
     LS_LOG(INFO) << "--resume auto: no valid checkpoint under " << root << ", starting from step 0";
     return std::string();
   }
-  // A checkpoints root (has `latest`) stands for the checkpoint `latest` names.
-  Result<std::string> latest = checkpoint::ResolveLatest(resume);
-  return latest.ok() ? *latest : resume;
+  return checkpoint::ResolveCheckpointPath(resume);
 }
 
 namespace {

@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "lockstep/checkpoint/resolve.h"
 #include "lockstep/core/log.h"
 #include "lockstep/nn/model.h"
 #include "lockstep/optim/optim_config.h"
@@ -25,14 +26,15 @@ Status RunEvaluate(const EvalOptions& options) {
   LS_ASSIGN_OR_RETURN(std::vector<std::string> ignored, CheckConfigKeys(config));
   for (const std::string& line : ignored) LS_LOG(WARN) << line;
   LS_ASSIGN_OR_RETURN(int64_t context, config.GetInt("model.context", 128));
-  LS_ASSIGN_OR_RETURN(nlohmann::json extra, LoadParameters(options.checkpoint_dir, &model->params()));
+  LS_ASSIGN_OR_RETURN(const std::string dir, checkpoint::ResolveCheckpointPath(options.checkpoint_dir));
+  LS_ASSIGN_OR_RETURN(nlohmann::json extra, LoadParameters(dir, &model->params()));
   LS_ASSIGN_OR_RETURN(auto shared, LoadSharedData(run, context));
   LS_ASSIGN_OR_RETURN(auto data, RankData::Create(shared, run, 0, 1));
   LS_ASSIGN_OR_RETURN(EvalSums sums, EvaluateLocal(*data, [&](const nn::ModelInput& rows) -> Result<nn::EvalResult> {
                         return model->Evaluate(rows);
                       }));
   if (sums.count == 0) return Status::InvalidArgument("the validation set is empty");
-  nlohmann::json out = {{"checkpoint", options.checkpoint_dir},
+  nlohmann::json out = {{"checkpoint", dir},
                         {"step", extra.value("step", nlohmann::json(nullptr))},
                         {"val_loss", sums.loss_sum / static_cast<double>(sums.count)},
                         {"count", sums.count}};
