@@ -101,8 +101,16 @@ printf "%4s %12s %12s %7s %13s %14s %11s %14s\n" run "busbw 64M" "mpi 64M" ratio
   "8 B lat (us)" "ceiling 64M" "of ceiling" "memcpy 1 thr"
 ratios=()
 for run in $(seq "$runs"); do
-  read -r _ _ _ _ _ _ _ busbw _ mpi < <(bench 64M 64M)
-  read -r _ _ _ _ _ lat _ < <(bench 8 8)
+  # Command substitution (not < <(...)) so that a bench-comm failure stops the script, and
+  # every row's #wrong must be 0.
+  big=$(bench 64M 64M)
+  small=$(bench 8 8)
+  read -r _ _ _ _ _ _ _ busbw wrong mpi <<<"$big"
+  read -r _ _ _ _ _ lat _ _ wrong_small _ <<<"$small"
+  if [ "$wrong" != 0 ] || [ "$wrong_small" != 0 ]; then
+    echo "comm.sh: bench-comm reported wrong values: $big / $small" >&2
+    exit 1
+  fi
   read -r ceiling memcpy < <("$tmp/ceiling")
   ratio=$(awk -v a="$busbw" -v b="$mpi" 'BEGIN { printf "%.2f", (b > 0) ? a / b : 0 }')
   share=$(awk -v a="$busbw" -v b="$ceiling" 'BEGIN { printf "%.0f%%", 100 * a / b }')

@@ -1,14 +1,16 @@
 #!/bin/bash
 # Data-parallel scaling (issue 5), one compute thread per worker, in one run: throughput at
 # --nproc 1 and 2 -> scaling efficiency, and the exposed (not overlapped) communication share
-# of the step; beside it the PyTorch DDP/gloo peer's efficiency measured the same way.
+# of the step; beside it the PyTorch DDP/gloo peer (torch on OpenBLAS, checked) measured the
+# same way. Both scale strongly: the global batch (16 sequences) is split over the workers.
 # Usage: bench/scaling.sh [gpt_steps] [cnn_steps] [backend]    (needs scripts/setup.sh first)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 GPT_STEPS=${1:-40}
 CNN_STEPS=${2:-200}
 BACKEND=${3:-threads}
-PEERS=${PEERS:-../shared/peers}
+source bench/peer_lib.sh
+peer_setup
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -35,8 +37,14 @@ gx=$(stat "$tmp/gpt-tiny-2/metrics.jsonl" exposed_comm_ms step_ms)
 c1=$(stat "$tmp/cnn-fashion-1/metrics.jsonl" samples_per_s); c2=$(stat "$tmp/cnn-fashion-2/metrics.jsonl" samples_per_s)
 cx=$(stat "$tmp/cnn-fashion-2/metrics.jsonl" exposed_comm_ms step_ms)
 
-p1=$(/usr/bin/python3 "$PEERS/torch_gpt.py" --threads 1 --steps "$GPT_STEPS" | sed -n 's/.*tokens\/s=\([0-9.]*\).*/\1/p')
-p2=$(N=2 bash "$PEERS/torch_ddp.sh" --threads 1 --steps "$GPT_STEPS" 2>/dev/null | sed -n 's/.*tokens\/s=\([0-9.]*\).*/\1/p')
+peer1=$(peer_run 1 "$PEERS/torch_gpt.py" --steps "$GPT_STEPS")
+blas=$(peer_check_blas "$peer1")
+peer2=$(env $(peer_env 1) N=2 bash "$PEERS/torch_ddp.sh" --threads 1 --steps "$GPT_STEPS" 2>/dev/null)
+peer_check_blas "$peer2" >/dev/null
+p1=$(peer_field "$peer1" tokens/s)
+p2=$(peer_field "$peer2" tokens/s)
+machine_line
+echo "peer: torch DDP/gloo on $blas, global batch 16 split over the processes"
 
 python3 - "$g1" "$g2" "$gx" "$c1" "$c2" "$cx" "$p1" "$p2" "$BACKEND" <<'PY'
 import sys

@@ -118,15 +118,20 @@ EvalResult Gpt::Evaluate(const ModelInput& in) {
 
 double Gpt::TrainFlopsPerSample() const { return GptTrainFlopsPerSample(c_); }
 
+GptFlopsPerToken GptForwardFlopsPerToken(const GptConfig& c) {
+  const double C = static_cast<double>(c.width), T = static_cast<double>(c.context);
+  const double V = static_cast<double>(c.vocab), r = static_cast<double>(c.mlp_ratio);
+  GptFlopsPerToken f;
+  f.block = 2.0 * (4.0 + 2.0 * r) * C * C + 2.0 * (T + 1.0) * C;  // qkv 3C^2, proj C^2, fc/fc2 rC^2; attention
+  f.head = 2.0 * C * V;
+  f.embedding = 2.0 * C;  // two lookups and an add
+  f.softmax = 5.0 * V;    // softmax + cross-entropy
+  return f;
+}
+
 double GptTrainFlopsPerSample(const GptConfig& c) {
-  const GptConfig& c_ = c;
-  const double C = static_cast<double>(c_.width), T = static_cast<double>(c_.context);
-  const double L = static_cast<double>(c_.layers), V = static_cast<double>(c_.vocab);
-  const double r = static_cast<double>(c_.mlp_ratio);
-  // Per token: 2 FLOPs per weight of every matmul (qkv 3C^2, proj C^2, fc and fc2 r*C^2
-  // each, head C*V), plus attention QK^T and AV: 2*T*C each per layer.
-  const double fwd_per_token = 2.0 * (L * (4.0 + 2.0 * r) * C * C + C * V) + L * 4.0 * T * C;
-  return 3.0 * fwd_per_token * T;
+  const GptFlopsPerToken f = GptForwardFlopsPerToken(c);
+  return 3.0 * static_cast<double>(c.context) * (static_cast<double>(c.layers) * f.block + f.head);
 }
 
 std::string Gpt::Generate(const std::string& prompt, int n_tokens, float temperature, uint64_t seed) {

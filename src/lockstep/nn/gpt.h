@@ -37,7 +37,18 @@ struct GptConfig {
 Status ValidateGptConfig(const GptConfig& c);
 // Parameter count of the architecture (the peer's sum(p.numel())).
 int64_t GptParamCount(const GptConfig& c);
-// Forward + backward FLOPs of one sequence (see Model::TrainFlopsPerSample).
+// Forward FLOPs per token of the parts of a GPT, as its kernels compute them: a block's four
+// matmuls (2 FLOPs per weight) and its causal attention (a query at position t attends to t+1
+// keys, (T+1)/2 on average, for QK^T and AV: 2C(T+1) in all, not the 4CT of the full square),
+// the head's matmul, and the non-matmul work of the embeddings and the softmax, which
+// pipeline-stage balancing weighs too.
+struct GptFlopsPerToken {
+  double block = 0, head = 0;           // matmul and attention FLOPs
+  double embedding = 0, softmax = 0;    // elementwise work
+};
+GptFlopsPerToken GptForwardFlopsPerToken(const GptConfig& c);
+// Forward + backward FLOPs of one sequence (see Model::TrainFlopsPerSample): 3x the forward
+// block and head FLOPs.
 double GptTrainFlopsPerSample(const GptConfig& c);
 
 class Gpt : public Model {

@@ -29,13 +29,8 @@ Status CheckGptSplits(const nn::GptConfig& c, int slices, const std::string& by)
 }  // namespace
 
 GptStageCosts EstimateGptStageCosts(const nn::GptConfig& c) {
-  const double C = static_cast<double>(c.width), T = static_cast<double>(c.context);
-  const double V = static_cast<double>(c.vocab), r = static_cast<double>(c.mlp_ratio);
-  GptStageCosts k;
-  k.block = 2.0 * (4.0 + 2.0 * r) * C * C + 4.0 * T * C;  // qkv, proj, fc, fc2; QK^T and AV
-  k.embedding = 2.0 * C;                                  // two lookups and an add
-  k.head = 2.0 * C * V + 5.0 * V;                         // logits, softmax + loss
-  return k;
+  const nn::GptFlopsPerToken f = nn::GptForwardFlopsPerToken(c);
+  return {f.block, f.embedding, f.head + f.softmax};
 }
 
 Result<LayoutPlan> PlanLayout(const TrainOptions& options, const Config& config, const RunConfig& run, int world) {

@@ -75,7 +75,9 @@ Result<FaultSpec> ParseFaultSpec(const std::string& spec, int world, int64_t tot
       if (f.step < 1 || f.step > total_steps)
         return Bad(spec, "step " + std::to_string(f.step) + " is not in this run's 1.." + std::to_string(total_steps));
       has_step = true;
-    } else if (field == "during=checkpoint" && f.kind == FaultSpec::Kind::kKill && !f.during_checkpoint) {
+    } else if (field == "during=checkpoint" && f.kind != FaultSpec::Kind::kKill) {
+      return Bad(spec, "during=checkpoint is a kill");
+    } else if (field == "during=checkpoint" && !f.during_checkpoint) {
       f.during_checkpoint = true;
     } else if (field == "in=loss" && f.kind == FaultSpec::Kind::kNan && !f.nan_in_loss) {
       f.nan_in_loss = true;
