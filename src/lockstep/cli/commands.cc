@@ -8,6 +8,7 @@
 #include "lockstep/cli/bench_comm.h"
 #include "lockstep/comm/mpi/launch.h"
 #include "lockstep/core/config.h"
+#include "lockstep/core/version.h"
 #include "lockstep/runtime/launch/train.h"
 #include "lockstep/runtime/recovery/checkpoint_inspect.h"
 #include "lockstep/runtime/recovery/supervisor.h"
@@ -43,6 +44,7 @@ int Main(int argc, char** argv) {
   CLI::App app{"lockstep: data-, tensor- and pipeline-parallel training in C++"};
   app.require_subcommand(1);
   app.set_help_all_flag("--help-all", "help for every subcommand");
+  app.set_version_flag("--version", std::string(LOCKSTEP_VERSION));
 
   runtime::TrainOptions train;
   CLI::App* t = app.add_subcommand("train", "train a model from a TOML config");
@@ -93,6 +95,9 @@ int Main(int argc, char** argv) {
 
   try {
     app.parse(argc, argv);
+  } catch (const CLI::CallForVersion&) {
+    std::printf("lockstep %s\n", LOCKSTEP_VERSION);
+    return 0;
   } catch (const CLI::CallForHelp&) {
     std::fputs(app.help().c_str(), stdout);
     return 0;
