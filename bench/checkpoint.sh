@@ -31,7 +31,9 @@ def saves(name):
     return [json.loads(l) for l in open(f"{tmp}/{name}/metrics.jsonl") if '"checkpoint"' in l]
 def steps(name):
     return [json.loads(l)["step_ms"] for l in open(f"{tmp}/{name}/metrics.jsonl") if '"loss"' in l]
-sync, asy = saves("sync"), saves("async")
+# The run's last save is written at once from the live state (nothing is left to overlap it
+# with); the async stall figures are those of the saves during training.
+sync, asy = saves("sync"), [s for s in saves("async") if s["async"]]
 mbps = statistics.median(s["mb_per_s"] for s in sync)
 dd_mbps = mb * 1048576 / 1e6 / dd_s
 stall_sync = statistics.median(s["stall_ms"] for s in sync)

@@ -12,6 +12,14 @@ using tensor::Tensor;
 
 Tensor BufferPool::Empty(const Shape& shape, DType dtype) {
   size_t bytes = static_cast<size_t>(tensor::NumElements(shape)) * tensor::DTypeSize(dtype);
+  // A buffer of this step that only the pool still holds (use_count() == 1 is exact: storages
+  // are shared only between tensors of this rank thread).
+  for (auto it = in_use_.rbegin(); it != in_use_.rend(); ++it) {
+    if ((*it)->bytes() == bytes && it->use_count() == 1) {
+      ++reuses_;
+      return Tensor::FromStorage(*it, 0, shape, dtype);
+    }
+  }
   std::shared_ptr<Storage> storage;
   auto it = free_.find(bytes);
   if (it != free_.end() && !it->second.empty()) {

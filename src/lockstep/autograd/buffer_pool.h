@@ -6,6 +6,12 @@
 // by Tape::Clear at the end of a step) returns the ones nobody else still holds to free
 // lists keyed by exact byte size, so the next step gets the same, already-mapped buffers.
 //
+// Within a step, a buffer handed out earlier that nobody holds any more is reused at once:
+// the tape releases each op's captured activations as soon as its backward has run, so
+// backward's gradient buffers take the memory of the forward activations they replace and a
+// step peaks at about its forward activations, not forward plus backward; in no-grad mode
+// (evaluation) nothing is captured and a forward pass needs only a few layers' buffers.
+//
 // A buffer that is still referenced outside the pool at Recycle() time (say the loss
 // Variable the trainer keeps) is simply forgotten by the pool and freed by its last owner,
 // so a recycled buffer can never be handed out while someone else uses it. Free buffers

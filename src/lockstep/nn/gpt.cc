@@ -43,7 +43,8 @@ int64_t GptParamCount(const GptConfig& c) {
   return c.vocab * C + c.context * C + c.layers * block + 2 * C + C * c.vocab;
 }
 
-Gpt::Gpt(const GptConfig& c) : c_(c) {
+void Gpt::DeclareParameters() {
+  const GptConfig& c = c_;
   const Status st = ValidateGptConfig(c);
   LS_CHECK(st.ok()) << st.ToString();
   const float std = 0.02f;
@@ -63,8 +64,18 @@ Gpt::Gpt(const GptConfig& c) : c_(c) {
   }
   lnf_ = LayerNorm(ps_, "lnf", C);
   head_ = Linear(ps_, "head", C, c.vocab, /*bias=*/false, Init::Normal(std), Init::Zeros());
+}
+
+Gpt::Gpt(const GptConfig& c) : c_(c) {
+  DeclareParameters();
   ps_.Finalize(c.init_seed);
   LS_CHECK(ps_.numel() == GptParamCount(c)) << "Gpt parameter count " << ps_.numel();
+}
+
+Gpt::Gpt(const GptConfig& c, InferenceOnly) : c_(c) {
+  DeclareParameters();
+  ps_.AllocatePartial(/*params=*/true, /*grads=*/false);
+  ps_.Initialize(c.init_seed);
 }
 
 Variable Gpt::Logits(Tape& tape, const int32_t* tokens, int64_t batch, int64_t seq) {

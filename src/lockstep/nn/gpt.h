@@ -43,8 +43,8 @@ int64_t GptParamCount(const GptConfig& c);
 // the head's matmul, and the non-matmul work of the embeddings and the softmax, which
 // pipeline-stage balancing weighs too.
 struct GptFlopsPerToken {
-  double block = 0, head = 0;           // matmul and attention FLOPs
-  double embedding = 0, softmax = 0;    // elementwise work
+  double block = 0, head = 0;         // matmul and attention FLOPs
+  double embedding = 0, softmax = 0;  // elementwise work
 };
 GptFlopsPerToken GptForwardFlopsPerToken(const GptConfig& c);
 // Forward + backward FLOPs of one sequence (see Model::TrainFlopsPerSample): 3x the forward
@@ -55,6 +55,10 @@ class Gpt : public Model {
  public:
   // `c` must be valid (ValidateGptConfig).
   explicit Gpt(const GptConfig& c);
+  // For inference only (generation, export): no gradient buffer is allocated, so backward
+  // through this model is impossible and the model costs its parameters alone.
+  struct InferenceOnly {};
+  Gpt(const GptConfig& c, InferenceOnly);
 
   ParameterStore& params() override { return ps_; }
   const ParameterStore& params() const override { return ps_; }
@@ -75,6 +79,7 @@ class Gpt : public Model {
   const GptConfig& config() const { return c_; }
 
  private:
+  void DeclareParameters();
   struct Block {
     LayerNorm ln1;
     CausalSelfAttention attn;

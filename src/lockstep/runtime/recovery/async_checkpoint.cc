@@ -28,13 +28,13 @@ std::optional<Result<SaveReport>> AsyncCheckpointSaver::Wait() {
 
 Status AsyncCheckpointSaver::SavePieces(std::vector<parallel::LocalPiece> pieces, const CheckpointContents& contents,
                                         std::function<void()> before_commit, ShardWriteContext shard, int64_t bytes,
-                                        std::vector<SaveReport>* finished) {
+                                        std::vector<SaveReport>* finished, bool last) {
   Stopwatch stall;
   if (auto previous = Wait()) {
     if (!previous->ok()) return previous->status();
     finished->push_back(**previous);
   }
-  if (!async_) {
+  if (!async_ || last) {
     Stopwatch write;
     LS_RETURN_IF_ERROR(
         SaveStageCheckpoint(root_, keep_, StagePieces{std::move(pieces)}, contents, before_commit, shard));
@@ -65,6 +65,9 @@ Status AsyncCheckpointSaver::SavePieces(std::vector<parallel::LocalPiece> pieces
     }
     snapshot_cv_.notify_all();
     status_ = SaveStageCheckpoint(root_, keep_, StagePieces{std::move(pieces)}, contents, before_commit, shard);
+    // The snapshot is not kept between saves: it is as large as the model states, and an
+    // allocation on this thread costs the training threads nothing.
+    std::vector<float>().swap(staging_);
     report_.write_ms = write.ElapsedMs();
     done_.store(true, std::memory_order_release);
   });

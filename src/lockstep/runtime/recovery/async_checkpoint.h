@@ -49,10 +49,12 @@ class AsyncCheckpointSaver {
   // writer threads drive — before rank 0 commits. `bytes`: the whole checkpoint's size, for
   // the report. `finished` receives the report of the previous save if Save had to wait for
   // it; a failure of the previous save is returned. before_commit runs on the writing thread
-  // after the shard is on disk, before the commit.
+  // after the shard is on disk, before the commit. `last`: the run's final save, which nothing
+  // could overlap with; it is written at once from the live state, without a snapshot copy
+  // (as large as the model states).
   Status SavePieces(std::vector<parallel::LocalPiece> pieces, const CheckpointContents& contents,
                     std::function<void()> before_commit, ShardWriteContext shard, int64_t bytes,
-                    std::vector<SaveReport>* finished);
+                    std::vector<SaveReport>* finished, bool last = false);
 
   // Blocks until the snapshot of the save in flight (if any) is taken; the wait counts as stall.
   void WaitForSnapshot();
@@ -68,7 +70,7 @@ class AsyncCheckpointSaver {
   std::string root_;
   int keep_;
   bool async_;
-  std::vector<float> staging_;  // the snapshot: every piece's values, back to back
+  std::vector<float> staging_;  // the snapshot of the save in flight: every piece's values, back to back
   std::thread writer_;
   std::atomic<bool> done_{false};
   std::mutex mu_;

@@ -97,7 +97,7 @@ Status Trainer::Save(int64_t step) {
   std::vector<SaveReport> finished;
   LS_RETURN_IF_ERROR(Saver().SavePieces(
       std::move(pieces.pieces), Contents(step), [fault, rank, step] { InjectDuringCheckpoint(fault, rank, step); },
-      shard, bytes, &finished));
+      shard, bytes, &finished, /*last=*/step == plan_.total_steps));
   for (const SaveReport& r : finished) LS_RETURN_IF_ERROR(LogSave(r));
   return Status::Ok();
 }
