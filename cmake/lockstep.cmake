@@ -1,19 +1,23 @@
 include(GoogleTest)
 
-# lockstep_layer(NAME DEPS ...): one static library per folder under src/lockstep/NAME,
-# built from every .cc file there (sources are globbed so a new file needs no CMake edit).
+# lockstep_layer(NAME DEPS ...): one library per folder under src/lockstep/NAME, built from
+# every .cc file there (sources are globbed so a new file needs no CMake edit). Static unless
+# BUILD_SHARED_LIBS is on; installed and exported as lockstep::NAME (cmake/lockstep_install.cmake).
 function(lockstep_layer name)
   cmake_parse_arguments(L "" "" "DEPS" ${ARGN})
   file(GLOB_RECURSE srcs CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/lockstep/${name}/*.cc)
+  set(includes $<BUILD_INTERFACE:${CMAKE_SOURCE_DIR}/src> $<INSTALL_INTERFACE:include>)
   if(srcs)
-    add_library(lockstep_${name} STATIC ${srcs})
-    target_include_directories(lockstep_${name} PUBLIC ${CMAKE_SOURCE_DIR}/src)
+    add_library(lockstep_${name} ${srcs})
+    target_include_directories(lockstep_${name} PUBLIC ${includes})
     target_link_libraries(lockstep_${name} PUBLIC ${L_DEPS})
   else()
     add_library(lockstep_${name} INTERFACE)
-    target_include_directories(lockstep_${name} INTERFACE ${CMAKE_SOURCE_DIR}/src)
+    target_include_directories(lockstep_${name} INTERFACE ${includes})
     target_link_libraries(lockstep_${name} INTERFACE ${L_DEPS})
   endif()
+  set_target_properties(lockstep_${name} PROPERTIES EXPORT_NAME ${name})
+  set_property(GLOBAL APPEND PROPERTY LOCKSTEP_LAYERS lockstep_${name})
 endfunction()
 
 # lockstep_tests(LAYER): every tests/LAYER/*_test.cc becomes one GoogleTest executable

@@ -23,7 +23,7 @@ struct Images {
   std::vector<int32_t> labels;
   ModelInput input() const {
     ModelInput in;
-    in.images = pixels.data();
+    in.features = pixels.data();
     in.labels = labels.data();
     in.batch = static_cast<int64_t>(labels.size());
     return in;

@@ -9,6 +9,7 @@
 #include "lockstep/comm/mpi/launch.h"
 #include "lockstep/core/config.h"
 #include "lockstep/core/version.h"
+#include "lockstep/runtime/launch/builtin_job.h"
 #include "lockstep/runtime/launch/train.h"
 #include "lockstep/runtime/recovery/checkpoint_inspect.h"
 #include "lockstep/runtime/recovery/supervisor.h"
@@ -118,11 +119,12 @@ int Main(int argc, char** argv) {
   if (t->parsed()) {
     if (!require(!train.config_path.empty(), "--config")) return 2;
     if (!mem_limit.empty() && !ParseSizeFlag(mem_limit, "--mem-limit", &train.mem_limit)) return 2;
-    if (train.print_config) return ExitCodeFor(runtime::RunTrain(train));  // plans only, in this process
+    if (train.print_config)
+      return ExitCodeFor(runtime::RunTrain(runtime::BuiltinJob(), train));  // plans only, in this process
     // The supervisor comes first: it runs the whole job (mpirun included) as its child.
     if (train.max_restarts > 0 && !comm::InsideMpirun()) return ExitCodeFor(runtime::RunSupervised(train));
     if (train.backend == "mpi" && !comm::InsideMpirun()) return comm::RelaunchUnderMpirun(train.nproc, argc, argv, {});
-    return ExitCodeFor(runtime::RunTrain(train));
+    return ExitCodeFor(runtime::RunTrain(runtime::BuiltinJob(), train));
   }
   if (e->parsed()) {
     if (!require(!eval.config_path.empty(), "--config") || !require(!eval.checkpoint_dir.empty(), "--checkpoint"))

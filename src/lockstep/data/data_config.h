@@ -16,7 +16,8 @@
 
 namespace lockstep::data {
 
-enum class DatasetKind { kText, kFashionMnist };
+// kCustom: a program's own data source (api/): data.dir is not read for it.
+enum class DatasetKind { kText, kFashionMnist, kCustom };
 
 struct DataConfig {
   DatasetKind kind = DatasetKind::kText;

@@ -11,11 +11,15 @@
 #include <memory>
 
 #include "lockstep/core/result.h"
+#include "lockstep/data/data_source.h"
 #include "lockstep/data/distributed_sampler.h"
 #include "lockstep/data/idx_dataset.h"
 #include "lockstep/data/loader.h"
 
 namespace lockstep::data {
+
+// The images as a DataSource of layout {features = rows*cols (byte / 255), classes}.
+std::shared_ptr<const DataSource> ImageSource(std::shared_ptr<const IdxDataset> dataset);
 
 // `sampling`: global batch, world size, rank, seed, final-batch policy; dataset_size and
 // shuffle are set here.

@@ -19,6 +19,7 @@
 
 #include "lockstep/core/result.h"
 #include "lockstep/data/byte_corpus.h"
+#include "lockstep/data/data_source.h"
 #include "lockstep/data/distributed_sampler.h"
 #include "lockstep/data/loader.h"
 
@@ -31,6 +32,17 @@ inline constexpr uint64_t kWindowOffsetStream = uint64_t{1} << 62;
 int64_t TrainWindowsPerEpoch(int64_t train_len, int64_t context);
 int64_t TrainWindowOffset(uint64_t seed, int64_t epoch, int64_t context);
 int64_t ValWindowCount(int64_t val_len, int64_t context);
+
+// The two splits as DataSources of layout {seq = context, vocab = 256} (the loaders below and the trainer
+// read them the same way). Training sample k of epoch e is the window at
+// TrainWindowOffset(seed, e) + k*T; validation sample k the window at k*T, of at most
+// `max_windows` (0: all). Errors: corpus too small for `context`.
+Result<std::shared_ptr<const DataSource>> TextTrainSource(std::shared_ptr<const ByteCorpus> corpus, int64_t context);
+Result<std::shared_ptr<const DataSource>> TextValSource(std::shared_ptr<const ByteCorpus> corpus, int64_t context,
+                                                        int64_t max_windows);
+// The validation split must hold at least one global batch of `sampling.global_batch`
+// windows (InvalidArgument naming sampling.batch_key otherwise).
+Status CheckValWindows(const ByteCorpus& corpus, int64_t context, const SamplerOptions& sampling);
 
 // `sampling` supplies global batch, world size, rank, seed and final-batch policy; its
 // dataset_size and shuffle are set here. Errors: corpus too small for `context`, and those of

@@ -38,7 +38,7 @@ Variable Cnn::Logits(Tape& tape, const float* images, int64_t batch) {
 Variable Cnn::Loss(Tape& tape, const ModelInput& in) {
   LS_CHECK(in.labels != nullptr) << "Cnn::Loss without labels";
   tape.DeclareParams(ps_.size());
-  Variable logits = Logits(tape, in.images, in.batch);
+  Variable logits = Logits(tape, in.features, in.batch);
   tensor::Tensor labels = tape.NewBuffer({in.batch}, tensor::DType::kI32);
   std::memcpy(labels.data<int32_t>(), in.labels, labels.nbytes());
   return SoftmaxCrossEntropyForward(tape, logits, labels);
@@ -49,12 +49,20 @@ EvalResult Cnn::Evaluate(const ModelInput& in) {
   EvalResult r;
   {
     Tape::NoGradGuard no_grad(eval_tape_);
-    Variable logits = Logits(eval_tape_, in.images, in.batch);
+    Variable logits = Logits(eval_tape_, in.features, in.batch);
     CrossEntropyStats s = SoftmaxCrossEntropyStats(logits.data(), in.labels, in.batch, kCnnClasses);
     r = {s.loss_sum, s.count, s.correct};
   }
   eval_tape_.Clear();
   return r;
+}
+
+Status Cnn::CheckLayout(const SampleLayout& layout) const {
+  constexpr int64_t kPixels = kCnnImageSize * kCnnImageSize;
+  if (layout.features == kPixels && layout.classes >= 1 && layout.classes <= kCnnClasses) return Status::Ok();
+  return Status::InvalidArgument(
+      "the cnn model trains on 28x28 images with a label in [0, 10) (features=" + std::to_string(kPixels) +
+      ", classes=10), but the data's samples hold " + layout.ToString());
 }
 
 double Cnn::TrainFlopsPerSample() const {

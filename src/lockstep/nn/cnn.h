@@ -30,11 +30,13 @@ class Cnn : public Model {
 
   ParameterStore& params() override { return ps_; }
   const ParameterStore& params() const override { return ps_; }
-  // in.images [batch, 1, 28, 28], in.labels [batch].
+  // in.features [batch, 1, 28, 28], in.labels [batch].
   autograd::Variable Loss(autograd::Tape& tape, const ModelInput& in) override;
   EvalResult Evaluate(const ModelInput& in) override;
   double TrainFlopsPerSample() const override;
   std::string name() const override { return "cnn"; }
+  // Images of 28 x 28 = 784 features and a label in [0, 10).
+  Status CheckLayout(const SampleLayout& layout) const override;
 
   // Logits [batch, 10].
   autograd::Variable Logits(autograd::Tape& tape, const float* images, int64_t batch);

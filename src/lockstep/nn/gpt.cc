@@ -11,6 +11,14 @@
 
 namespace lockstep::nn {
 
+Status CheckGptLayout(const GptConfig& c, const SampleLayout& layout) {
+  if (layout.seq == c.context && layout.vocab <= c.vocab) return Status::Ok();
+  return Status::InvalidArgument(
+      "the gpt model (model.context = " + std::to_string(c.context) + ", model.vocab = " + std::to_string(c.vocab) +
+      ") trains on token windows of seq=" + std::to_string(c.context) +
+      " with tokens below its vocabulary, but the data's " + "samples hold " + layout.ToString());
+}
+
 using autograd::Tape;
 using autograd::Variable;
 

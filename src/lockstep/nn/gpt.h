@@ -50,6 +50,8 @@ GptFlopsPerToken GptForwardFlopsPerToken(const GptConfig& c);
 // Forward + backward FLOPs of one sequence (see Model::TrainFlopsPerSample): 3x the forward
 // block and head FLOPs.
 double GptTrainFlopsPerSample(const GptConfig& c);
+// A GPT trains on token windows of exactly its context: layout {seq = context}.
+Status CheckGptLayout(const GptConfig& c, const SampleLayout& layout);
 
 class Gpt : public Model {
  public:
@@ -66,6 +68,7 @@ class Gpt : public Model {
   EvalResult Evaluate(const ModelInput& in) override;
   double TrainFlopsPerSample() const override;
   std::string name() const override { return "gpt"; }
+  Status CheckLayout(const SampleLayout& layout) const override { return CheckGptLayout(c_, layout); }
 
   // Logits [batch*seq, vocab] for tokens [batch, seq], seq <= context.
   autograd::Variable Logits(autograd::Tape& tape, const int32_t* tokens, int64_t batch, int64_t seq);

@@ -5,6 +5,13 @@
 
 namespace lockstep::nn {
 
+EvalResult Model::Evaluate(const ModelInput& in) {
+  autograd::Tape tape;
+  tape.set_grad_enabled(false);
+  const double loss = Loss(tape, in).data()[0];
+  return {loss * static_cast<double>(in.batch), in.batch, 0};
+}
+
 Result<GptConfig> ReadGptConfig(const Config& cfg) {
   GptConfig c;
   LS_ASSIGN_OR_RETURN(int64_t seed, cfg.GetInt("model.init_seed", 0));

@@ -5,6 +5,9 @@
 //
 // A Model is used by one rank thread (oneDNN plans and the evaluation buffer pool are
 // per thread). Gpt additionally offers Generate(); reach it with dynamic_cast<Gpt*>.
+//
+// Public API (docs/api.md): a user's model derives from Model, registers its parameters in a
+// ParameterStore, and writes Loss() with lockstep's layers and ops; the tape records backward.
 #pragma once
 
 #include <cstdint>
@@ -14,17 +17,21 @@
 #include "lockstep/autograd/tape.h"
 #include "lockstep/core/config.h"
 #include "lockstep/core/result.h"
+#include "lockstep/core/sample_layout.h"
 #include "lockstep/nn/parameter_store.h"
 
 namespace lockstep::nn {
 
-// One batch, caller-owned, contiguous. Language models: tokens and targets [batch, seq]
-// (a target < 0 is ignored). Classifiers: images [batch, C, H, W] and labels [batch].
+// One batch, caller-owned, contiguous, with the fields of the data's SampleLayout (the others
+// are null). Language models: tokens and targets [batch, seq] (a target < 0 is ignored).
+// Classifiers: features (the CNN: images [batch, 1, 28, 28]) and labels [batch]. Regression:
+// features [batch, layout.features] and values [batch, layout.values].
 struct ModelInput {
   const int32_t* tokens = nullptr;
   const int32_t* targets = nullptr;
-  const float* images = nullptr;
+  const float* features = nullptr;
   const int32_t* labels = nullptr;
+  const float* values = nullptr;
   int64_t batch = 0, seq = 0;
 };
 
@@ -46,14 +53,20 @@ class Model {
   // The returned Variable's value (loss.data()[0]) stays valid after tape.Backward for as
   // long as the caller holds it.
   virtual autograd::Variable Loss(autograd::Tape& tape, const ModelInput& in) = 0;
-  // Forward only, on an internal no-grad tape whose buffers are reused between calls.
-  virtual EvalResult Evaluate(const ModelInput& in) = 0;
+  // Forward only. The default runs Loss() on a no-grad tape and counts every row (loss_sum =
+  // mean loss x batch, no accuracy); classifiers override it to count correct rows.
+  virtual EvalResult Evaluate(const ModelInput& in);
 
   // Forward + backward FLOPs of one sample (a sequence, an image): 3x the forward
   // matmul/convolution FLOPs (2 per multiply-accumulate), attention QK^T and AV counted
-  // over the full T x T square, as PyTorch computes them.
-  virtual double TrainFlopsPerSample() const = 0;
+  // over the full T x T square, as PyTorch computes them. 0 (the default): unknown, the
+  // metrics' gflops column is then 0.
+  virtual double TrainFlopsPerSample() const { return 0.0; }
   virtual std::string name() const = 0;
+
+  // Whether the model can train on samples of this layout; checked before any worker starts
+  // (InvalidArgument naming what the model expects). The default accepts anything.
+  virtual Status CheckLayout(const SampleLayout& layout) const { return Status::Ok(); }
 };
 
 // Builds the model named by config key model.kind ("gpt" or "cnn"). Keys read: model.kind;

@@ -90,18 +90,21 @@ const ConfigKey* FindConfigKey(std::string_view name) {
   return nullptr;
 }
 
-Result<std::vector<std::string>> CheckConfigKeys(const Config& config) {
+Result<std::vector<std::string>> CheckConfigKeys(const Config& config, std::span<const JobConfigKey> extra) {
   std::vector<std::string> ignored;
   for (const std::string& key : config.Keys()) {
-    if (FindConfigKey(key) == nullptr) {
-      const ConfigKey* near = nullptr;
+    const bool declared = std::any_of(extra.begin(), extra.end(), [&](const JobConfigKey& k) { return k.name == key; });
+    if (FindConfigKey(key) == nullptr && !declared) {
+      std::string near;
       size_t best = 3;  // at most two edits away
-      for (const ConfigKey& k : kKeys) {
-        const size_t d = Distance(key, k.name);
-        if (d < best) best = d, near = &k;
-      }
+      auto consider = [&](const std::string& name) {
+        const size_t d = Distance(key, name);
+        if (d < best) best = d, near = name;
+      };
+      for (const ConfigKey& k : kKeys) consider(k.name);
+      for (const JobConfigKey& k : extra) consider(k.name);
       return Status::InvalidArgument("unknown config key '" + key + "'" +
-                                     (near ? std::string(" (did you mean '") + near->name + "'?)" : std::string()));
+                                     (near.empty() ? std::string() : " (did you mean '" + near + "'?)"));
     }
     if (config.EffectiveValue(key) == nullptr)
       ignored.push_back("config key '" + key + "' is not used with this run's options and is ignored");
@@ -109,10 +112,13 @@ Result<std::vector<std::string>> CheckConfigKeys(const Config& config) {
   return ignored;
 }
 
-std::string DescribeConfig(const Config& config) {
+std::string DescribeConfig(const Config& config, std::span<const JobConfigKey> extra) {
+  std::vector<ConfigKey> keys(std::begin(kKeys), std::end(kKeys));
+  for (const JobConfigKey& k : extra)
+    keys.push_back({k.name.c_str(), k.type.c_str(), k.default_value.c_str(), k.meaning.c_str()});
   std::string out;
   char line[512];
-  for (const ConfigKey& k : kKeys) {
+  for (const ConfigKey& k : keys) {
     const std::string* value = config.EffectiveValue(k.name);
     std::string shown, origin = config.Origin(k.name);
     if (value != nullptr) {

@@ -14,6 +14,7 @@
 
 #include "lockstep/core/config.h"
 #include "lockstep/core/result.h"
+#include "lockstep/runtime/launch/job.h"
 
 namespace lockstep::runtime {
 
@@ -30,10 +31,11 @@ const ConfigKey* FindConfigKey(std::string_view name);
 // After every component has read its keys: InvalidArgument naming the first key no option
 // knows (with the nearest known key when one is close); the known keys this run ignores are
 // returned, for one warning line each from the process that reports.
-Result<std::vector<std::string>> CheckConfigKeys(const Config& config);
+// `extra`: the keys a job declares (Job::config_keys) are known too.
+Result<std::vector<std::string>> CheckConfigKeys(const Config& config, std::span<const JobConfigKey> extra = {});
 
 // Every known key, one line each: name, effective value, origin (default, file, --set,
 // flag), and "unused" for keys this run does not read.
-std::string DescribeConfig(const Config& config);
+std::string DescribeConfig(const Config& config, std::span<const JobConfigKey> extra = {});
 
 }  // namespace lockstep::runtime

@@ -33,17 +33,16 @@ GptStageCosts EstimateGptStageCosts(const nn::GptConfig& c) {
   return {f.block, f.embedding, f.head + f.softmax};
 }
 
-Result<LayoutPlan> PlanLayout(const TrainOptions& options, const Config& config, const RunConfig& run, int world) {
+Result<LayoutPlan> PlanLayout(const TrainOptions& options, const RunConfig& run, int world,
+                              const std::optional<nn::GptConfig>& gpt, const std::string& model_name) {
   LayoutPlan lp;
   LS_ASSIGN_OR_RETURN(lp.dims, parallel::ParallelDims::Parse(options.layout, world, options.zero));
   const parallel::ParallelDims& d = lp.dims;
-  LS_ASSIGN_OR_RETURN(std::string kind, config.GetString("model.kind", ""));
-  if (kind == "gpt") {
-    LS_ASSIGN_OR_RETURN(nn::GptConfig c, nn::ReadGptConfig(config));
-    lp.gpt = c;
-  } else if (d.tp > 1 || d.pp > 1) {
-    return Bad("--layout " + d.ToString() + ": tensor and pipeline parallelism need model.kind = \"gpt\" (\"" + kind +
-               "\" trains data-parallel only)");
+  lp.gpt = gpt;
+  if (!gpt && (d.tp > 1 || d.pp > 1)) {
+    return Bad("--layout " + d.ToString() +
+               ": tensor and pipeline parallelism need model.kind = \"gpt\" (lockstep's GPT; \"" + model_name +
+               "\" trains data-parallel, with any --zero, only)");
   }
   const TrainSection& t = run.train;
   lp.tp_slices = d.tp;

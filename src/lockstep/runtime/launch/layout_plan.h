@@ -28,7 +28,10 @@ struct LayoutPlan {
   std::optional<nn::GptConfig> gpt;    // model.kind = "gpt"
 };
 
-Result<LayoutPlan> PlanLayout(const TrainOptions& options, const Config& config, const RunConfig& run, int world);
+// `gpt`: the model's shape when it is lockstep's GPT (only then can tp or pp exceed 1);
+// `model_name` names any other model in errors.
+Result<LayoutPlan> PlanLayout(const TrainOptions& options, const RunConfig& run, int world,
+                              const std::optional<nn::GptConfig>& gpt, const std::string& model_name);
 
 // Estimated forward FLOPs per token of one GPT block, of the embeddings and of the head:
 // the costs BalanceStages weighs.

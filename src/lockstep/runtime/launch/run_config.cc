@@ -22,7 +22,7 @@ Status OneOf(const char* key, const std::string& v, std::initializer_list<const 
 
 }  // namespace
 
-Result<RunConfig> ReadRunConfig(const Config& c) {
+Result<RunConfig> ReadRunConfig(const Config& c, bool builtin_data) {
   RunConfig r;
   TrainSection& t = r.train;
   LS_ASSIGN_OR_RETURN(t.batch_size, c.GetInt("train.batch_size", t.batch_size));
@@ -69,11 +69,13 @@ Result<RunConfig> ReadRunConfig(const Config& c) {
   LS_RETURN_IF_ERROR(NonNegative("checkpoint.every", r.checkpoint.every));
   LS_RETURN_IF_ERROR(Positive("checkpoint.keep", r.checkpoint.keep));
 
-  LS_ASSIGN_OR_RETURN(std::string kind, c.GetString("data.kind", ""));
-  LS_RETURN_IF_ERROR(OneOf("data.kind", kind, {"text", "fashion-mnist"}));
-  LS_ASSIGN_OR_RETURN(
-      r.data, data::ReadDataConfig(c, kind == "text" ? data::DatasetKind::kText : data::DatasetKind::kFashionMnist,
-                                   t.batch_size));
+  data::DatasetKind kind = data::DatasetKind::kCustom;
+  if (builtin_data) {
+    LS_ASSIGN_OR_RETURN(std::string name, c.GetString("data.kind", ""));
+    LS_RETURN_IF_ERROR(OneOf("data.kind", name, {"text", "fashion-mnist"}));
+    kind = name == "text" ? data::DatasetKind::kText : data::DatasetKind::kFashionMnist;
+  }
+  LS_ASSIGN_OR_RETURN(r.data, data::ReadDataConfig(c, kind, t.batch_size));
   return r;
 }
 

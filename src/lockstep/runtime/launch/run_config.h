@@ -52,7 +52,8 @@ struct RunConfig {
   data::DataConfig data;  // data.*, eval.batch_size, eval.batches (data/data_config.h)
 };
 
-// Reads and validates the sections; errors name the key and what was expected.
-Result<RunConfig> ReadRunConfig(const Config& config);
+// Reads and validates the sections; errors name the key and what was expected. With
+// `builtin_data` false (a program's own data sources) data.kind and data.dir are not read.
+Result<RunConfig> ReadRunConfig(const Config& config, bool builtin_data = true);
 
 }  // namespace lockstep::runtime

@@ -23,8 +23,8 @@ Status CheckSupported(const TrainOptions& o) {
   return Status::Ok();
 }
 
-Status RunThreads(const TrainOptions& options) {
-  LS_ASSIGN_OR_RETURN(TrainPlan plan, PlanTraining(options, options.nproc));
+Status RunThreads(const Job& job, const TrainOptions& options) {
+  LS_ASSIGN_OR_RETURN(TrainPlan plan, PlanTraining(job, options, options.nproc));
   comm::ThreadsWorld world(options.nproc);
   std::vector<Status> results(options.nproc);
   std::vector<std::thread> threads;
@@ -39,24 +39,24 @@ Status RunThreads(const TrainOptions& options) {
   return Status::Ok();
 }
 
-Status RunMpiRank(const TrainOptions& options) {
+Status RunMpiRank(const Job& job, const TrainOptions& options) {
   LS_ASSIGN_OR_RETURN(std::shared_ptr<comm::Communicator> comm, comm::CreateMpiCommunicator());
-  Result<TrainPlan> plan = PlanTraining(options, comm->size());
+  Result<TrainPlan> plan = PlanTraining(job, options, comm->size());
   if (!plan.ok()) return plan.status();
   return RunWorker(*plan, comm);
 }
 
 }  // namespace
 
-Status RunTrain(const TrainOptions& options) {
+Status RunTrain(const Job& job, const TrainOptions& options) {
   LS_RETURN_IF_ERROR(CheckSupported(options));
   if (options.print_config) {
-    LS_ASSIGN_OR_RETURN(TrainPlan plan, PlanTraining(options, options.nproc));
-    std::fputs(DescribeConfig(plan.config).c_str(), stdout);
+    LS_ASSIGN_OR_RETURN(TrainPlan plan, PlanTraining(job, options, options.nproc));
+    std::fputs(DescribeConfig(plan.config, job.config_keys).c_str(), stdout);
     return Status::Ok();
   }
-  if (options.backend == "mpi") return RunMpiRank(options);
-  return RunThreads(options);
+  if (options.backend == "mpi") return RunMpiRank(job, options);
+  return RunThreads(job, options);
 }
 
 }  // namespace lockstep::runtime

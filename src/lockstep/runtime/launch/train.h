@@ -1,12 +1,14 @@
-// RunTrain: `lockstep train`. Plans the run, then runs one worker per rank — as threads of
-// this process (threads backend) or as this process inside mpirun (mpi backend).
+// RunTrain: plans the run, then runs one worker per rank — as threads of this process (threads
+// backend) or as this process inside mpirun (mpi backend). The supervisor and the relaunch
+// under mpirun come before it (api/train.h).
 #pragma once
 
 #include "lockstep/core/status.h"
+#include "lockstep/runtime/launch/job.h"
 #include "lockstep/runtime/launch/train_options.h"
 
 namespace lockstep::runtime {
 
-Status RunTrain(const TrainOptions& options);
+Status RunTrain(const Job& job, const TrainOptions& options);
 
 }  // namespace lockstep::runtime

@@ -8,8 +8,11 @@
 
 namespace lockstep::runtime {
 
+// Public API (docs/api.md): lockstep::Train() takes these, from flags (ParseTrainFlags), a
+// TOML file or text, --set strings, or code.
 struct TrainOptions {
-  std::string config_path;
+  std::string config_path;             // a TOML file; empty: config_toml
+  std::string config_toml;             // TOML text, when there is no file (may be empty)
   std::vector<std::string> overrides;  // "section.key=value" from --set, in order
   int nproc = 1;
   std::string backend = "threads";  // threads | mpi
@@ -26,6 +29,9 @@ struct TrainOptions {
   int zero = 0;
   int64_t mem_limit = 0;      // bytes of tensors (and optimizer state) per worker; 0: none
   bool print_config = false;  // print every config key's effective value, then stop
+  // The program and the words before the trainer's flags ("lockstep train"), to start it
+  // again with flags: the supervisor's restarts. Set by ParseTrainFlags.
+  std::vector<std::string> command;
 };
 
 struct EvalOptions {

@@ -14,6 +14,7 @@
 #include "lockstep/nn/model.h"
 #include "lockstep/runtime/launch/config_keys.h"
 #include "lockstep/runtime/recovery/checkpointing.h"
+#include "lockstep/runtime/training/shared_data.h"
 
 namespace lockstep::runtime {
 
@@ -34,16 +35,26 @@ Status MakeDirs(const std::string& dir) {
 
 }  // namespace
 
+Result<Config> LoadTrainConfig(const TrainOptions& options) {
+  if (!options.config_path.empty()) return LoadConfigWithOverrides(options.config_path, options.overrides);
+  LS_ASSIGN_OR_RETURN(Config config, Config::Parse(options.config_toml, "config_toml"));
+  for (const std::string& o : options.overrides) LS_RETURN_IF_ERROR(config.Override(o));
+  return config;
+}
+
 std::string OutDirFor(const TrainOptions& options) {
   if (!options.out_dir.empty()) return options.out_dir;
+  if (options.config_path.empty()) return "runs/train";
   return "runs/" + std::filesystem::path(options.config_path).stem().string();
 }
 
-Result<TrainPlan> PlanTraining(const TrainOptions& options, int world) {
+Result<TrainPlan> PlanTraining(const Job& job, const TrainOptions& options, int world) {
+  if (!job.model || !job.data) return Status::InvalidArgument("the job needs a model and a data function");
   TrainPlan plan;
   plan.options = options;
   plan.world = world;
-  LS_ASSIGN_OR_RETURN(plan.config, LoadConfigWithOverrides(options.config_path, options.overrides));
+  plan.job = job;
+  LS_ASSIGN_OR_RETURN(plan.config, LoadTrainConfig(options));
   // Flags win over the file: --steps/--epochs replace each other's config value.
   if (options.steps >= 0) {
     plan.config.SetInt("train.steps", options.steps);
@@ -53,19 +64,29 @@ Result<TrainPlan> PlanTraining(const TrainOptions& options, int world) {
     if (!plan.config.Override("train.epochs=" + std::to_string(options.epochs)).ok())
       return Status::InvalidArgument("--epochs: bad value");
   }
-  LS_ASSIGN_OR_RETURN(plan.run, ReadRunConfig(plan.config));
+  LS_ASSIGN_OR_RETURN(plan.run, ReadRunConfig(plan.config, /*builtin_data=*/false));
 
-  // Validates [model] before any thread starts (a GPT only by its keys: building a large one
-  // here would cost the memory a sharded run exists to avoid).
-  LS_ASSIGN_OR_RETURN(std::string kind, plan.config.GetString("model.kind", ""));
-  if (kind != "gpt") LS_RETURN_IF_ERROR(nn::MakeModel(plan.config).status());
-  int64_t context = 0;
-  LS_ASSIGN_OR_RETURN(context, plan.config.GetInt("model.context", 128));
-  LS_ASSIGN_OR_RETURN(plan.layout, PlanLayout(options, plan.config, plan.run, world));
+  // Validates the model before any thread starts (a GPT only by its keys: building a large
+  // one here would cost the memory a sharded run exists to avoid).
+  std::optional<nn::GptConfig> gpt;
+  if (job.gpt) {
+    LS_ASSIGN_OR_RETURN(gpt, job.gpt(plan.config));
+  }
+  std::unique_ptr<nn::Model> probe;
+  if (!gpt) {
+    LS_ASSIGN_OR_RETURN(probe, job.model(plan.config));
+    if (probe == nullptr) return Status::InvalidArgument("the job's model function returned no model");
+  }
+  LS_ASSIGN_OR_RETURN(plan.layout, PlanLayout(options, plan.run, world, gpt, probe ? probe->name() : "gpt"));
   const int dp = plan.layout.dims.dp;
   const TrainSection& t = plan.run.train;
 
-  LS_ASSIGN_OR_RETURN(plan.data, LoadSharedData(plan.run, context));
+  LS_ASSIGN_OR_RETURN(plan.data, job.data(plan.config));
+  if (!plan.data.train || !plan.data.val)
+    return Status::InvalidArgument("the job's data function returned no training or validation source");
+  const SampleLayout layout = plan.data.train->layout();
+  LS_RETURN_IF_ERROR(gpt ? nn::CheckGptLayout(*gpt, layout) : probe->CheckLayout(layout));
+  probe.reset();
 
   // Steps per epoch come from the sampler's view of the dataset (the same for every rank).
   LS_ASSIGN_OR_RETURN(auto probe_data, RankData::Create(plan.data, plan.run, 0, dp));
@@ -78,7 +99,7 @@ Result<TrainPlan> PlanTraining(const TrainOptions& options, int world) {
   plan.eval_every = plan.run.eval.every > 0 ? plan.run.eval.every : (t.steps > 0 ? 0 : plan.steps_per_epoch);
 
   LS_ASSIGN_OR_RETURN(plan.optim, optim::ReadOptimConfig(plan.config, plan.total_steps));
-  LS_ASSIGN_OR_RETURN(plan.config_warnings, CheckConfigKeys(plan.config));
+  LS_ASSIGN_OR_RETURN(plan.config_warnings, CheckConfigKeys(plan.config, job.config_keys));
 
   unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   // Cores are shared by the workers on this machine only: under mpirun that is the local
@@ -87,7 +108,7 @@ Result<TrainPlan> PlanTraining(const TrainOptions& options, int world) {
   if (const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE")) local_workers = std::max(1, std::atoi(local));
   plan.threads_per_worker = t.threads > 0 ? t.threads : std::max(1, static_cast<int>(cores) / local_workers);
 
-  plan.config_name = std::filesystem::path(options.config_path).stem().string();
+  plan.config_name = options.config_path.empty() ? "train" : std::filesystem::path(options.config_path).stem().string();
   plan.out_dir = OutDirFor(options);
   LS_ASSIGN_OR_RETURN(plan.fault, ParseFaultSpec(options.inject_fault, world, plan.total_steps));
   if (options.print_config) return plan;  // nothing is written

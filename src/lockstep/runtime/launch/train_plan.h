@@ -10,11 +10,11 @@
 
 #include "lockstep/core/config.h"
 #include "lockstep/optim/optim_config.h"
+#include "lockstep/runtime/launch/job.h"
 #include "lockstep/runtime/launch/layout_plan.h"
 #include "lockstep/runtime/launch/run_config.h"
 #include "lockstep/runtime/launch/train_options.h"
 #include "lockstep/runtime/recovery/fault_injection.h"
-#include "lockstep/runtime/training/shared_data.h"
 
 namespace lockstep::runtime {
 
@@ -30,7 +30,8 @@ struct TrainPlan {
   int64_t steps_per_epoch = 0;
   int64_t total_steps = 0;
   int64_t eval_every = 0;  // resolved: steps between validations (0 = only at the end)
-  std::shared_ptr<const SharedData> data;
+  Job job;
+  DataSources data;                          // the job's sources, loaded once per process
   FaultSpec fault;                           // --inject-fault
   std::vector<std::string> config_warnings;  // known keys this run ignores, one line each
   std::string resume_dir;                    // checkpoint to resume from ("" = start at step 0)
@@ -38,13 +39,16 @@ struct TrainPlan {
 };
 
 // Reads the config, applies overrides and flags, validates every key and value (bad input
-// is InvalidArgument naming the key or flag), loads the datasets and creates --out.
-Result<TrainPlan> PlanTraining(const TrainOptions& options, int world);
+// is InvalidArgument naming the key or flag), checks the job's model against its data and the
+// layout, loads the datasets and creates --out.
+Result<TrainPlan> PlanTraining(const Job& job, const TrainOptions& options, int world);
 
-// --out, or runs/<config file stem> when it is not given.
+// --out, or runs/<config file stem> when it is not given (runs/train without a file).
 std::string OutDirFor(const TrainOptions& options);
 
 // Loads a config file and applies --set overrides (shared by train and eval).
 Result<Config> LoadConfigWithOverrides(const std::string& path, const std::vector<std::string>& overrides);
+// The run's config: options.config_path or else options.config_toml, then the overrides.
+Result<Config> LoadTrainConfig(const TrainOptions& options);
 
 }  // namespace lockstep::runtime

@@ -8,6 +8,7 @@
 #include "lockstep/core/log.h"
 #include "lockstep/nn/model.h"
 #include "lockstep/optim/optim_config.h"
+#include "lockstep/runtime/launch/builtin_job.h"
 #include "lockstep/runtime/launch/config_keys.h"
 #include "lockstep/runtime/launch/run_config.h"
 #include "lockstep/runtime/launch/train_plan.h"
@@ -25,11 +26,11 @@ Status RunEvaluate(const EvalOptions& options) {
   LS_RETURN_IF_ERROR(optim::ReadOptimConfig(config, int64_t{1} << 40).status());
   LS_ASSIGN_OR_RETURN(std::vector<std::string> ignored, CheckConfigKeys(config));
   for (const std::string& line : ignored) LS_LOG(WARN) << line;
-  LS_ASSIGN_OR_RETURN(int64_t context, config.GetInt("model.context", 128));
   LS_ASSIGN_OR_RETURN(const std::string dir, checkpoint::ResolveCheckpointPath(options.checkpoint_dir));
   LS_ASSIGN_OR_RETURN(nlohmann::json extra, LoadParameters(dir, &model->params()));
-  LS_ASSIGN_OR_RETURN(auto shared, LoadSharedData(run, context));
-  LS_ASSIGN_OR_RETURN(auto data, RankData::Create(shared, run, 0, 1));
+  LS_ASSIGN_OR_RETURN(DataSources sources, BuiltinData(config));
+  LS_RETURN_IF_ERROR(model->CheckLayout(sources.val->layout()));
+  LS_ASSIGN_OR_RETURN(auto data, RankData::Create(sources, run, 0, 1));
   LS_ASSIGN_OR_RETURN(EvalSums sums, EvaluateLocal(*data, [&](const nn::ModelInput& rows) -> Result<nn::EvalResult> {
                         return model->Evaluate(rows);
                       }));
@@ -38,7 +39,7 @@ Status RunEvaluate(const EvalOptions& options) {
                         {"step", extra.value("step", nlohmann::json(nullptr))},
                         {"val_loss", sums.loss_sum / static_cast<double>(sums.count)},
                         {"count", sums.count}};
-  if (!data->is_text()) out["val_acc"] = static_cast<double>(sums.correct) / static_cast<double>(sums.count);
+  if (data->is_classifier()) out["val_acc"] = static_cast<double>(sums.correct) / static_cast<double>(sums.count);
   std::printf("%s\n", out.dump().c_str());
   return Status::Ok();
 }

@@ -1,62 +1,53 @@
-// SharedData: the datasets of a run, loaded once per process and shared read-only by every
-// rank thread (ranks as threads would otherwise each hold a copy), and RankData: one rank's
-// training and evaluation loaders over them, with batches exposed as nn::ModelInput rows so
-// the trainer never needs to know whether it trains on text or images.
+// RankData: one rank's training and evaluation loaders over a job's data sources (loaded once
+// per process and shared read-only by every rank thread), with batches exposed as
+// nn::ModelInput rows so the trainer never needs to know what a sample holds.
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <vector>
 
-#include "lockstep/data/byte_corpus.h"
-#include "lockstep/data/idx_dataset.h"
-#include "lockstep/data/loader.h"
+#include "lockstep/data/source_loader.h"
 #include "lockstep/nn/model.h"
+#include "lockstep/runtime/launch/job.h"
 #include "lockstep/runtime/launch/run_config.h"
 
 namespace lockstep::runtime {
 
-struct SharedData {
-  data::DatasetKind kind = data::DatasetKind::kText;
-  int64_t context = 0;  // text: model context T
-  std::shared_ptr<const data::ByteCorpus> corpus;
-  std::shared_ptr<const data::IdxDataset> train_images, test_images;
-};
-
-// Loads the datasets the config names. `context` is the model's context length (text).
-Result<std::shared_ptr<const SharedData>> LoadSharedData(const RunConfig& run, int64_t context);
-
 class RankData {
  public:
-  static Result<std::unique_ptr<RankData>> Create(std::shared_ptr<const SharedData> shared, const RunConfig& run,
-                                                  int rank, int world);
+  static Result<std::unique_ptr<RankData>> Create(const DataSources& sources, const RunConfig& run, int rank,
+                                                  int world);
 
   // Training: loads this rank's share of the next global batch.
   Status NextTrain();
-  int64_t train_rows() const;  // rows of the current local batch
-  nn::ModelInput TrainRows(int64_t begin, int64_t n) const;
-  int64_t StepsPerEpoch() const;
-  data::LoaderState State() const;
-  Status Restore(const data::LoaderState& state);
+  int64_t train_rows() const { return train_batch_.B; }  // rows of the current local batch
+  nn::ModelInput TrainRows(int64_t begin, int64_t n) const { return Rows(train_batch_, begin, n); }
+  int64_t StepsPerEpoch() const { return train_->StepsPerEpoch(); }
+  data::LoaderState State() const { return train_->State(); }
+  Status Restore(const data::LoaderState& state) { return train_->Restore(state); }
 
   // Evaluation: StartEval() rewinds; NextEval() loads the next local batch and returns false
-  // after the last one (every rank sees the same number of batches).
+  // after the last one (every rank sees the same number of batches: eval.batches caps them).
   Status StartEval();
   Result<bool> NextEval();
-  int64_t eval_rows() const;  // real rows of the current local eval batch (masked excluded)
-  nn::ModelInput EvalRows(int64_t begin, int64_t n) const;
+  int64_t eval_rows() const { return eval_batch_.valid; }  // real rows (masked excluded)
+  nn::ModelInput EvalRows(int64_t begin, int64_t n) const { return Rows(eval_batch_, begin, n); }
 
-  // Tokens per row (text: T) or 1 (images): turns rows/s into tokens/s.
-  int64_t units_per_row() const { return shared_->kind == data::DatasetKind::kText ? shared_->context : 1; }
-  bool is_text() const { return shared_->kind == data::DatasetKind::kText; }
+  const SampleLayout& layout() const { return layout_; }
+  // Tokens per row (token sequences: seq) or 1: turns rows/s into tokens/s.
+  int64_t units_per_row() const { return layout_.seq > 0 ? layout_.seq : 1; }
+  bool is_text() const { return layout_.seq > 0; }
+  bool is_classifier() const { return layout_.classes > 0; }
 
  private:
-  std::shared_ptr<const SharedData> shared_;
-  std::unique_ptr<data::Loader<data::TextBatch>> text_train_, text_eval_;
-  std::unique_ptr<data::Loader<data::ImageBatch>> image_train_, image_eval_;
-  data::TextBatch text_batch_, text_eval_batch_;
-  data::ImageBatch image_batch_, image_eval_batch_;
+  static nn::ModelInput Rows(const data::Batch& b, int64_t begin, int64_t n);
+
+  SampleLayout layout_;
+  std::unique_ptr<data::BatchLoader> train_, eval_;
+  data::Batch train_batch_, eval_batch_;
   data::LoaderState eval_start_;
+  int64_t eval_batches_ = 0;  // per evaluation pass
   int64_t eval_batches_done_ = 0;
 };
 

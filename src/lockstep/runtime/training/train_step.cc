@@ -331,7 +331,9 @@ Status Trainer::TrainStep(int64_t step) {
     }
     LS_RETURN_IF_ERROR(metrics_->Write(row));
     progress_->Step(step + 1, gathered.loss, lr, data_->is_text() ? tokens_per_s : samples_per_s,
-                    data_->is_text() ? "tok/s" : "img/s");
+                    data_->is_text()         ? "tok/s"
+                    : data_->is_classifier() ? "img/s"
+                                             : "samples/s");
   }
   return Status::Ok();
 }

@@ -54,7 +54,8 @@ Status Trainer::CheckMemoryLimit() {
       largest_unit = std::max(largest_unit, last.offset + last.numel - dry->params().info(u.first_param).offset);
     }
   } else {
-    LS_ASSIGN_OR_RETURN(std::unique_ptr<nn::Model> probe, nn::MakeModel(config_));
+    LS_ASSIGN_OR_RETURN(std::unique_ptr<nn::Model> probe, plan_.job.model(config_));
+    if (probe == nullptr) return Status::InvalidArgument("the job's model function returned no model");
     numel = largest_unit = probe->params().numel();
   }
   const int64_t shard = (numel + dims().dp - 1) / dims().dp;
@@ -73,13 +74,14 @@ Status Trainer::CheckMemoryLimit() {
 }
 
 // The rank's part of the model: its pipeline stage of the GPT split over its tp group, or the
-// whole model (CNN; PlanLayout refused tp/pp for it).
+// job's whole model (any other model; PlanLayout refused tp/pp for it).
 Status Trainer::BuildModel() {
   const LayoutPlan& lp = plan_.layout;
   // ZeRO-2 keeps no full gradient buffer, ZeRO-3 no full parameter buffer either.
   const bool flat_params = zero_ < 3, flat_grads = zero_ < 2;
   if (!lp.gpt) {
-    LS_ASSIGN_OR_RETURN(std::unique_ptr<nn::Model> whole, nn::MakeModel(config_));
+    LS_ASSIGN_OR_RETURN(std::unique_ptr<nn::Model> whole, plan_.job.model(config_));
+    if (whole == nullptr) return Status::InvalidArgument("the job's model function returned no model");
     model_ = std::make_unique<parallel::WholeModel>(std::move(whole));
     std::vector<float> initial;
     if (!flat_params) initial.assign(model_->params().flat_params(), model_->params().flat_params() + local_numel());
@@ -230,14 +232,14 @@ Status Trainer::Validate(int64_t step) {
   last_val_loss_ = all.loss_sum / static_cast<double>(all.count);
   nlohmann::json row = {{"step", step}, {"val_loss", last_val_loss_}};
   char line[160];
-  if (!data_->is_text()) {
+  if (data_->is_classifier()) {
     last_val_acc_ = static_cast<double>(all.correct) / static_cast<double>(all.count);
     row["val_acc"] = last_val_acc_;
     std::snprintf(line, sizeof(line), "step %lld: val_loss %.4f val_acc %.4f (%lld images)",
                   static_cast<long long>(step), last_val_loss_, last_val_acc_, static_cast<long long>(all.count));
   } else {
-    std::snprintf(line, sizeof(line), "step %lld: val_loss %.4f (%lld tokens)", static_cast<long long>(step),
-                  last_val_loss_, static_cast<long long>(all.count));
+    std::snprintf(line, sizeof(line), "step %lld: val_loss %.4f (%lld %s)", static_cast<long long>(step),
+                  last_val_loss_, static_cast<long long>(all.count), data_->is_text() ? "tokens" : "samples");
   }
   if (lead()) {
     LS_RETURN_IF_ERROR(metrics_->Write(row));
