@@ -5,14 +5,13 @@
 #include <cstdio>
 #include <string>
 
+#include "lockstep/api/train.h"
+#include "lockstep/api/train_flags.h"
 #include "lockstep/cli/bench_comm.h"
-#include "lockstep/comm/mpi/launch.h"
 #include "lockstep/core/config.h"
 #include "lockstep/core/version.h"
 #include "lockstep/runtime/launch/builtin_job.h"
-#include "lockstep/runtime/launch/train.h"
 #include "lockstep/runtime/recovery/checkpoint_inspect.h"
-#include "lockstep/runtime/recovery/supervisor.h"
 #include "lockstep/runtime/training/evaluate.h"
 
 namespace lockstep::cli {
@@ -20,13 +19,7 @@ namespace {
 
 // Bad input exits 2, a non-finite gradient or loss 3, other failures at run time 1
 // (DESIGN.md, CLI contract).
-int ExitCodeFor(const Status& s) {
-  if (s.ok()) return 0;
-  // An empty message: the error was already printed (by the supervised worker).
-  if (!s.message().empty()) std::fprintf(stderr, "lockstep: error: %s\n", s.message().c_str());
-  if (s.code() == StatusCode::kNonFinite) return 3;
-  return s.code() == StatusCode::kInvalidArgument || s.code() == StatusCode::kNotFound ? 2 : 1;
-}
+int ExitCodeFor(const Status& s) { return lockstep::ExitCodeFor(s, "lockstep"); }
 
 // CLI11 accepts sizes as strings; K/M/G suffixes are ours.
 bool ParseSizeFlag(const std::string& text, const char* flag, int64_t* out) {
@@ -47,32 +40,12 @@ int Main(int argc, char** argv) {
   app.set_help_all_flag("--help-all", "help for every subcommand");
   app.set_version_flag("--version", std::string(LOCKSTEP_VERSION));
 
-  runtime::TrainOptions train;
+  // The trainer's flags are the library's (api/train_flags.h): a program's own trainer takes
+  // the same ones.
+  api::TrainFlags train_flags;
   CLI::App* t = app.add_subcommand("train", "train a model from a TOML config");
-  t->add_option("--config", train.config_path, "TOML config file (required)");
-  t->add_option("--set", train.overrides, "override a config key: section.key=value (repeatable)");
-  t->add_option("--nproc", train.nproc, "number of workers")->check(CLI::Range(1, 4096));
-  t->add_option("--backend", train.backend, "threads (one process) or mpi (processes)")
-      ->check(CLI::IsMember({"threads", "mpi"}));
-  auto* steps =
-      t->add_option("--steps", train.steps, "train this many steps")->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
-  t->add_option("--epochs", train.epochs, "train this many epochs")->check(CLI::Range(0.0, 1e6))->excludes(steps);
-  t->add_option("--out", train.out_dir, "output directory (default runs/<config name>)");
-  t->add_option("--resume", train.resume, "auto (newest valid checkpoint in --out) or a checkpoint directory");
-  t->add_flag("--deterministic", train.deterministic, "bit-identical results for any number of workers");
-  t->add_option("--trace", train.trace_file, "write a Chrome trace (JSON) of the run");
-  t->add_option("--max-restarts", train.max_restarts, "restart failed workers up to R times")
-      ->check(CLI::Range(0, 1000));
-  t->add_option("--inject-fault", train.inject_fault, "fault to inject, e.g. kill:rank=1:step=37");
-  t->add_option("--heartbeat-timeout", train.heartbeat_timeout_s,
-                "with --max-restarts: seconds without progress before a worker counts as hung")
-      ->check(CLI::Range(0.1, 1e6));
-  t->add_option("--layout", train.layout, "parallel layout, e.g. dp=2,tp=2,pp=1");
-  t->add_option("--zero", train.zero, "ZeRO stage 0|1|2|3")->check(CLI::Range(0, 3));
-  std::string mem_limit;
-  t->add_option("--mem-limit", mem_limit, "most tensor bytes one worker may hold, e.g. 512M (0: no limit)");
-  t->add_flag("--print-config", train.print_config,
-              "print every config key with its effective value and where it came from, then exit");
+  api::AddTrainFlags(t, &train_flags);
+  const runtime::TrainOptions& train = train_flags.options;
 
   runtime::EvalOptions eval;
   CLI::App* e = app.add_subcommand("eval", "evaluate a checkpoint on the validation set");
@@ -118,13 +91,11 @@ int Main(int argc, char** argv) {
   };
   if (t->parsed()) {
     if (!require(!train.config_path.empty(), "--config")) return 2;
-    if (!mem_limit.empty() && !ParseSizeFlag(mem_limit, "--mem-limit", &train.mem_limit)) return 2;
-    if (train.print_config)
-      return ExitCodeFor(runtime::RunTrain(runtime::BuiltinJob(), train));  // plans only, in this process
-    // The supervisor comes first: it runs the whole job (mpirun included) as its child.
-    if (train.max_restarts > 0 && !comm::InsideMpirun()) return ExitCodeFor(runtime::RunSupervised(train));
-    if (train.backend == "mpi" && !comm::InsideMpirun()) return comm::RelaunchUnderMpirun(train.nproc, argc, argv, {});
-    return ExitCodeFor(runtime::RunTrain(runtime::BuiltinJob(), train));
+    if (Status s = api::FinishTrainFlags(&train_flags); !s.ok()) return ExitCodeFor(s);
+    train_flags.options.command = {"lockstep", "train"};
+    // The same launch as lockstep::Train (print-config, supervisor, mpirun, the trainer), with
+    // the built-in models and data sets.
+    return api::RunTrainCommand(runtime::BuiltinJob(), train);
   }
   if (e->parsed()) {
     if (!require(!eval.config_path.empty(), "--config") || !require(!eval.checkpoint_dir.empty(), "--checkpoint"))

@@ -33,11 +33,14 @@ namespace fs = std::filesystem;
 std::atomic<int> stop_signal{0};
 void OnStopSignal(int sig) { stop_signal.store(sig); }
 
-// The child's command line: the user's flags minus the supervisor's own, with --out made
-// explicit (so every attempt writes to the same place) and --resume set per attempt.
+// The child's command line: the program (TrainOptions::command) and the user's flags minus
+// the supervisor's own, with --out made explicit (so every attempt writes to the same place)
+// and --resume set per attempt.
 std::vector<std::string> ChildArgs(const TrainOptions& o, const std::string& out_dir, const std::string& resume,
                                    bool with_fault) {
-  std::vector<std::string> a = {"lockstep", "train", "--config", o.config_path};
+  // The program as it was started (a program's own trainer, or "lockstep train").
+  std::vector<std::string> a = o.command.empty() ? std::vector<std::string>{"lockstep", "train"} : o.command;
+  if (!o.config_path.empty()) a.insert(a.end(), {"--config", o.config_path});
   for (const std::string& s : o.overrides) a.insert(a.end(), {"--set", s});
   a.insert(a.end(), {"--nproc", std::to_string(o.nproc), "--backend", o.backend, "--out", out_dir});
   if (o.steps >= 0) a.insert(a.end(), {"--steps", std::to_string(o.steps)});

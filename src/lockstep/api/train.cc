@@ -1,0 +1,137 @@
+#include "lockstep/api/train.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iterator>
+#include <vector>
+
+#include "lockstep/api/train_flags.h"
+#include "lockstep/comm/mpi/launch.h"
+#include "lockstep/runtime/launch/train.h"
+#include "lockstep/runtime/recovery/heartbeat.h"
+#include "lockstep/runtime/recovery/supervisor.h"
+
+namespace lockstep {
+namespace {
+
+// The CLI11 checks of the flags, for options built in code.
+Status CheckOptions(const TrainOptions& o) {
+  auto bad = [](const std::string& m) { return Status::InvalidArgument(m); };
+  if (o.nproc < 1 || o.nproc > 4096) return bad("nproc " + std::to_string(o.nproc) + " is not in [1, 4096]");
+  if (o.backend != "threads" && o.backend != "mpi")
+    return bad("backend \"" + o.backend + "\": expected threads or mpi");
+  if (o.zero < 0 || o.zero > 3) return bad("zero " + std::to_string(o.zero) + ": expected 0, 1, 2 or 3");
+  if (o.max_restarts < 0) return bad("max_restarts must be >= 0");
+  if (!(o.heartbeat_timeout_s > 0)) return bad("heartbeat_timeout_s must be > 0");
+  if (o.steps >= 0 && o.epochs >= 0) return bad("steps and epochs exclude each other");
+  if (o.mem_limit < 0) return bad("mem_limit must be >= 0");
+  return Status::Ok();
+}
+
+// This program's own command line, to start it again under mpirun.
+std::vector<std::string> OwnCommandLine() {
+  std::ifstream in("/proc/self/cmdline", std::ios::binary);
+  std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::vector<std::string> args;
+  for (size_t start = 0; start < all.size();) {
+    const size_t end = all.find('\0', start);
+    args.push_back(all.substr(start, end == std::string::npos ? std::string::npos : end - start));
+    if (end == std::string::npos) break;
+    start = end + 1;
+  }
+  return args;
+}
+
+// mpirun's exit status as a Status: the ranks printed their own error line already.
+Status FromMpirunExit(int code) {
+  if (code == 0) return Status::Ok();
+  if (code == 2) return Status::InvalidArgument("");
+  if (code == 3) return Status::NonFinite("");
+  return Status::Aborted("mpirun exited with status " + std::to_string(code));
+}
+
+// Train, except that a relaunch under mpirun hands back mpirun's exit status (>= 0), which the
+// command returns as its own.
+struct Launched {
+  Status status;
+  int mpirun_exit = -1;
+};
+
+Launched Launch(const Job& job, const TrainOptions& given) {
+  if (Status s = CheckOptions(given); !s.ok()) return {s};
+  TrainOptions options = given;
+  const bool supervised = std::getenv(runtime::kHeartbeatDirEnv) != nullptr;
+  // A restart attempt does not inject the first attempt's fault again (the supervisor passes
+  // no --inject-fault then; options built in code would still carry it).
+  if (std::getenv(runtime::kRestartEnv) != nullptr) options.inject_fault.clear();
+  if (options.print_config) return {runtime::RunTrain(job, options)};  // plans only, in this process
+  // The supervisor comes first: it runs the whole job (mpirun included) as its child.
+  if (options.max_restarts > 0 && !supervised && !comm::InsideMpirun()) {
+    if (options.command.empty())
+      return {Status::InvalidArgument(
+          "max_restarts: the supervisor restarts this program with the trainer's flags; read them with "
+          "lockstep::ParseTrainFlags (or use lockstep::TrainMain)")};
+    return {runtime::RunSupervised(options)};
+  }
+  if (options.backend == "mpi" && !comm::InsideMpirun()) {
+    std::vector<std::string> args = OwnCommandLine();
+    std::vector<char*> argv;
+    for (std::string& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    return {Status::Ok(), comm::RelaunchUnderMpirun(options.nproc, static_cast<int>(args.size()), argv.data(), {})};
+  }
+  return {runtime::RunTrain(job, options)};
+}
+
+}  // namespace
+
+Status Train(const Job& job, const TrainOptions& options) {
+  Launched r = Launch(job, options);
+  return r.mpirun_exit >= 0 ? FromMpirunExit(r.mpirun_exit) : r.status;
+}
+
+Result<TrainOptions> ParseTrainFlags(int argc, const char* const* argv, TrainOptions defaults) {
+  api::TrainFlags flags{std::move(defaults), {}, {}};
+  CLI::App app{"trains with lockstep; the flags of `lockstep train`"};
+  api::AddTrainFlags(&app, &flags);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp&) {
+    std::fputs(app.help().c_str(), stdout);
+    return Status::Aborted("help");
+  } catch (const CLI::ParseError& err) {
+    return Status::InvalidArgument(err.what());
+  }
+  LS_RETURN_IF_ERROR(api::FinishTrainFlags(&flags));
+  flags.options.command = {argc > 0 ? argv[0] : "program"};
+  return flags.options;
+}
+
+int ExitCodeFor(const Status& s, const std::string& program) {
+  if (s.ok()) return 0;
+  // An empty message: the error was already printed (by a supervised worker or an MPI rank).
+  if (!s.message().empty()) std::fprintf(stderr, "%s: error: %s\n", program.c_str(), s.message().c_str());
+  if (s.code() == StatusCode::kNonFinite) return 3;
+  return s.code() == StatusCode::kInvalidArgument || s.code() == StatusCode::kNotFound ? 2 : 1;
+}
+
+int TrainMain(int argc, const char* const* argv, const Job& job, TrainOptions defaults) {
+  std::string program = argc > 0 ? argv[0] : "train";
+  if (const size_t slash = program.rfind('/'); slash != std::string::npos) program = program.substr(slash + 1);
+  Result<TrainOptions> options = ParseTrainFlags(argc, argv, std::move(defaults));
+  if (!options.ok()) return options.status().message() == "help" ? 0 : ExitCodeFor(options.status(), program);
+  Launched r = Launch(job, *options);
+  return r.mpirun_exit >= 0 ? r.mpirun_exit : ExitCodeFor(r.status, program);
+}
+
+namespace api {
+
+// The command's `train`: the same launch, with mpirun's own exit status passed through.
+int RunTrainCommand(const Job& job, const TrainOptions& options) {
+  Launched r = Launch(job, options);
+  return r.mpirun_exit >= 0 ? r.mpirun_exit : ExitCodeFor(r.status, "lockstep");
+}
+
+}  // namespace api
+}  // namespace lockstep

@@ -1,0 +1,42 @@
+#include "lockstep/api/train_flags.h"
+
+#include "lockstep/core/config.h"
+
+namespace lockstep::api {
+
+void AddTrainFlags(CLI::App* t, TrainFlags* f) {
+  runtime::TrainOptions& o = f->options;
+  t->add_option("--config", o.config_path, "TOML config file");
+  t->add_option("--set", f->sets, "override a config key: section.key=value (repeatable)");
+  t->add_option("--nproc", o.nproc, "number of workers")->check(CLI::Range(1, 4096));
+  t->add_option("--backend", o.backend, "threads (one process) or mpi (processes)")
+      ->check(CLI::IsMember({"threads", "mpi"}));
+  auto* steps =
+      t->add_option("--steps", o.steps, "train this many steps")->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
+  t->add_option("--epochs", o.epochs, "train this many epochs")->check(CLI::Range(0.0, 1e6))->excludes(steps);
+  t->add_option("--out", o.out_dir, "output directory (default runs/<config name>)");
+  t->add_option("--resume", o.resume, "auto (newest valid checkpoint in --out) or a checkpoint directory");
+  t->add_flag("--deterministic", o.deterministic, "bit-identical results for any number of workers");
+  t->add_option("--trace", o.trace_file, "write a Chrome trace (JSON) of the run");
+  t->add_option("--max-restarts", o.max_restarts, "restart failed workers up to R times")->check(CLI::Range(0, 1000));
+  t->add_option("--inject-fault", o.inject_fault, "fault to inject, e.g. kill:rank=1:step=37");
+  t->add_option("--heartbeat-timeout", o.heartbeat_timeout_s,
+                "with --max-restarts: seconds without progress before a worker counts as hung")
+      ->check(CLI::Range(0.1, 1e6));
+  t->add_option("--layout", o.layout, "parallel layout, e.g. dp=2,tp=2,pp=1");
+  t->add_option("--zero", o.zero, "ZeRO stage 0|1|2|3")->check(CLI::Range(0, 3));
+  t->add_option("--mem-limit", f->mem_limit, "most tensor bytes one worker may hold, e.g. 512M (0: no limit)");
+  t->add_flag("--print-config", o.print_config,
+              "print every config key with its effective value and where it came from, then exit");
+}
+
+Status FinishTrainFlags(TrainFlags* f) {
+  f->options.overrides.insert(f->options.overrides.end(), f->sets.begin(), f->sets.end());
+  f->sets.clear();
+  if (!f->mem_limit.empty()) {
+    LS_ASSIGN_OR_RETURN(f->options.mem_limit, ParseSize(f->mem_limit, "--mem-limit"));
+  }
+  return Status::Ok();
+}
+
+}  // namespace lockstep::api
