@@ -63,7 +63,7 @@ int main(int argc, char** argv) {
   ls::Job job;
   job.model = [](const ls::Config& config) -> ls::Result<std::unique_ptr<ls::Model>> {
     LS_ASSIGN_OR_RETURN(int64_t seed, config.GetInt("model.init_seed", 0));
-    return std::unique_ptr<ls::Model>(std::make_unique<Mlp>(static_cast<uint64_t>(seed)));
+    return std::make_unique<Mlp>(static_cast<uint64_t>(seed));
   };
   job.data = [](const ls::Config&) -> ls::Result<ls::DataSources> {
     return ls::DataSources{std::make_shared<Synthetic>(8192, 0), std::make_shared<Synthetic>(1024, 1)};

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <optional>
+#include <type_traits>
 #include <utility>
 
 #include "lockstep/core/status.h"
@@ -13,7 +14,13 @@ namespace lockstep {
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : value_(std::move(value)) {}         // NOLINT: implicit by design
+  Result(T value) : value_(std::move(value)) {}  // NOLINT: implicit by design
+  // A value of another type that converts to T: `return std::make_unique<Derived>();` from a
+  // function returning Result<std::unique_ptr<Base>>.
+  template <typename U>
+  requires(!std::is_same_v<std::remove_cvref_t<U>, T> && !std::is_same_v<std::remove_cvref_t<U>, Status> &&
+           std::is_convertible_v<U&&, T>) Result(U&& value)
+      : value_(T(std::forward<U>(value))) {}            // NOLINT: implicit by design
   Result(Status status) : status_(std::move(status)) {  // NOLINT: implicit by design
     if (status_.ok()) status_ = Status::Internal("Result built from an ok Status");
   }
