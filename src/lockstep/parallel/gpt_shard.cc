@@ -4,6 +4,7 @@
 #include <cstring>
 #include <string>
 
+#include "lockstep/autograd/recompute.h"
 #include "lockstep/nn/activation.h"
 #include "lockstep/nn/attention.h"
 #include "lockstep/nn/embedding.h"
@@ -162,7 +163,16 @@ Variable GptShard::Body(Tape& tape, const nn::ModelInput& in, const Variable& x_
   }
   for (const Block& b : blocks_) {
     Enter(tape, unit);
-    x = BlockForward(tape, b, x);
+    if (o_.recompute) {
+      const std::vector<int> ids = {b.ln1_w, b.ln1_b, b.qkv_w, b.qkv_b, b.proj_w, b.proj_b,
+                                    b.ln2_w, b.ln2_b, b.fc_w,  b.fc_b,  b.fc2_w,  b.fc2_b};
+      std::vector<Variable> params;
+      for (int i : ids) params.push_back(P(i));
+      x = autograd::Recompute(tape, x, params,
+                              [this, &b](Tape& t, const Variable& in) { return BlockForward(t, b, in); });
+    } else {
+      x = BlockForward(tape, b, x);
+    }
     Exit(tape, unit++);
   }
   return x;

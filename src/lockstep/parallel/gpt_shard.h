@@ -34,6 +34,9 @@ struct GptShardOptions {
   // binds (and initialises) what it owns instead (parallel/zero_units.h).
   bool flat_params = true;
   bool flat_grads = true;
+  // train.recompute = "block": each block keeps only its input for backward and runs its
+  // forward again inside backward (autograd/recompute.h).
+  bool recompute = false;
 };
 
 class GptShard : public StageModel {

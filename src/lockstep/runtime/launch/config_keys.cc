@@ -54,6 +54,8 @@ constexpr ConfigKey kKeys[] = {
     {"train.skip_nonfinite", "bool", "false",
      "skip the update of a step with a NaN/inf gradient or loss instead of stopping"},
     {"train.max_skipped", "int", "10", "with skip_nonfinite: stop after more than this many such steps in a row"},
+    {"train.recompute", "string", "\"none\"",
+     "\"block\": transformer blocks recompute their forward in backward (less memory, ~1/3 more compute)"},
     // [eval]
     {"eval.every", "int", "0", "validate every this many steps (0: once per epoch, and at the end)"},
     {"eval.batch_size", "int", "", "validation rows per batch (default train.batch_size)"},

@@ -33,6 +33,9 @@ struct TrainSection {
   // max_skipped such steps in a row stop the run anyway.
   bool skip_nonfinite = false;
   int64_t max_skipped = 10;
+  // "block": transformer blocks keep only their input for backward and recompute their
+  // forward inside it (autograd/recompute.h); "none": every activation is kept.
+  std::string recompute = "none";
 };
 
 struct EvalSection {

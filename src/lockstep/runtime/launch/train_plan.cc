@@ -59,6 +59,9 @@ Result<TrainPlan> PlanTraining(const TrainOptions& options, int world) {
   // here would cost the memory a sharded run exists to avoid).
   LS_ASSIGN_OR_RETURN(std::string kind, plan.config.GetString("model.kind", ""));
   if (kind != "gpt") LS_RETURN_IF_ERROR(nn::MakeModel(plan.config).status());
+  if (kind != "gpt" && plan.run.train.recompute != "none")
+    return Status::InvalidArgument("config key 'train.recompute' = \"" + plan.run.train.recompute +
+                                   "\" needs model.kind = \"gpt\" (its transformer blocks are what is recomputed)");
   int64_t context = 0;
   LS_ASSIGN_OR_RETURN(context, plan.config.GetInt("model.context", 128));
   LS_ASSIGN_OR_RETURN(plan.layout, PlanLayout(options, plan.config, plan.run, world));

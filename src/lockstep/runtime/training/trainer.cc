@@ -62,14 +62,19 @@ Status Trainer::CheckMemoryLimit() {
   const int64_t params = 4 * (zero_ == 3 ? shard : numel), grads = 4 * (zero_ >= 2 ? shard : numel);
   const int64_t optimizer = 4 * moments * (zero_ >= 1 ? shard : numel);
   const int64_t in_flight = zero_ == 3 ? 3 * 4 * largest_unit : zero_ == 2 ? 4 * largest_unit : 0;
-  const int64_t total = params + grads + optimizer + in_flight;
+  int micro_in_flight = 1;
+  int64_t rows = 0;
+  const int64_t activations = plan_.layout.gpt ? ActivationEstimate(&micro_in_flight, &rows).total() : 0;
+  const int64_t total = params + grads + optimizer + in_flight + activations;
   if (total <= limit) return Status::Ok();
-  return Status::InvalidArgument(
-      "--mem-limit " + Megabytes(limit) + ": worker " + std::to_string(rank_) + "'s model states alone need " +
-      Megabytes(total) + " (parameters " + Megabytes(params) + ", gradients " + Megabytes(grads) + ", optimizer " +
-      Megabytes(optimizer) + (in_flight ? ", layers in flight " + Megabytes(in_flight) : std::string()) +
-      " with --zero " + std::to_string(zero_) + " over dp=" + std::to_string(dims().dp) +
-      "); shard them with a higher --zero over more workers, or raise the limit");
+  return Status::InvalidArgument("--mem-limit " + Megabytes(limit) + ": worker " + std::to_string(rank_) + " needs " +
+                                 Megabytes(total) + " (parameters " + Megabytes(params) + ", gradients " +
+                                 Megabytes(grads) + ", optimizer " + Megabytes(optimizer) +
+                                 (in_flight ? ", layers in flight " + Megabytes(in_flight) : std::string()) +
+                                 (activations ? ", activations " + Megabytes(activations) : std::string()) +
+                                 " with --zero " + std::to_string(zero_) + " over dp=" + std::to_string(dims().dp) +
+                                 "); shard them with a higher --zero over more workers, recompute activations "
+                                 "(train.recompute = \"block\"), or raise the limit");
 }
 
 // The rank's part of the model: its pipeline stage of the GPT split over its tp group, or the
@@ -111,7 +116,28 @@ parallel::GptShardOptions Trainer::StageOptions() const {
   o.end_layer = plan_.layout.partition.begin[s + 1];
   o.has_embedding = s == 0;
   o.has_head = s == dims().pp - 1;
+  o.recompute = plan_.run.train.recompute == "block";
   return o;
+}
+
+parallel::ActivationBytes Trainer::ActivationEstimate(int* in_flight, int64_t* rows) const {
+  const TrainSection& t = plan_.run.train;
+  const int64_t per_rank = t.batch_size / dims().dp;
+  *in_flight = 1;
+  if (dims().pp > 1) {
+    const int micros = plan_.layout.pp_micros;
+    *rows = per_rank / micros;
+    *in_flight = parallel::MaxInFlight(plan_.layout.schedule, dims().pp, mesh_.coord.pp, micros);
+  } else if (plan_.options.deterministic) {
+    *rows = t.batch_size / t.det_shards;  // one canonical shard at a time
+  } else {
+    *rows = per_rank / t.accum_steps;
+  }
+  const int64_t context = plan_.layout.gpt->context;
+  parallel::ActivationBytes one = parallel::EstimateGptActivations(StageOptions(), dims().tp, *rows, context);
+  for (int64_t* f : {&one.embedding, &one.residual, &one.layernorm, &one.attention, &one.mlp, &one.head})
+    *f *= *in_flight;
+  return one;  // the recomputed block is alive once, whatever the micro-batches in flight
 }
 
 float* Trainer::OwnedParams() {

@@ -26,6 +26,7 @@
 #include "lockstep/optim/lr_schedule.h"
 #include "lockstep/parallel/canonical.h"
 #include "lockstep/parallel/data_parallel.h"
+#include "lockstep/parallel/gpt_memory.h"
 #include "lockstep/parallel/gpt_shard.h"
 #include "lockstep/parallel/mesh.h"
 #include "lockstep/parallel/stage_model.h"
@@ -119,6 +120,10 @@ class Trainer {
   float* OwnedParams();
   float* OwnedGrads();
   parallel::GptShardOptions StageOptions() const;
+  // GPT only: the activations this rank keeps for backward at its peak (one micro-batch's,
+  // times the micro-batches a pipeline stage holds at once), by layer kind
+  // (parallel/gpt_memory.h); `in_flight` and `rows` say how it was counted.
+  parallel::ActivationBytes ActivationEstimate(int* in_flight, int64_t* rows) const;
   // The parameter values this rank holds (the whole local buffer, or the ZeRO-3 shard), and
   // the part of them it writes to checkpoints and the weights hash: everything on dp rank 0,
   // nothing on other replicas, its shard under ZeRO-3.

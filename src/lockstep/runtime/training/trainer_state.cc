@@ -132,16 +132,26 @@ Status Trainer::LogSave(const SaveReport& r) {
 // state held now (flat buffers or ZeRO shards; units in flight are released by then), the
 // peak of activation tensors and of everything together so far.
 nlohmann::json Trainer::MemoryRow() {
-  return {{"event", "memory"},
-          {"rank", rank_},
-          {"zero", zero_},
-          {"parameters", local_numel()},
-          {"params_bytes", memory_->Current(tensor::MemoryTag::kParameter)},
-          {"grads_bytes", memory_->Current(tensor::MemoryTag::kGradient)},
-          {"optimizer_bytes", memory_->Current(tensor::MemoryTag::kOptimizer)},
-          {"peak_activation_bytes", memory_->Peak(tensor::MemoryTag::kActivation)},
-          {"peak_bytes", memory_->PeakTotal()},
-          {"mem_limit", plan_.options.mem_limit}};
+  nlohmann::json row = {{"event", "memory"},
+                        {"rank", rank_},
+                        {"zero", zero_},
+                        {"parameters", local_numel()},
+                        {"params_bytes", memory_->Current(tensor::MemoryTag::kParameter)},
+                        {"grads_bytes", memory_->Current(tensor::MemoryTag::kGradient)},
+                        {"optimizer_bytes", memory_->Current(tensor::MemoryTag::kOptimizer)},
+                        {"peak_activation_bytes", memory_->Peak(tensor::MemoryTag::kActivation)},
+                        {"peak_bytes", memory_->PeakTotal()},
+                        {"mem_limit", plan_.options.mem_limit}};
+  if (plan_.layout.gpt) {
+    int in_flight = 1;
+    int64_t rows = 0;
+    const parallel::ActivationBytes a = ActivationEstimate(&in_flight, &rows);
+    row["activations_estimate"] = {{"embedding", a.embedding}, {"residual", a.residual}, {"layernorm", a.layernorm},
+                                   {"attention", a.attention}, {"mlp", a.mlp},           {"head", a.head},
+                                   {"recompute", a.recompute}, {"total", a.total()},     {"rows", rows},
+                                   {"in_flight", in_flight}};
+  }
+  return row;
 }
 
 // The parameter pieces this rank is the writer of (as for checkpoints).
@@ -153,6 +163,7 @@ std::vector<parallel::LocalPiece> Trainer::WeightPieces() {
 Status Trainer::Finish() {
   LS_RETURN_IF_ERROR(ReportSaves(/*wait=*/true));  // `done` only once the last checkpoint is committed
   if (trace_.enabled()) LS_RETURN_IF_ERROR(WriteTrace());
+  tape_.pool().Release();  // the activations' memory, for the gather and the sample below
   LS_ASSIGN_OR_RETURN(parallel::CanonicalTensors weights, parallel::GatherCanonical(*world_comm_, WeightPieces()));
   if (!lead()) return Status::Ok();
   const std::string hash = parallel::CanonicalXxh64(weights);
@@ -167,7 +178,7 @@ Status Trainer::Finish() {
     // by-product of the finished run, outside this worker's training budget (--mem-limit):
     // counted in the process-wide tracker, not the rank's.
     tensor::ScopedTracker outside_budget(nullptr);
-    nn::Gpt gpt(*plan_.layout.gpt);
+    nn::Gpt gpt(*plan_.layout.gpt, nn::Gpt::InferenceOnly{});
     for (const nn::ParamInfo& p : gpt.params()) {
       const std::vector<float>& v = weights.at(p.name);
       std::memcpy(gpt.params().flat_params() + p.offset, v.data(), v.size() * sizeof(float));
