@@ -19,6 +19,12 @@ Result<ElasticPlanner> ElasticPlanner::Create(const TrainOptions& options) {
       return Status::InvalidArgument("--epochs: bad value");
   }
   LS_ASSIGN_OR_RETURN(p.run_, ReadRunConfig(p.config_));
+  // The whole plan once (no directory is written with print_config): bad input stops here,
+  // and the run's length is known (train.epochs needs the dataset).
+  TrainOptions probe = options;
+  probe.print_config = true;
+  LS_ASSIGN_OR_RETURN(TrainPlan plan, PlanTraining(probe, options.nproc));
+  p.total_steps_ = plan.total_steps;
   LS_ASSIGN_OR_RETURN(parallel::ParallelDims d,
                       parallel::ParallelDims::Parse(options.layout, options.nproc, options.zero));
   p.tp_ = d.tp;

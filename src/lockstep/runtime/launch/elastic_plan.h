@@ -8,6 +8,7 @@
 // cannot hold one replica any more is refused with the reason.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "lockstep/core/config.h"
@@ -34,12 +35,15 @@ class ElasticPlanner {
   // Why `nproc` workers cannot run this plan ("" when they can).
   std::string Refusal(int nproc) const;
 
+  int64_t total_steps() const { return total_steps_; }
+
  private:
   TrainOptions options_;
   Config config_;
   RunConfig run_;
   int tp_ = 1, pp_ = 1;
   std::string layout_without_dp_;
+  int64_t total_steps_ = 0;
 };
 
 }  // namespace lockstep::runtime

@@ -114,8 +114,8 @@ std::string ElasticRecovery::LastStand() const {
   return next.ok() ? "" : next.status().message();
 }
 
-std::optional<WorldChange> ElasticRecovery::GrowAtCheckpoint() {
-  if (!may_grow()) return std::nullopt;
+std::optional<WorldChange> ElasticRecovery::GrowAtCheckpoint(int64_t step) {
+  if (!may_grow() || step >= planner_->total_steps()) return std::nullopt;
   std::string why;
   if (hosts_.empty()) {
     workers_ = max_nproc_;

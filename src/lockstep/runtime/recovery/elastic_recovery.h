@@ -44,8 +44,9 @@ class ElasticRecovery {
   // After a failed attempt; `progressed`: it committed a checkpoint. nullopt: same world again.
   Result<std::optional<WorldChange>> AfterFailure(bool progressed, const std::string& cause);
 
-  // After an attempt committed a checkpoint: a larger world when capacity came back.
-  std::optional<WorldChange> GrowAtCheckpoint();
+  // After an attempt committed the checkpoint of `step`: a larger world when capacity came
+  // back (never at the run's last step: that attempt is finishing).
+  std::optional<WorldChange> GrowAtCheckpoint(int64_t step);
   bool may_grow() const { return max_nproc_ > current_.nproc; }
 
   // Why losing one worker would end the run although --min-nproc is below --nproc ("" when a

@@ -133,22 +133,22 @@ void StopGroup(pid_t pid, bool reaped) {
   if (!reaped) ::waitpid(pid, nullptr, 0);
 }
 
-// The checkpoint `latest` names and its manifest's modification time ("" if none).
-std::string LatestIdentity(const std::string& root) {
-  Result<std::string> dir = checkpoint::ResolveLatest(root);
-  if (!dir.ok()) return "";
+// The newest complete checkpoint directory (what --resume auto starts from, unless it fails
+// verification) and its manifest's modification time ("" if none). Not `latest`: a kill
+// between a checkpoint's rename and the update of `latest` leaves a newer complete one.
+std::pair<int64_t, std::string> NewestCheckpoint(const std::string& root) {
+  auto list = checkpoint::ListCheckpoints(root);
+  if (!list.ok() || list->empty()) return {0, ""};
+  const auto& [step, dir] = list->back();
   std::error_code ec;
-  auto t = fs::last_write_time(*dir + "/manifest.json", ec);
-  return *dir + "@" + std::to_string(ec ? 0 : t.time_since_epoch().count());
+  auto t = fs::last_write_time(dir + "/manifest.json", ec);
+  return {step, dir + "@" + std::to_string(ec ? 0 : t.time_since_epoch().count())};
 }
 
-// The step of the checkpoint `latest` names (0 if none): where the next attempt resumes.
-int64_t LatestStep(const std::string& root) {
-  Result<std::string> dir = checkpoint::ResolveLatest(root);
-  if (!dir.ok()) return 0;
-  const std::string name = fs::path(*dir).filename().string();
-  return name.rfind("step-", 0) == 0 ? std::atoll(name.c_str() + 5) : 0;
-}
+std::string LatestIdentity(const std::string& root) { return NewestCheckpoint(root).second; }
+
+// The step the next attempt resumes from (0 if none).
+int64_t LatestStep(const std::string& root) { return NewestCheckpoint(root).first; }
 
 // Whether the fault goes to this attempt: the first gets any fault; a permanent kill goes to
 // every attempt whose world still has its rank (a lost machine stays lost).
@@ -229,7 +229,7 @@ Status RunSupervised(const TrainOptions& options) {
         std::string latest = LatestIdentity(root);
         if (latest != latest_seen) {
           latest_seen = latest;
-          grow = elastic->GrowAtCheckpoint();
+          grow = elastic->GrowAtCheckpoint(LatestStep(root));
           if (grow) break;
         }
       }
