@@ -140,6 +140,44 @@ TEST(Elastic, LayoutThatCannotShrinkIsRefused) {
   EXPECT_TRUE(Events(dir, "world_changed").empty());
 }
 
+// --max-nproc 4: at a checkpoint boundary the world grows back to 4 (the lost workers return
+// on probation); rank 3 dies again before the grown world's first checkpoint, and the world
+// shrinks again at once, without a same-size retry. Losses and returns alternate, and the
+// weights are still the uninterrupted run's.
+TEST(Elastic, GrowsBackAtCheckpointsAndStillMatches) {
+  const std::vector<std::string> four = {"--nproc", "4", "--deterministic"};
+  constexpr int kLongSteps = 24;
+  const std::string want = DoneHash(TrainTiny("el-grow-full", kLongSteps, 4, four));
+  const std::string dir = MakeTempDir("el-grow");
+  std::vector<std::string> extra = four;
+  extra.insert(extra.end(), {"--max-restarts", "20", "--min-nproc", "2", "--max-nproc", "4", "--inject-fault",
+                             "kill:rank=3:step=6:permanent"});
+  CommandResult r = RunLockstep(TinyTrainArgs(dir, kLongSteps, 4, extra));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(DoneHash(dir), want) << r.err;
+  auto changed = Events(dir, "world_changed");
+  ASSERT_GE(changed.size(), 3u) << r.err;  // 4 -> 2, 2 -> 4 at a checkpoint, 4 -> 2 again
+  for (size_t i = 0; i < changed.size(); ++i) {
+    EXPECT_EQ(changed[i]["from"], i % 2 == 0 ? 4 : 2) << changed[i].dump();
+    EXPECT_EQ(changed[i]["to"], i % 2 == 0 ? 2 : 4) << changed[i].dump();
+  }
+  EXPECT_NE(changed[1]["reason"].get<std::string>().find("up to --max-nproc 4"), std::string::npos);
+  EXPECT_GT(changed[1]["step"].get<int64_t>(), 0);
+  EXPECT_EQ(changed[1]["step"].get<int64_t>() % 4, 0);  // a checkpoint boundary
+  EXPECT_NE(changed[2]["reason"].get<std::string>().find("the grown world failed before its first checkpoint"),
+            std::string::npos);
+  // Growing is no failure: after the first shrink, the only restarts are the grown worlds lost.
+  size_t restarts_after = 0;
+  bool after = false;
+  for (const std::string& l : ReadLines(dir + "/metrics.jsonl")) {
+    auto j = nlohmann::json::parse(l);
+    after = after || j.value("event", "") == "world_changed";
+    restarts_after += after && j.value("event", "") == "restart";
+  }
+  EXPECT_EQ(restarts_after, (changed.size() - 1) / 2) << r.err;
+  EXPECT_EQ(Lines(std::string(ReadLines(dir + "/metrics.jsonl").back()), "\"event\":\"done\""), 1u);
+}
+
 // Flags that cannot work are bad input: one line, exit 2, nothing started.
 TEST(Elastic, BadElasticFlagsAreOneLine) {
   const std::string dir = MakeTempDir("el-bad");
