@@ -9,6 +9,7 @@
 #include "lockstep/comm/mpi/launch.h"
 #include "lockstep/core/config.h"
 #include "lockstep/core/version.h"
+#include "lockstep/runtime/launch/hosts.h"
 #include "lockstep/runtime/launch/train.h"
 #include "lockstep/runtime/recovery/checkpoint_inspect.h"
 #include "lockstep/runtime/recovery/supervisor.h"
@@ -24,6 +25,7 @@ int ExitCodeFor(const Status& s) {
   // An empty message: the error was already printed (by the supervised worker).
   if (!s.message().empty()) std::fprintf(stderr, "lockstep: error: %s\n", s.message().c_str());
   if (s.code() == StatusCode::kNonFinite) return 3;
+  if (s.code() == StatusCode::kUnavailable) return 4;  // fewer workers left than --min-nproc
   return s.code() == StatusCode::kInvalidArgument || s.code() == StatusCode::kNotFound ? 2 : 1;
 }
 
@@ -70,6 +72,12 @@ int Main(int argc, char** argv) {
   t->add_option("--zero", train.zero, "ZeRO stage 0|1|2|3")->check(CLI::Range(0, 3));
   std::string mem_limit;
   t->add_option("--mem-limit", mem_limit, "most tensor bytes one worker may hold, e.g. 512M (0: no limit)");
+  t->add_option("--min-nproc", train.min_nproc, "with --max-restarts: go on with fewer workers, down to M")
+      ->check(CLI::Range(1, 4096));
+  t->add_option("--max-nproc", train.max_nproc, "with --min-nproc: grow back at checkpoints, up to N workers")
+      ->check(CLI::Range(1, 4096));
+  t->add_option("--hosts", train.hosts, "MPI hosts and their slots, e.g. node1:2,node2:2");
+  t->add_option("--hostfile", train.hostfile, "MPI hostfile (NAME slots=N a line)");
   t->add_flag("--print-config", train.print_config,
               "print every config key with its effective value and where it came from, then exit");
 
@@ -118,10 +126,14 @@ int Main(int argc, char** argv) {
   if (t->parsed()) {
     if (!require(!train.config_path.empty(), "--config")) return 2;
     if (!mem_limit.empty() && !ParseSizeFlag(mem_limit, "--mem-limit", &train.mem_limit)) return 2;
+    if (Status h = runtime::ApplyHostsToNproc(&train, t->count("--nproc") > 0); !h.ok()) return ExitCodeFor(h);
     if (train.print_config) return ExitCodeFor(runtime::RunTrain(train));  // plans only, in this process
     // The supervisor comes first: it runs the whole job (mpirun included) as its child.
     if (train.max_restarts > 0 && !comm::InsideMpirun()) return ExitCodeFor(runtime::RunSupervised(train));
-    if (train.backend == "mpi" && !comm::InsideMpirun()) return comm::RelaunchUnderMpirun(train.nproc, argc, argv, {});
+    if (train.backend == "mpi" && !comm::InsideMpirun()) {
+      if (Status h = runtime::PrepareHostfileForMpirun(train); !h.ok()) return ExitCodeFor(h);
+      return comm::RelaunchUnderMpirun(train.nproc, argc, argv, {});
+    }
     return ExitCodeFor(runtime::RunTrain(train));
   }
   if (e->parsed()) {

@@ -26,6 +26,13 @@ struct TrainOptions {
   int zero = 0;
   int64_t mem_limit = 0;      // bytes of tensors (and optimizer state) per worker; 0: none
   bool print_config = false;  // print every config key's effective value, then stop
+  // Elastic recovery (supervisor): when a restart at the current world size fails, go on with
+  // fewer workers, never fewer than min_nproc (0: off, restarts keep the world size); grow
+  // back at a checkpoint boundary up to max_nproc (0: never grow).
+  int min_nproc = 0;
+  int max_nproc = 0;
+  std::string hosts;     // MPI: "h1:2,h2:2" (launch/hosts.h)
+  std::string hostfile;  // MPI: an OpenMPI hostfile
 };
 
 struct EvalOptions {
