@@ -54,6 +54,11 @@ constexpr ConfigKey kKeys[] = {
     {"train.skip_nonfinite", "bool", "false",
      "skip the update of a step with a NaN/inf gradient or loss instead of stopping"},
     {"train.max_skipped", "int", "10", "with skip_nonfinite: stop after more than this many such steps in a row"},
+    {"train.precision", "string", "\"fp32\"",
+     "\"fp32\" or \"bf16\": bf16 rounds the operands of every GEMM and convolution (fp32 accumulation, "
+     "fp32 master weights, gradients and optimizer state)"},
+    {"train.grad_dtype", "string", "\"fp32\"",
+     "\"fp32\" or \"bf16\": the type gradients are reduced in over data-parallel workers (bf16 halves the bytes)"},
     // [eval]
     {"eval.every", "int", "0", "validate every this many steps (0: once per epoch, and at the end)"},
     {"eval.batch_size", "int", "", "validation rows per batch (default train.batch_size)"},

@@ -33,6 +33,10 @@ struct TrainSection {
   // max_skipped such steps in a row stop the run anyway.
   bool skip_nonfinite = false;
   int64_t max_skipped = 10;
+  // Mixed precision (tensor/precision.h): "fp32" or "bf16" products; gradients reduced over dp
+  // in "fp32" or "bf16" (rounded to bf16 before the reduction, halving its bytes).
+  std::string precision = "fp32";
+  std::string grad_dtype = "fp32";
 };
 
 struct EvalSection {

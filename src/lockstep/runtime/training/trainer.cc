@@ -9,6 +9,7 @@
 #include "lockstep/runtime/recovery/fault_injection.h"
 #include "lockstep/runtime/recovery/supervisor.h"
 #include "lockstep/runtime/training/eval_loop.h"
+#include "lockstep/tensor/precision.h"
 #include "lockstep/tensor/threads.h"
 
 namespace lockstep::runtime {
@@ -125,6 +126,7 @@ float* Trainer::OwnedGrads() {
 Status Trainer::Setup() {
   tensor::SetComputeThreads(plan_.threads_per_worker);
   tensor::SetDeterministicCompute(plan_.options.deterministic);
+  tensor::SetComputePrecision(plan_.run.train.precision == "bf16" ? tensor::Precision::kBF16 : tensor::Precision::kF32);
   LS_ASSIGN_OR_RETURN(mesh_, parallel::BuildMesh(world_comm_, dims()));
   tp_ = std::make_unique<parallel::TpContext>(mesh_.tp, plan_.layout.tp_slices, plan_.options.deterministic);
   LS_RETURN_IF_ERROR(CheckMemoryLimit());
@@ -144,12 +146,14 @@ Status Trainer::Setup() {
   LS_ASSIGN_OR_RETURN(optim::LrSchedule sched, optim::LrSchedule::Create(plan_.optim.schedule));
   schedule_.emplace(sched);
   ddp_ = std::make_unique<parallel::DataParallel>(mesh_.dp, &model_->params(), plan_.run.train.bucket_bytes);
+  ddp_->set_bf16_reduction(bf16_grads());
   if (dims().pp > 1) pipeline_ = std::make_unique<PipelineRunner>(model_.get(), mesh_.pp, plan_.layout.schedule);
   if (plan_.run.checkpoint.async && sharded_state()) {
     LS_ASSIGN_OR_RETURN(ckpt_comm_, world_comm_->Split(0, rank_));
   }
   if (!plan_.resume_dir.empty()) LS_RETURN_IF_ERROR(Resume());
   if (zero_ < 3) LS_RETURN_IF_ERROR(ddp_->BroadcastParameters());
+  RefreshBf16Weights();  // the values are final now (initialised, resumed, broadcast)
   if (trace_.enabled()) {
     ddp_->set_trace(&trace_);
     if (pipeline_) pipeline_->set_trace(&trace_);
@@ -268,7 +272,16 @@ Status Trainer::WriteTrace() {
   return Status::Ok();
 }
 
+void Trainer::RefreshBf16Weights() {
+  nn::ParameterStore& ps = model_->params();
+  if (tensor::ComputePrecision() != tensor::Precision::kBF16 || !tensor::UseNativeBf16() || !ps.has_flat_params())
+    return;
+  Traced("bf16 weight copy", "compute", [&] { bf16_weights_.Refresh(ps.flat_params(), ps.numel()); });
+}
+
 Status Trainer::Run() {
+  // Every product of this rank thread reads the bf16 copy of the weights when there is one.
+  tensor::ScopedBf16Weights bf16_weights(&bf16_weights_);
   LS_RETURN_IF_ERROR(Setup());
   if (start_step_ == plan_.total_steps) LS_RETURN_IF_ERROR(Validate(start_step_));  // nothing left to train
   heartbeat_.Beat();

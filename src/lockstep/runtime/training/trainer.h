@@ -42,6 +42,7 @@
 #include "lockstep/runtime/training/optimizer_state.h"
 #include "lockstep/runtime/training/pipeline_runner.h"
 #include "lockstep/runtime/training/shared_data.h"
+#include "lockstep/tensor/bf16_ops.h"
 #include "lockstep/tensor/memory.h"
 
 namespace lockstep::runtime {
@@ -76,6 +77,12 @@ class Trainer {
   Status PipelineStep(StepCompute* c);
   Status SumContributions(const float* shard_losses, double* loss);
   Status SyncContributions(parallel::SyncTimes* sync);
+  Status AllreduceGrads(float* grads, int64_t n);
+  // train.precision = bf16: rounds the weights into bf16_weights_ (after set-up and after each
+  // update, the fixed points where they change), when the products run on bf16 kernels and
+  // the rank holds a flat parameter buffer (ZeRO-3 rounds each gathered layer per product).
+  void RefreshBf16Weights();
+  bool bf16_grads() const { return plan_.run.train.grad_dtype == "bf16"; }
   Result<double> GradNorm();
   template <typename Fn>
   void ForEachCountedGrad(Fn&& fn);
@@ -146,6 +153,7 @@ class Trainer {
   autograd::Tape tape_;
   std::vector<float> contributions_;  // deterministic mode: one gradient per local shard
   std::vector<float> shard_losses_;
+  tensor::Bf16WeightCopy bf16_weights_;  // train.precision = bf16
   std::optional<MetricsLog> metrics_;
   std::optional<Progress> progress_;
   double last_val_loss_ = NAN;
