@@ -276,6 +276,9 @@ void Trainer::RefreshBf16Weights() {
   nn::ParameterStore& ps = model_->params();
   if (tensor::ComputePrecision() != tensor::Precision::kBF16 || !tensor::UseNativeBf16() || !ps.has_flat_params())
     return;
+  // Deterministic GPT runs copy each canonical tensor-parallel slice of a weight before its
+  // product (parallel/tp_linear.cc), so they round per product and a copy would go unread.
+  if (plan_.options.deterministic && plan_.layout.gpt) return;
   Traced("bf16 weight copy", "compute", [&] { bf16_weights_.Refresh(ps.flat_params(), ps.numel()); });
 }
 

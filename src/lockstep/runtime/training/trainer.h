@@ -80,7 +80,8 @@ class Trainer {
   Status AllreduceGrads(float* grads, int64_t n);
   // train.precision = bf16: rounds the weights into bf16_weights_ (after set-up and after each
   // update, the fixed points where they change), when the products run on bf16 kernels and
-  // the rank holds a flat parameter buffer (ZeRO-3 rounds each gathered layer per product).
+  // the rank holds a flat parameter buffer (ZeRO-3 rounds each gathered layer per product,
+  // deterministic GPT runs each gathered slice).
   void RefreshBf16Weights();
   bool bf16_grads() const { return plan_.run.train.grad_dtype == "bf16"; }
   Result<double> GradNorm();
