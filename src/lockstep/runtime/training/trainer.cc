@@ -201,6 +201,14 @@ Status Trainer::Setup() {
   return Status::Ok();
 }
 
+// ", bf16 products (oneDNN avx512_core_bf16)" in bf16 precision, "" in fp32.
+std::string Trainer::Bf16Note() const {
+  if (plan_.run.train.precision != "bf16") return "";
+  const tensor::Bf16Support s = tensor::QueryBf16Support();
+  return std::string(", bf16 products (") + (s.native ? "" : "emulated, ") + "oneDNN " + s.isa + ")" +
+         (bf16_grads() ? ", bf16 gradient reduction" : "");
+}
+
 void Trainer::LogStart() {
   const int64_t params = plan_.layout.gpt ? nn::GptParamCount(*plan_.layout.gpt) : local_numel();
   std::string layout;
@@ -209,7 +217,8 @@ void Trainer::LogStart() {
   LS_LOG(INFO) << "training " << model_->name() << " (" << params << " parameters) on " << world_ << " worker(s)"
                << layout << ", backend " << world_comm_->backend_name() << ", " << plan_.threads_per_worker
                << " compute thread(s) each, " << plan_.total_steps << " steps"
-               << (plan_.options.deterministic ? ", deterministic" : "") << "; output in " << plan_.out_dir;
+               << (plan_.options.deterministic ? ", deterministic" : "") << Bf16Note() << "; output in "
+               << plan_.out_dir;
 }
 
 // Validation sums of this rank's replica: the rows of its dp shard, through the pipeline when

@@ -67,6 +67,7 @@ class Trainer {
   Status BuildModel();
   Status CheckMemoryLimit();
   void LogStart();
+  std::string Bf16Note() const;
   Status Validate(int64_t step);
   Result<EvalSums> EvaluateLocal();
   Status WriteTrace();
