@@ -56,6 +56,11 @@ class DataParallel {
   // little after the transfer really did. nullptr: no tracing.
   void set_trace(profile::TraceRecorder* trace) { trace_ = trace; }
 
+  // train.grad_dtype = bf16: each bucket is rounded to bf16 into a staging buffer (counted as
+  // gradient memory, 2 bytes a parameter) and reduced as bf16 (half the bytes; the backends
+  // add in fp32 and round the sums), and Finish() widens the result back into the gradients.
+  void set_bf16_reduction(bool on) { bf16_ = on; }
+
   const BucketPlan& plan() const { return plan_; }
   comm::Communicator& comm() { return *comm_; }
 
@@ -72,6 +77,8 @@ class DataParallel {
   int launched_ = 0;
   int64_t first_launch_ns_ = 0;
   profile::TraceRecorder* trace_ = nullptr;
+  bool bf16_ = false;
+  tensor::Tensor staging_;  // bf16 buckets in flight
 };
 
 }  // namespace lockstep::parallel

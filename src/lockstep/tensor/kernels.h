@@ -10,7 +10,8 @@
 
 namespace lockstep::tensor {
 
-// C[M,N] = alpha*op(A)*op(B) + beta*C; row-major; through dnnl_sgemm (row-major API).
+// C[M,N] = alpha*op(A)*op(B) + beta*C; row-major; through dnnl_sgemm (row-major API), or in
+// bf16 compute precision through oneDNN's bf16 matmul on rounded operands (precision.h).
 // op(A) is [M,K] (A stored [K,M] when trans_a), op(B) is [K,N] (B stored [N,K] when trans_b).
 void Gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
           const float* B, int64_t ldb, float beta, float* C, int64_t ldc);

@@ -56,6 +56,11 @@ constexpr ConfigKey kKeys[] = {
     {"train.max_skipped", "int", "10", "with skip_nonfinite: stop after more than this many such steps in a row"},
     {"train.recompute", "string", "\"none\"",
      "\"block\": transformer blocks recompute their forward in backward (less memory, ~1/3 more compute)"},
+    {"train.precision", "string", "\"fp32\"",
+     "\"fp32\" or \"bf16\": bf16 rounds the operands of every GEMM and convolution (fp32 accumulation, "
+     "fp32 master weights, gradients and optimizer state)"},
+    {"train.grad_dtype", "string", "\"fp32\"",
+     "\"fp32\" or \"bf16\": the type gradients are reduced in over data-parallel workers (bf16 halves the bytes)"},
     // [eval]
     {"eval.every", "int", "0", "validate every this many steps (0: once per epoch, and at the end)"},
     {"eval.batch_size", "int", "", "validation rows per batch (default train.batch_size)"},

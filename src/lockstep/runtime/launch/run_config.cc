@@ -44,6 +44,10 @@ Result<RunConfig> ReadRunConfig(const Config& c) {
   LS_RETURN_IF_ERROR(NonNegative("train.max_skipped", t.max_skipped));
   LS_ASSIGN_OR_RETURN(t.recompute, c.GetString("train.recompute", t.recompute));
   LS_RETURN_IF_ERROR(OneOf("train.recompute", t.recompute, {"none", "block"}));
+  LS_ASSIGN_OR_RETURN(t.precision, c.GetString("train.precision", t.precision));
+  LS_RETURN_IF_ERROR(OneOf("train.precision", t.precision, {"fp32", "bf16"}));
+  LS_ASSIGN_OR_RETURN(t.grad_dtype, c.GetString("train.grad_dtype", t.grad_dtype));
+  LS_RETURN_IF_ERROR(OneOf("train.grad_dtype", t.grad_dtype, {"fp32", "bf16"}));
   LS_RETURN_IF_ERROR(NonNegative("train.pp_microbatches", t.pp_microbatches));
   LS_RETURN_IF_ERROR(OneOf("train.pp_schedule", t.pp_schedule, {"gpipe", "1f1b"}));
   if (t.det_tp_slices < 0 || (t.det_tp_slices & (t.det_tp_slices - 1)) != 0)

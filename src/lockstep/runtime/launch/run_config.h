@@ -36,6 +36,10 @@ struct TrainSection {
   // "block": transformer blocks keep only their input for backward and recompute their
   // forward inside it (autograd/recompute.h); "none": every activation is kept.
   std::string recompute = "none";
+  // Mixed precision (tensor/precision.h): "fp32" or "bf16" products; gradients reduced over dp
+  // in "fp32" or "bf16" (rounded to bf16 before the reduction, halving its bytes).
+  std::string precision = "fp32";
+  std::string grad_dtype = "fp32";
 };
 
 struct EvalSection {

@@ -14,6 +14,7 @@
 #include "lockstep/nn/model.h"
 #include "lockstep/runtime/launch/config_keys.h"
 #include "lockstep/runtime/recovery/checkpointing.h"
+#include "lockstep/tensor/precision.h"
 
 namespace lockstep::runtime {
 
@@ -82,6 +83,10 @@ Result<TrainPlan> PlanTraining(const TrainOptions& options, int world) {
 
   LS_ASSIGN_OR_RETURN(plan.optim, optim::ReadOptimConfig(plan.config, plan.total_steps));
   LS_ASSIGN_OR_RETURN(plan.config_warnings, CheckConfigKeys(plan.config));
+  if (t.precision == "bf16" && !tensor::Bf16Warning().empty()) plan.config_warnings.push_back(tensor::Bf16Warning());
+  if (t.grad_dtype == "bf16" && options.zero >= 2 && !options.deterministic)
+    plan.config_warnings.push_back("train.grad_dtype = bf16 is ignored with --zero " + std::to_string(options.zero) +
+                                   ": ZeRO-2/3 reduce their gradient shards in fp32");
 
   unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   // Cores are shared by the workers on this machine only: under mpirun that is the local

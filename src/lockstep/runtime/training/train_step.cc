@@ -5,6 +5,7 @@
 #include <cstring>
 #include <limits>
 
+#include "lockstep/core/bf16.h"
 #include "lockstep/core/log.h"
 #include "lockstep/optim/grad_clip.h"
 #include "lockstep/runtime/recovery/fault_injection.h"
@@ -54,6 +55,13 @@ Status Trainer::SingleStageStep(StepCompute* c) {
 // Deterministic mode: the V canonical shard gradients summed in the fixed tree over dp, into
 // the flat gradient buffer (or, ZeRO-2/3, the rank's gradient shard).
 Status Trainer::SyncContributions(parallel::SyncTimes* sync) {
+  // train.grad_dtype = bf16: every canonical shard's gradient is rounded to bf16 before the
+  // tree sums them (in fp32): a fixed point before any reduction, so the bits stay the same
+  // whatever the world size and layout.
+  if (bf16_grads()) {
+    const int64_t n = static_cast<int64_t>(contributions_.size());
+    tensor::RoundThroughBf16(contributions_.data(), n, contributions_.data(), n, 1, n);
+  }
   return Traced("deterministic allreduce", "comm", [&] {
     if (zero_units_) {
       Stopwatch clock;
@@ -147,15 +155,24 @@ Status Trainer::PipelineStep(StepCompute* c) {
     c->sync.comm_ms = c->sync.exposed_ms = sync.ElapsedMs();
   } else if (dims().dp > 1) {
     Stopwatch sync;
-    LS_RETURN_IF_ERROR(Traced("gradient allreduce", "comm", [&] {
-      return mesh_.dp->Allreduce(params.flat_grads(), params.flat_grads(), n, comm::DType::kF32, comm::ReduceOp::kSum)
-          ->Wait();
-    }));
+    LS_RETURN_IF_ERROR(Traced("gradient allreduce", "comm", [&] { return AllreduceGrads(params.flat_grads(), n); }));
     c->sync.comm_ms = c->sync.exposed_ms = sync.ElapsedMs();
     c->sync.buckets = 1;
   }
   if (reports_loss())
     for (float l : losses) c->loss_part += static_cast<double>(l) * scale;
+  return Status::Ok();
+}
+
+// Sums the gradients over the dp group in place, in fp32 or (train.grad_dtype = bf16) as bf16.
+Status Trainer::AllreduceGrads(float* grads, int64_t n) {
+  if (!bf16_grads())
+    return mesh_.dp->Allreduce(grads, grads, static_cast<size_t>(n), comm::DType::kF32, comm::ReduceOp::kSum)->Wait();
+  std::vector<uint16_t> wire(static_cast<size_t>(n));
+  tensor::RoundToBf16(grads, n, wire.data(), n, 1, n);
+  LS_RETURN_IF_ERROR(
+      mesh_.dp->Allreduce(wire.data(), wire.data(), wire.size(), comm::DType::kBF16, comm::ReduceOp::kSum)->Wait());
+  Bf16ToF32(wire.data(), grads, wire.size());
   return Status::Ok();
 }
 
@@ -301,6 +318,7 @@ Status Trainer::TrainStep(int64_t step) {
   optimizer_->Step(OwnedParams(), owned_grads, lr);
   if (gather_)
     LS_RETURN_IF_ERROR(Traced("param all-gather", "comm", [&] { return gather_->Gather(params.flat_params()); }));
+  RefreshBf16Weights();
   trace_.Add("optimizer", "compute", optim_clock_start, NowNanos());
   const double optim_ms = optim_clock.ElapsedMs();
 

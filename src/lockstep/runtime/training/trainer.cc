@@ -9,6 +9,7 @@
 #include "lockstep/runtime/recovery/fault_injection.h"
 #include "lockstep/runtime/recovery/supervisor.h"
 #include "lockstep/runtime/training/eval_loop.h"
+#include "lockstep/tensor/precision.h"
 #include "lockstep/tensor/threads.h"
 
 namespace lockstep::runtime {
@@ -151,6 +152,7 @@ float* Trainer::OwnedGrads() {
 Status Trainer::Setup() {
   tensor::SetComputeThreads(plan_.threads_per_worker);
   tensor::SetDeterministicCompute(plan_.options.deterministic);
+  tensor::SetComputePrecision(plan_.run.train.precision == "bf16" ? tensor::Precision::kBF16 : tensor::Precision::kF32);
   LS_ASSIGN_OR_RETURN(mesh_, parallel::BuildMesh(world_comm_, dims()));
   tp_ = std::make_unique<parallel::TpContext>(mesh_.tp, plan_.layout.tp_slices, plan_.options.deterministic);
   LS_RETURN_IF_ERROR(CheckMemoryLimit());
@@ -170,12 +172,14 @@ Status Trainer::Setup() {
   LS_ASSIGN_OR_RETURN(optim::LrSchedule sched, optim::LrSchedule::Create(plan_.optim.schedule));
   schedule_.emplace(sched);
   ddp_ = std::make_unique<parallel::DataParallel>(mesh_.dp, &model_->params(), plan_.run.train.bucket_bytes);
+  ddp_->set_bf16_reduction(bf16_grads());
   if (dims().pp > 1) pipeline_ = std::make_unique<PipelineRunner>(model_.get(), mesh_.pp, plan_.layout.schedule);
   if (plan_.run.checkpoint.async && sharded_state()) {
     LS_ASSIGN_OR_RETURN(ckpt_comm_, world_comm_->Split(0, rank_));
   }
   if (!plan_.resume_dir.empty()) LS_RETURN_IF_ERROR(Resume());
   if (zero_ < 3) LS_RETURN_IF_ERROR(ddp_->BroadcastParameters());
+  RefreshBf16Weights();  // the values are final now (initialised, resumed, broadcast)
   if (trace_.enabled()) {
     ddp_->set_trace(&trace_);
     if (pipeline_) pipeline_->set_trace(&trace_);
@@ -223,6 +227,14 @@ Status Trainer::Setup() {
   return Status::Ok();
 }
 
+// ", bf16 products (oneDNN avx512_core_bf16)" in bf16 precision, "" in fp32.
+std::string Trainer::Bf16Note() const {
+  if (plan_.run.train.precision != "bf16") return "";
+  const tensor::Bf16Support s = tensor::QueryBf16Support();
+  return std::string(", bf16 products (") + (s.native ? "" : "emulated, ") + "oneDNN " + s.isa + ")" +
+         (bf16_grads() ? ", bf16 gradient reduction" : "");
+}
+
 void Trainer::LogStart() {
   const int64_t params = plan_.layout.gpt ? nn::GptParamCount(*plan_.layout.gpt) : local_numel();
   std::string layout;
@@ -231,7 +243,8 @@ void Trainer::LogStart() {
   LS_LOG(INFO) << "training " << model_->name() << " (" << params << " parameters) on " << world_ << " worker(s)"
                << layout << ", backend " << world_comm_->backend_name() << ", " << plan_.threads_per_worker
                << " compute thread(s) each, " << plan_.total_steps << " steps"
-               << (plan_.options.deterministic ? ", deterministic" : "") << "; output in " << plan_.out_dir;
+               << (plan_.options.deterministic ? ", deterministic" : "") << Bf16Note() << "; output in "
+               << plan_.out_dir;
 }
 
 // Validation sums of this rank's replica: the rows of its dp shard, through the pipeline when
@@ -294,7 +307,19 @@ Status Trainer::WriteTrace() {
   return Status::Ok();
 }
 
+void Trainer::RefreshBf16Weights() {
+  nn::ParameterStore& ps = model_->params();
+  if (tensor::ComputePrecision() != tensor::Precision::kBF16 || !tensor::UseNativeBf16() || !ps.has_flat_params())
+    return;
+  // Deterministic GPT runs copy each canonical tensor-parallel slice of a weight before its
+  // product (parallel/tp_linear.cc), so they round per product and a copy would go unread.
+  if (plan_.options.deterministic && plan_.layout.gpt) return;
+  Traced("bf16 weight copy", "compute", [&] { bf16_weights_.Refresh(ps.flat_params(), ps.numel()); });
+}
+
 Status Trainer::Run() {
+  // Every product of this rank thread reads the bf16 copy of the weights when there is one.
+  tensor::ScopedBf16Weights bf16_weights(&bf16_weights_);
   LS_RETURN_IF_ERROR(Setup());
   if (start_step_ == plan_.total_steps) LS_RETURN_IF_ERROR(Validate(start_step_));  // nothing left to train
   heartbeat_.Beat();

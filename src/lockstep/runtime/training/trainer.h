@@ -43,6 +43,7 @@
 #include "lockstep/runtime/training/optimizer_state.h"
 #include "lockstep/runtime/training/pipeline_runner.h"
 #include "lockstep/runtime/training/shared_data.h"
+#include "lockstep/tensor/bf16_ops.h"
 #include "lockstep/tensor/memory.h"
 
 namespace lockstep::runtime {
@@ -67,6 +68,7 @@ class Trainer {
   Status BuildModel();
   Status CheckMemoryLimit();
   void LogStart();
+  std::string Bf16Note() const;
   Status Validate(int64_t step);
   Result<EvalSums> EvaluateLocal();
   Status WriteTrace();
@@ -77,6 +79,13 @@ class Trainer {
   Status PipelineStep(StepCompute* c);
   Status SumContributions(const float* shard_losses, double* loss);
   Status SyncContributions(parallel::SyncTimes* sync);
+  Status AllreduceGrads(float* grads, int64_t n);
+  // train.precision = bf16: rounds the weights into bf16_weights_ (after set-up and after each
+  // update, the fixed points where they change), when the products run on bf16 kernels and
+  // the rank holds a flat parameter buffer (ZeRO-3 rounds each gathered layer per product,
+  // deterministic GPT runs each gathered slice).
+  void RefreshBf16Weights();
+  bool bf16_grads() const { return plan_.run.train.grad_dtype == "bf16"; }
   Result<double> GradNorm();
   template <typename Fn>
   void ForEachCountedGrad(Fn&& fn);
@@ -151,6 +160,7 @@ class Trainer {
   autograd::Tape tape_;
   std::vector<float> contributions_;  // deterministic mode: one gradient per local shard
   std::vector<float> shard_losses_;
+  tensor::Bf16WeightCopy bf16_weights_;  // train.precision = bf16
   std::optional<MetricsLog> metrics_;
   std::optional<Progress> progress_;
   double last_val_loss_ = NAN;

@@ -8,6 +8,7 @@
 #include "lockstep/runtime/recovery/fault_injection.h"
 #include "lockstep/runtime/recovery/stage_checkpoint.h"
 #include "lockstep/runtime/training/trainer.h"
+#include "lockstep/tensor/precision.h"
 
 namespace lockstep::runtime {
 
@@ -140,6 +141,7 @@ nlohmann::json Trainer::MemoryRow() {
                         {"grads_bytes", memory_->Current(tensor::MemoryTag::kGradient)},
                         {"optimizer_bytes", memory_->Current(tensor::MemoryTag::kOptimizer)},
                         {"peak_activation_bytes", memory_->Peak(tensor::MemoryTag::kActivation)},
+                        {"bf16_weights_bytes", memory_->Current(tensor::MemoryTag::kParameterCopy)},
                         {"peak_bytes", memory_->PeakTotal()},
                         {"mem_limit", plan_.options.mem_limit}};
   if (plan_.layout.gpt) {
@@ -183,6 +185,7 @@ Status Trainer::Finish() {
       const std::vector<float>& v = weights.at(p.name);
       std::memcpy(gpt.params().flat_params() + p.offset, v.data(), v.size() * sizeof(float));
     }
+    tensor::ScopedPrecision fp32(tensor::Precision::kF32);  // the sample reads the fp32 master weights
     std::string sample = gpt.Generate("The ", 240, 0.8f, plan_.run.train.seed);
     std::printf("sample:\n%s\n", sample.c_str());
   }
