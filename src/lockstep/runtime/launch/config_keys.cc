@@ -54,6 +54,9 @@ constexpr ConfigKey kKeys[] = {
     {"train.skip_nonfinite", "bool", "false",
      "skip the update of a step with a NaN/inf gradient or loss instead of stopping"},
     {"train.max_skipped", "int", "10", "with skip_nonfinite: stop after more than this many such steps in a row"},
+    {"train.straggler_ratio", "float", "1.2",
+     "a worker whose compute time stays above this times the median of its peers is a straggler"},
+    {"train.straggler_steps", "int", "20", "steps in a row above train.straggler_ratio before a straggler is named"},
     // [eval]
     {"eval.every", "int", "0", "validate every this many steps (0: once per epoch, and at the end)"},
     {"eval.batch_size", "int", "", "validation rows per batch (default train.batch_size)"},

@@ -33,6 +33,10 @@ struct TrainSection {
   // max_skipped such steps in a row stop the run anyway.
   bool skip_nonfinite = false;
   int64_t max_skipped = 10;
+  // A rank whose compute time stays above straggler_ratio x the median of the ranks doing the
+  // same work for straggler_steps steps in a row is named in a warning and a metrics row.
+  double straggler_ratio = 1.2;
+  int64_t straggler_steps = 20;
 };
 
 struct EvalSection {

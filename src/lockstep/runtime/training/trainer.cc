@@ -161,6 +161,7 @@ Status Trainer::Setup() {
     contributions_.assign(static_cast<size_t>(per_rank * numel), 0.0f);
     shard_losses_.assign(static_cast<size_t>(per_rank), 0.0f);
   }
+  LS_RETURN_IF_ERROR(GatherHosts());
   nlohmann::json memory = MemoryRow();
   LS_LOG(INFO) << "memory: parameters " << memory["params_bytes"] << " B, gradients " << memory["grads_bytes"]
                << " B, optimizer state " << memory["optimizer_bytes"] << " B (zero=" << zero_ << ")";

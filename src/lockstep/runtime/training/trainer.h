@@ -39,6 +39,7 @@
 #include "lockstep/runtime/reporting/metrics_log.h"
 #include "lockstep/runtime/reporting/progress.h"
 #include "lockstep/runtime/reporting/step_stats.h"
+#include "lockstep/runtime/reporting/straggler.h"
 #include "lockstep/runtime/training/optimizer_state.h"
 #include "lockstep/runtime/training/pipeline_runner.h"
 #include "lockstep/runtime/training/shared_data.h"
@@ -92,6 +93,12 @@ class Trainer {
   Status LogSave(const SaveReport& r);
   Status Finish();
   std::vector<parallel::LocalPiece> WeightPieces();
+  // trainer_stragglers.cc
+  Status GatherHosts();
+  void BeginSlowStep(int64_t step);
+  void SlowDown();
+  Status WatchStragglers(int64_t step, const GatheredStep& g);
+  Status WatchStageBalance(int64_t step, const GatheredStep& g);
 
   // Runs fn() and records it on the trace as [start, end).
   template <typename Fn>
@@ -161,9 +168,17 @@ class Trainer {
   std::unique_ptr<parallel::ShardedParamGather> gather_;  // ZeRO-1/2: re-assembles the parameters
   std::unique_ptr<parallel::ZeroUnits> zero_units_;       // ZeRO-2/3: unit-wise gradients (and parameters)
   tensor::MemoryTracker* memory_;
-  int64_t optimizer_reserved_ = 0;
-  int64_t consecutive_skips_ = 0;  // non-finite steps skipped in a row (train.skip_nonfinite)  // optimizer-state bytes
-                                   // counted in memory_ (optim/ uses plain vectors)
+  int64_t optimizer_reserved_ = 0;  // optimizer-state bytes counted in memory_ (optim/ uses plain vectors)
+  std::vector<std::string> hosts_;  // every rank's host name, in rank order (rank 0 only)
+  std::optional<StragglerDetector> stragglers_;
+  StageBalanceMeter stage_balance_;
+  bool stage_balance_reported_ = false;
+  // --inject-fault slow: this step's factor on this rank (1: none), when its compute began,
+  // whether it has slept in this step.
+  double slow_factor_ = 1.0;
+  int64_t compute_start_ns_ = 0;
+  bool slept_ = false;
+  int64_t consecutive_skips_ = 0;  // non-finite steps skipped in a row (train.skip_nonfinite)
 };
 
 }  // namespace lockstep::runtime
