@@ -4,8 +4,10 @@
 #include <cstdlib>
 
 #include "lockstep/core/log.h"
+#include "lockstep/core/version.h"
 #include "lockstep/nn/model.h"
 #include "lockstep/parallel/gpt_shard.h"
+#include "lockstep/profile/machine.h"
 #include "lockstep/runtime/recovery/fault_injection.h"
 #include "lockstep/runtime/recovery/supervisor.h"
 #include "lockstep/runtime/training/eval_loop.h"
@@ -175,6 +177,7 @@ Status Trainer::Setup() {
     progress_.emplace(plan_.total_steps, plan_.run.train.log_every);
     for (const std::string& line : plan_.config_warnings) LS_LOG(WARN) << line;
     LogStart();
+    LS_RETURN_IF_ERROR(metrics_->Write(StartRow()));
     if (start_step_ > 0) {
       LS_LOG(INFO) << "resumed from " << plan_.resume_dir << " at step " << start_step_;
       LS_RETURN_IF_ERROR(
@@ -207,6 +210,31 @@ void Trainer::LogStart() {
                << layout << ", backend " << world_comm_->backend_name() << ", " << plan_.threads_per_worker
                << " compute thread(s) each, " << plan_.total_steps << " steps"
                << (plan_.options.deterministic ? ", deterministic" : "") << "; output in " << plan_.out_dir;
+}
+
+// What `lockstep report` puts in its header: the run's config, layout, backend and machine. A
+// restarted run writes one per start (its step is where that start began).
+nlohmann::json Trainer::StartRow() const {
+  const int64_t params = plan_.layout.gpt ? nn::GptParamCount(*plan_.layout.gpt) : local_numel();
+  return {{"event", "start"},
+          {"step", start_step_},
+          {"version", LOCKSTEP_VERSION},
+          {"config", plan_.options.config_path},
+          {"overrides", plan_.options.overrides},
+          {"config_toml", config_.ToToml()},
+          {"model", model_->name()},
+          {"parameters", params},
+          {"layout", dims().ToString()},
+          {"zero", zero_},
+          {"backend", world_comm_->backend_name()},
+          {"world", world_},
+          {"threads", plan_.threads_per_worker},
+          {"deterministic", plan_.options.deterministic},
+          {"mem_limit", plan_.options.mem_limit},
+          {"total_steps", plan_.total_steps},
+          {"unit", data_->is_text() ? "tokens" : "samples"},
+          {"processor", profile::ProcessorDescription()},
+          {"host", profile::HostName()}};
 }
 
 // Validation sums of this rank's replica: the rows of its dp shard, through the pipeline when

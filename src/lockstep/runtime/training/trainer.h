@@ -67,6 +67,7 @@ class Trainer {
   Status BuildModel();
   Status CheckMemoryLimit();
   void LogStart();
+  nlohmann::json StartRow() const;
   Status Validate(int64_t step);
   Result<EvalSums> EvaluateLocal();
   Status WriteTrace();
@@ -88,7 +89,10 @@ class Trainer {
   Status Save(int64_t step);
   CheckpointContents Contents(int64_t step);
   nlohmann::json Layout() const;
+  static constexpr int kMemoryFields = 6;  // parameters, params/grads/optimizer bytes, peaks
   nlohmann::json MemoryRow();
+  nlohmann::json MemoryRowOf(int rank, const int64_t* fields) const;
+  Result<std::vector<nlohmann::json>> GatherMemoryRows();
   Status ReportSaves(bool wait);
   Status LogSave(const SaveReport& r);
   Status Finish();
