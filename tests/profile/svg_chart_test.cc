@@ -197,6 +197,7 @@ TEST(SvgChart, TextIsEscapedAndAnEmptyChartSaysSo) {
   EXPECT_NE(svg.find("a&lt;b &amp; &quot;c&quot;"), std::string::npos);
   EXPECT_NE(svg.find("no data"), std::string::npos);
   EXPECT_EQ(FormatAxisNumber(25000), "25k");
+  EXPECT_EQ(FormatAxisNumber(1500), "1500");
   EXPECT_EQ(FormatAxisNumber(0.0005), "0.0005");
 }
 

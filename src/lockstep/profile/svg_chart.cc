@@ -235,6 +235,8 @@ std::string FormatAxisNumber(double v) {
     std::snprintf(buf, sizeof(buf), "%gM", v / 1e6);
   else if (a >= 1e4)
     std::snprintf(buf, sizeof(buf), "%gk", v / 1e3);
+  else if (a >= 1e3)
+    std::snprintf(buf, sizeof(buf), "%.0f", v);
   else
     std::snprintf(buf, sizeof(buf), "%.3g", v);
   return buf;

@@ -304,6 +304,7 @@ Status Trainer::Run() {
   for (int64_t step = start_step_; step < plan_.total_steps; ++step) {
     InjectAtStep(plan_.fault, rank_, step);
     LS_RETURN_IF_ERROR(TrainStep(step));
+    if (step == start_step_) LS_RETURN_IF_ERROR(WriteMemoryRows(step + 1));  // the first step's peaks
     heartbeat_.Beat();
     bool last = step + 1 == plan_.total_steps;
     if (last || (plan_.eval_every > 0 && (step + 1) % plan_.eval_every == 0)) LS_RETURN_IF_ERROR(Validate(step + 1));

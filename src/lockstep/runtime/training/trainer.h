@@ -92,7 +92,8 @@ class Trainer {
   static constexpr int kMemoryFields = 6;  // parameters, params/grads/optimizer bytes, peaks
   nlohmann::json MemoryRow();
   nlohmann::json MemoryRowOf(int rank, const int64_t* fields) const;
-  Result<std::vector<nlohmann::json>> GatherMemoryRows();
+  Result<std::vector<nlohmann::json>> GatherMemoryRows(int64_t step);
+  Status WriteMemoryRows(int64_t step);
   Status ReportSaves(bool wait);
   Status LogSave(const SaveReport& r);
   Status Finish();

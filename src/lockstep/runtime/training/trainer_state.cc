@@ -149,18 +149,30 @@ nlohmann::json Trainer::MemoryRowOf(int rank, const int64_t* f) const {
           {"peak_bytes", f[5]},      {"mem_limit", plan_.options.mem_limit}};
 }
 
-// Every rank's memory row (rank 0 gets them all, in rank order), so the report can show the
-// ranks side by side: under ZeRO, tp or pp they hold different amounts.
-Result<std::vector<nlohmann::json>> Trainer::GatherMemoryRows() {
-  const nlohmann::json row = MemoryRow();
+// Every rank's memory row at `step` (rank 0 gets them all, in rank order), so the report can
+// show the ranks side by side: under ZeRO, tp or pp they hold different amounts. Written after
+// the first step of every start (a run killed later still shows its memory) and at the end.
+Result<std::vector<nlohmann::json>> Trainer::GatherMemoryRows(int64_t step) {
+  nlohmann::json row = MemoryRow();
+  row["step"] = step;
   if (world_ == 1) return std::vector<nlohmann::json>{row};
   const int64_t mine[kMemoryFields] = {row["parameters"],      row["params_bytes"],          row["grads_bytes"],
                                        row["optimizer_bytes"], row["peak_activation_bytes"], row["peak_bytes"]};
   std::vector<int64_t> all(static_cast<size_t>(kMemoryFields * world_));
   LS_RETURN_IF_ERROR(world_comm_->AllGather(mine, all.data(), kMemoryFields, comm::DType::kI64)->Wait());
   std::vector<nlohmann::json> rows;
-  for (int r = 0; r < world_; ++r) rows.push_back(MemoryRowOf(r, all.data() + kMemoryFields * r));
+  for (int r = 0; r < world_; ++r) {
+    rows.push_back(MemoryRowOf(r, all.data() + kMemoryFields * r));
+    rows.back()["step"] = step;
+  }
   return rows;
+}
+
+Status Trainer::WriteMemoryRows(int64_t step) {
+  LS_ASSIGN_OR_RETURN(std::vector<nlohmann::json> rows, GatherMemoryRows(step));
+  if (lead())
+    for (const nlohmann::json& row : rows) LS_RETURN_IF_ERROR(metrics_->Write(row));
+  return Status::Ok();
 }
 
 // The parameter pieces this rank is the writer of (as for checkpoints).
@@ -173,7 +185,7 @@ Status Trainer::Finish() {
   LS_RETURN_IF_ERROR(ReportSaves(/*wait=*/true));  // `done` only once the last checkpoint is committed
   if (trace_.enabled()) LS_RETURN_IF_ERROR(WriteTrace());
   LS_ASSIGN_OR_RETURN(parallel::CanonicalTensors weights, parallel::GatherCanonical(*world_comm_, WeightPieces()));
-  LS_ASSIGN_OR_RETURN(std::vector<nlohmann::json> memory, GatherMemoryRows());
+  LS_ASSIGN_OR_RETURN(std::vector<nlohmann::json> memory, GatherMemoryRows(plan_.total_steps));
   if (!lead()) return Status::Ok();
   const std::string hash = parallel::CanonicalXxh64(weights);
   progress_->Finish();
