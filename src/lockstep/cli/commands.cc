@@ -71,6 +71,8 @@ int Main(int argc, char** argv) {
   t->add_option("--zero", train.zero, "ZeRO stage 0|1|2|3")->check(CLI::Range(0, 3));
   std::string mem_limit;
   t->add_option("--mem-limit", mem_limit, "most tensor bytes one worker may hold, e.g. 512M (0: no limit)");
+  t->add_option("--mpi-if", train.mpi_interface,
+                "--backend mpi over several hosts: the network interface that connects them (required then)");
   t->add_flag("--print-config", train.print_config,
               "print every config key with its effective value and where it came from, then exit");
 
@@ -125,7 +127,10 @@ int Main(int argc, char** argv) {
     if (train.print_config) return ExitCodeFor(runtime::RunTrain(train));  // plans only, in this process
     // The supervisor comes first: it runs the whole job (mpirun included) as its child.
     if (train.max_restarts > 0 && !comm::InsideMpirun()) return ExitCodeFor(runtime::RunSupervised(train));
-    if (train.backend == "mpi" && !comm::InsideMpirun()) return comm::RelaunchUnderMpirun(train.nproc, argc, argv, {});
+    if (train.backend == "mpi" && !comm::InsideMpirun()) {
+      if (Status net = comm::ConfigureMpiNetwork(train.mpi_interface); !net.ok()) return ExitCodeFor(net);
+      return comm::RelaunchUnderMpirun(train.nproc, argc, argv, {});
+    }
     return ExitCodeFor(runtime::RunTrain(train));
   }
   if (e->parsed()) {
