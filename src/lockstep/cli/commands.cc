@@ -6,6 +6,7 @@
 #include <string>
 
 #include "lockstep/cli/bench_comm.h"
+#include "lockstep/cli/report_command.h"
 #include "lockstep/comm/mpi/launch.h"
 #include "lockstep/core/config.h"
 #include "lockstep/core/version.h"
@@ -78,6 +79,8 @@ int Main(int argc, char** argv) {
       ->check(CLI::Range(1, 4096));
   t->add_option("--hosts", train.hosts, "MPI hosts and their slots, e.g. node1:2,node2:2");
   t->add_option("--hostfile", train.hostfile, "MPI hostfile (NAME slots=N a line)");
+  t->add_option("--mpi-if", train.mpi_interface,
+                "--backend mpi over several hosts: the network interface that connects them (required then)");
   t->add_flag("--print-config", train.print_config,
               "print every config key with its effective value and where it came from, then exit");
 
@@ -100,6 +103,9 @@ int Main(int argc, char** argv) {
   b->add_option("--min-bytes", min_bytes, "smallest message (K/M/G suffixes)");
   b->add_option("--max-bytes", max_bytes, "largest message (K/M/G suffixes)");
   b->add_flag("--json", bench.json, "one JSON object per line instead of a table");
+
+  ReportArgs report;
+  CLI::App* rep = AddReportCommand(app, &report);
 
   try {
     app.parse(argc, argv);
@@ -132,6 +138,7 @@ int Main(int argc, char** argv) {
     if (train.max_restarts > 0 && !comm::InsideMpirun()) return ExitCodeFor(runtime::RunSupervised(train));
     if (train.backend == "mpi" && !comm::InsideMpirun()) {
       if (Status h = runtime::PrepareHostfileForMpirun(train); !h.ok()) return ExitCodeFor(h);
+      if (Status net = comm::ConfigureMpiNetwork(train.mpi_interface); !net.ok()) return ExitCodeFor(net);
       return comm::RelaunchUnderMpirun(train.nproc, argc, argv, {});
     }
     return ExitCodeFor(runtime::RunTrain(train));
@@ -142,6 +149,7 @@ int Main(int argc, char** argv) {
     return ExitCodeFor(runtime::RunEvaluate(eval));
   }
   if (in->parsed()) return ExitCodeFor(runtime::InspectCheckpoint(inspect_dir));
+  if (rep->parsed()) return RunReport(report);
   if (b->parsed()) {
     if (!ParseSizeFlag(min_bytes, "--min-bytes", &bench.min_bytes)) return 2;
     if (!ParseSizeFlag(max_bytes, "--max-bytes", &bench.max_bytes)) return 2;

@@ -38,6 +38,7 @@ void DataParallel::OnParamReady(int param) {
   int b = plan_.bucket_of_param[param];
   if (--pending_[b] > 0) return;
   const GradBucket& bucket = plan_.buckets[b];
+  if (before_last_launch_ && launched_ + 1 == static_cast<int>(plan_.buckets.size())) before_last_launch_();
   PollCompleted();
   int64_t now = NowNanos();
   if (launched_ == 0) first_launch_ns_ = now;

@@ -61,6 +61,9 @@ constexpr ConfigKey kKeys[] = {
      "fp32 master weights, gradients and optimizer state)"},
     {"train.grad_dtype", "string", "\"fp32\"",
      "\"fp32\" or \"bf16\": the type gradients are reduced in over data-parallel workers (bf16 halves the bytes)"},
+    {"train.straggler_ratio", "float", "1.2",
+     "a worker whose compute time stays above this times the median of its peers is a straggler"},
+    {"train.straggler_steps", "int", "20", "steps in a row above train.straggler_ratio before a straggler is named"},
     // [eval]
     {"eval.every", "int", "0", "validate every this many steps (0: once per epoch, and at the end)"},
     {"eval.batch_size", "int", "", "validation rows per batch (default train.batch_size)"},

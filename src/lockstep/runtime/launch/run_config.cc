@@ -48,6 +48,12 @@ Result<RunConfig> ReadRunConfig(const Config& c) {
   LS_RETURN_IF_ERROR(OneOf("train.precision", t.precision, {"fp32", "bf16"}));
   LS_ASSIGN_OR_RETURN(t.grad_dtype, c.GetString("train.grad_dtype", t.grad_dtype));
   LS_RETURN_IF_ERROR(OneOf("train.grad_dtype", t.grad_dtype, {"fp32", "bf16"}));
+  LS_ASSIGN_OR_RETURN(t.straggler_ratio, c.GetDouble("train.straggler_ratio", t.straggler_ratio));
+  LS_ASSIGN_OR_RETURN(t.straggler_steps, c.GetInt("train.straggler_steps", t.straggler_steps));
+  if (!(t.straggler_ratio > 1.0))
+    return Status::InvalidArgument("config key 'train.straggler_ratio' must be greater than 1, got " +
+                                   std::to_string(t.straggler_ratio));
+  LS_RETURN_IF_ERROR(Positive("train.straggler_steps", t.straggler_steps));
   LS_RETURN_IF_ERROR(NonNegative("train.pp_microbatches", t.pp_microbatches));
   LS_RETURN_IF_ERROR(OneOf("train.pp_schedule", t.pp_schedule, {"gpipe", "1f1b"}));
   if (t.det_tp_slices < 0 || (t.det_tp_slices & (t.det_tp_slices - 1)) != 0)

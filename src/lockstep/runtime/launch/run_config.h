@@ -40,6 +40,10 @@ struct TrainSection {
   // in "fp32" or "bf16" (rounded to bf16 before the reduction, halving its bytes).
   std::string precision = "fp32";
   std::string grad_dtype = "fp32";
+  // A rank whose compute time stays above straggler_ratio x the median of the ranks doing the
+  // same work for straggler_steps steps in a row is named in a warning and a metrics row.
+  double straggler_ratio = 1.2;
+  int64_t straggler_steps = 20;
 };
 
 struct EvalSection {

@@ -33,6 +33,7 @@ struct TrainOptions {
   int max_nproc = 0;
   std::string hosts;     // MPI: "h1:2,h2:2" (launch/hosts.h)
   std::string hostfile;  // MPI: an OpenMPI hostfile
+  std::string mpi_interface;  // --mpi-if: the hosts' network interface (jobs over several hosts)
 };
 
 struct EvalOptions {

@@ -26,10 +26,17 @@ Result<Config> LoadConfigWithOverrides(const std::string& path, const std::vecto
 
 namespace {
 
+// The run directory holds checkpoints whose weights are executed when loaded: one made here is
+// never writable by others, whatever the umask (docs/security.md). One that exists is left as
+// it is (it may be a shared parent the user chose).
 Status MakeDirs(const std::string& dir) {
   std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
+  const bool made = std::filesystem::create_directories(dir, ec);
   if (ec) return Status::IoError("cannot create directory '" + dir + "': " + ec.message());
+  if (made)
+    std::filesystem::permissions(
+        dir, std::filesystem::perms::group_write | std::filesystem::perms::others_write,
+        std::filesystem::perm_options::remove, ec);
   return Status::Ok();
 }
 

@@ -39,6 +39,7 @@ Status Trainer::SingleStageStep(StepCompute* c) {
     loss_sum += ScalarOf(loss) * static_cast<double>(scale);
     Traced("backward", "compute", [&] { tape_.Backward(loss, scale); });
   }
+  SlowDown();  // if the last bucket's launch did not already
   c->compute_end_ns = NowNanos();
   ddp_->Disarm(tape_);
   if (zero_units_) {
@@ -102,6 +103,7 @@ Status Trainer::DeterministicStep(StepCompute* c) {
     Traced("backward", "compute", [&] { tape_.Backward(loss, scale); });
     if (!zero_units_) std::memcpy(slot, params.flat_grads(), n * sizeof(float));
   }
+  SlowDown();
   c->compute_end_ns = NowNanos();
   LS_RETURN_IF_ERROR(SyncContributions(&c->sync));
   double total = 0;
@@ -287,6 +289,7 @@ Status Trainer::TrainStep(int64_t step) {
   const double data_ms = data_clock.ElapsedMs();
 
   Stopwatch compute_clock;
+  BeginSlowStep(step);
   StepCompute c;
   if (pipeline_)
     LS_RETURN_IF_ERROR(PipelineStep(&c));
@@ -302,6 +305,11 @@ Status Trainer::TrainStep(int64_t step) {
   const double compute_ms = compute_clock.ElapsedMs() - c.sync.exposed_ms;
 
   RankStepRecord record{c.loss_part, c.compute_end_ns, c.pipe.busy_ms, c.pipe.total_ms};
+  // The straggler view: a pipeline stage's compute is its busy time, its idle time in the
+  // schedule is waiting as much as a blocked collective is.
+  record.compute_ms = pipeline_ ? c.pipe.busy_ms : compute_ms;
+  record.wait_ms = c.sync.exposed_ms + (c.pipe.total_ms - c.pipe.busy_ms);
+  record.peer_group = mesh_.coord.pp;
   LS_ASSIGN_OR_RETURN(GatheredStep gathered,
                       Traced("step stats", "comm", [&] { return GatherStep(*world_comm_, record); }));
 
@@ -341,6 +349,8 @@ Status Trainer::TrainStep(int64_t step) {
                           {"wait_ms", std::min(gathered.wait_ms, c.sync.exposed_ms)},
                           {"gflops", model_->TrainFlopsPerSample() * global / (step_ms * 1e-3) * 1e-9}};
     if (!data_->is_text()) row["samples_per_s"] = samples_per_s;
+    row["rank_compute_ms"] = gathered.compute_ms;  // per rank, in rank order (the straggler view)
+    row["rank_wait_ms"] = gathered.rank_wait_ms;
     if (pipeline_) {
       row["pp_bubble"] = gathered.mean_bubble;
       row["pp_bubble_bottleneck"] = gathered.bottleneck_bubble;
@@ -350,6 +360,8 @@ Status Trainer::TrainStep(int64_t step) {
     LS_RETURN_IF_ERROR(metrics_->Write(row));
     progress_->Step(step + 1, gathered.loss, lr, data_->is_text() ? tokens_per_s : samples_per_s,
                     data_->is_text() ? "tok/s" : "img/s");
+    LS_RETURN_IF_ERROR(WatchStragglers(step, gathered));
+    LS_RETURN_IF_ERROR(WatchStageBalance(step, gathered));
   }
   return Status::Ok();
 }

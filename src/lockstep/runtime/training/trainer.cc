@@ -4,8 +4,10 @@
 #include <cstdlib>
 
 #include "lockstep/core/log.h"
+#include "lockstep/core/version.h"
 #include "lockstep/nn/model.h"
 #include "lockstep/parallel/gpt_shard.h"
+#include "lockstep/profile/machine.h"
 #include "lockstep/runtime/recovery/fault_injection.h"
 #include "lockstep/runtime/recovery/supervisor.h"
 #include "lockstep/runtime/training/eval_loop.h"
@@ -191,6 +193,7 @@ Status Trainer::Setup() {
     contributions_.assign(static_cast<size_t>(per_rank * numel), 0.0f);
     shard_losses_.assign(static_cast<size_t>(per_rank), 0.0f);
   }
+  LS_RETURN_IF_ERROR(GatherHosts());
   nlohmann::json memory = MemoryRow();
   LS_LOG(INFO) << "memory: parameters " << memory["params_bytes"] << " B, gradients " << memory["grads_bytes"]
                << " B, optimizer state " << memory["optimizer_bytes"] << " B (zero=" << zero_ << ")";
@@ -204,6 +207,7 @@ Status Trainer::Setup() {
     progress_.emplace(plan_.total_steps, plan_.run.train.log_every);
     for (const std::string& line : plan_.config_warnings) LS_LOG(WARN) << line;
     LogStart();
+    LS_RETURN_IF_ERROR(metrics_->Write(StartRow()));
     if (start_step_ > 0) {
       LS_LOG(INFO) << "resumed from " << plan_.resume_dir << " at step " << start_step_;
       LS_RETURN_IF_ERROR(
@@ -245,6 +249,31 @@ void Trainer::LogStart() {
                << " compute thread(s) each, " << plan_.total_steps << " steps"
                << (plan_.options.deterministic ? ", deterministic" : "") << Bf16Note() << "; output in "
                << plan_.out_dir;
+}
+
+// What `lockstep report` puts in its header: the run's config, layout, backend and machine. A
+// restarted run writes one per start (its step is where that start began).
+nlohmann::json Trainer::StartRow() const {
+  const int64_t params = plan_.layout.gpt ? nn::GptParamCount(*plan_.layout.gpt) : local_numel();
+  return {{"event", "start"},
+          {"step", start_step_},
+          {"version", LOCKSTEP_VERSION},
+          {"config", plan_.options.config_path},
+          {"overrides", plan_.options.overrides},
+          {"config_toml", config_.ToToml()},
+          {"model", model_->name()},
+          {"parameters", params},
+          {"layout", dims().ToString()},
+          {"zero", zero_},
+          {"backend", world_comm_->backend_name()},
+          {"world", world_},
+          {"threads", plan_.threads_per_worker},
+          {"deterministic", plan_.options.deterministic},
+          {"mem_limit", plan_.options.mem_limit},
+          {"total_steps", plan_.total_steps},
+          {"unit", data_->is_text() ? "tokens" : "samples"},
+          {"processor", profile::ProcessorDescription()},
+          {"host", profile::HostName()}};
 }
 
 // Validation sums of this rank's replica: the rows of its dp shard, through the pipeline when
@@ -326,6 +355,7 @@ Status Trainer::Run() {
   for (int64_t step = start_step_; step < plan_.total_steps; ++step) {
     InjectAtStep(plan_.fault, rank_, step);
     LS_RETURN_IF_ERROR(TrainStep(step));
+    if (step == start_step_) LS_RETURN_IF_ERROR(WriteMemoryRows(step + 1));  // the first step's peaks
     heartbeat_.Beat();
     bool last = step + 1 == plan_.total_steps;
     if (last || (plan_.eval_every > 0 && (step + 1) % plan_.eval_every == 0)) LS_RETURN_IF_ERROR(Validate(step + 1));

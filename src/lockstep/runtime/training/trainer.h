@@ -40,6 +40,7 @@
 #include "lockstep/runtime/reporting/metrics_log.h"
 #include "lockstep/runtime/reporting/progress.h"
 #include "lockstep/runtime/reporting/step_stats.h"
+#include "lockstep/runtime/reporting/straggler.h"
 #include "lockstep/runtime/training/optimizer_state.h"
 #include "lockstep/runtime/training/pipeline_runner.h"
 #include "lockstep/runtime/training/shared_data.h"
@@ -69,6 +70,7 @@ class Trainer {
   Status CheckMemoryLimit();
   void LogStart();
   std::string Bf16Note() const;
+  nlohmann::json StartRow() const;
   Status Validate(int64_t step);
   Result<EvalSums> EvaluateLocal();
   Status WriteTrace();
@@ -97,11 +99,21 @@ class Trainer {
   Status Save(int64_t step);
   CheckpointContents Contents(int64_t step);
   nlohmann::json Layout() const;
+  static constexpr int kMemoryFields = 6;  // parameters, params/grads/optimizer bytes, peaks
   nlohmann::json MemoryRow();
+  nlohmann::json MemoryRowOf(int rank, const int64_t* fields) const;
+  Result<std::vector<nlohmann::json>> GatherMemoryRows(int64_t step);
+  Status WriteMemoryRows(int64_t step);
   Status ReportSaves(bool wait);
   Status LogSave(const SaveReport& r);
   Status Finish();
   std::vector<parallel::LocalPiece> WeightPieces();
+  // trainer_stragglers.cc
+  Status GatherHosts();
+  void BeginSlowStep(int64_t step);
+  void SlowDown();
+  Status WatchStragglers(int64_t step, const GatheredStep& g);
+  Status WatchStageBalance(int64_t step, const GatheredStep& g);
 
   // Runs fn() and records it on the trace as [start, end).
   template <typename Fn>
@@ -176,9 +188,17 @@ class Trainer {
   std::unique_ptr<parallel::ShardedParamGather> gather_;  // ZeRO-1/2: re-assembles the parameters
   std::unique_ptr<parallel::ZeroUnits> zero_units_;       // ZeRO-2/3: unit-wise gradients (and parameters)
   tensor::MemoryTracker* memory_;
-  int64_t optimizer_reserved_ = 0;
-  int64_t consecutive_skips_ = 0;  // non-finite steps skipped in a row (train.skip_nonfinite)  // optimizer-state bytes
-                                   // counted in memory_ (optim/ uses plain vectors)
+  int64_t optimizer_reserved_ = 0;  // optimizer-state bytes counted in memory_ (optim/ uses plain vectors)
+  std::vector<std::string> hosts_;  // every rank's host name, in rank order (rank 0 only)
+  std::optional<StragglerDetector> stragglers_;
+  StageBalanceMeter stage_balance_;
+  bool stage_balance_reported_ = false;
+  // --inject-fault slow: this step's factor on this rank (1: none), when its compute began,
+  // whether it has slept in this step.
+  double slow_factor_ = 1.0;
+  int64_t compute_start_ns_ = 0;
+  bool slept_ = false;
+  int64_t consecutive_skips_ = 0;  // non-finite steps skipped in a row (train.skip_nonfinite)
 };
 
 }  // namespace lockstep::runtime
