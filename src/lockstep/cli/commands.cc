@@ -6,6 +6,7 @@
 #include <string>
 
 #include "lockstep/cli/bench_comm.h"
+#include "lockstep/cli/tokens_command.h"
 #include "lockstep/comm/mpi/launch.h"
 #include "lockstep/core/config.h"
 #include "lockstep/core/version.h"
@@ -93,6 +94,9 @@ int Main(int argc, char** argv) {
   b->add_option("--max-bytes", max_bytes, "largest message (K/M/G suffixes)");
   b->add_flag("--json", bench.json, "one JSON object per line instead of a table");
 
+  TokensArgs tokens_args;
+  CLI::App* tokens = AddTokensCommand(app, &tokens_args);
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForVersion&) {
@@ -130,6 +134,7 @@ int Main(int argc, char** argv) {
     return ExitCodeFor(runtime::RunEvaluate(eval));
   }
   if (in->parsed()) return ExitCodeFor(runtime::InspectCheckpoint(inspect_dir));
+  if (tokens->parsed()) return ExitCodeFor(RunTokensCommand(tokens_args));
   if (b->parsed()) {
     if (!ParseSizeFlag(min_bytes, "--min-bytes", &bench.min_bytes)) return 2;
     if (!ParseSizeFlag(max_bytes, "--max-bytes", &bench.max_bytes)) return 2;

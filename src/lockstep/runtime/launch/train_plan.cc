@@ -65,7 +65,8 @@ Result<TrainPlan> PlanTraining(const TrainOptions& options, int world) {
   const int dp = plan.layout.dims.dp;
   const TrainSection& t = plan.run.train;
 
-  LS_ASSIGN_OR_RETURN(plan.data, LoadSharedData(plan.run, context));
+  LS_ASSIGN_OR_RETURN(int64_t vocab, plan.config.GetInt("model.vocab", 256));
+  LS_ASSIGN_OR_RETURN(plan.data, LoadSharedData(plan.run, context, vocab));
 
   // Steps per epoch come from the sampler's view of the dataset (the same for every rank).
   LS_ASSIGN_OR_RETURN(auto probe_data, RankData::Create(plan.data, plan.run, 0, dp));
