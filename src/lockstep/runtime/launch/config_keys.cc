@@ -17,6 +17,8 @@ constexpr ConfigKey kKeys[] = {
     {"model.width", "int", "128", "gpt: embedding width"},
     {"model.mlp_ratio", "int", "4", "gpt: MLP width / embedding width"},
     {"model.init_seed", "int", "0", "seed of the parameter initialisation"},
+    {"model.vocab_pad", "int", "1", "gpt: pad the vocabulary rows to a multiple of this (GPT-2: 64); never predicted"},
+    {"model.tie_embeddings", "bool", "false", "gpt: the head is the token embedding wte (GPT-2)"},
     // [data]
     {"data.kind", "string", "",
      "the data set: \"text\" (byte corpus), \"tokens\" (uint16 token files) or \"fashion-mnist\" (required)"},

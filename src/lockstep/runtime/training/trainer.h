@@ -76,6 +76,10 @@ class Trainer {
   Status PipelineStep(StepCompute* c);
   Status SumContributions(const float* shard_losses, double* loss);
   Status SyncContributions(parallel::SyncTimes* sync);
+  int TiedParam() const;
+  Status SumTiedGradients(int slots);
+  // pp-group tag of the tied gradient exchange: above the pipeline's 2i, 2i+1 micro-batch tags.
+  static constexpr int kTiedGradTag = 32001;
   Result<double> GradNorm();
   template <typename Fn>
   void ForEachCountedGrad(Fn&& fn);
