@@ -6,6 +6,8 @@
 #include <string>
 
 #include "lockstep/cli/bench_comm.h"
+#include "lockstep/cli/export_command.h"
+#include "lockstep/cli/sample_command.h"
 #include "lockstep/cli/tokens_command.h"
 #include "lockstep/comm/mpi/launch.h"
 #include "lockstep/core/config.h"
@@ -71,6 +73,7 @@ int Main(int argc, char** argv) {
   t->add_option("--zero", train.zero, "ZeRO stage 0|1|2|3")->check(CLI::Range(0, 3));
   std::string mem_limit;
   t->add_option("--mem-limit", mem_limit, "most tensor bytes one worker may hold, e.g. 512M (0: no limit)");
+  t->add_option("--init-from", train.init_from, "start from these weights: hf:DIR, llmc:FILE or lockstep:CHECKPOINT");
   t->add_flag("--print-config", train.print_config,
               "print every config key with its effective value and where it came from, then exit");
 
@@ -96,6 +99,10 @@ int Main(int argc, char** argv) {
 
   TokensArgs tokens_args;
   CLI::App* tokens = AddTokensCommand(app, &tokens_args);
+  runtime::SampleOptions sample_options;
+  CLI::App* sample = AddSampleCommand(app, &sample_options);
+  ExportArgs export_args;
+  CLI::App* exp = AddExportCommand(app, &export_args);
 
   try {
     app.parse(argc, argv);
@@ -135,6 +142,8 @@ int Main(int argc, char** argv) {
   }
   if (in->parsed()) return ExitCodeFor(runtime::InspectCheckpoint(inspect_dir));
   if (tokens->parsed()) return ExitCodeFor(RunTokensCommand(tokens_args));
+  if (sample->parsed()) return ExitCodeFor(RunSampleCommand(sample_options));
+  if (exp->parsed()) return ExitCodeFor(RunExportCommand(export_args));
   if (b->parsed()) {
     if (!ParseSizeFlag(min_bytes, "--min-bytes", &bench.min_bytes)) return 2;
     if (!ParseSizeFlag(max_bytes, "--max-bytes", &bench.max_bytes)) return 2;

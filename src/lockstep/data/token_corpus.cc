@@ -11,7 +11,7 @@ namespace lockstep::data {
 Result<std::vector<std::string>> ExpandTokenPaths(const std::string& pattern, const std::string& key) {
   if (pattern.empty()) return Status::InvalidArgument(key + ": expected a token file path or glob, got \"\"");
   glob_t g{};
-  const int rc = ::glob(pattern.c_str(), GLOB_ERR, nullptr, &g);
+  const int rc = ::glob(pattern.c_str(), 0, nullptr, &g);  // an unreadable directory: no match
   std::vector<std::string> paths;
   for (size_t i = 0; rc == 0 && i < g.gl_pathc; ++i) paths.emplace_back(g.gl_pathv[i]);
   ::globfree(&g);

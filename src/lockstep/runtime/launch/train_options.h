@@ -26,6 +26,7 @@ struct TrainOptions {
   int zero = 0;
   int64_t mem_limit = 0;      // bytes of tensors (and optimizer state) per worker; 0: none
   bool print_config = false;  // print every config key's effective value, then stop
+  std::string init_from;      // "hf:DIR" | "llmc:FILE" | "lockstep:CHECKPOINT": starting weights
 };
 
 struct EvalOptions {
