@@ -7,6 +7,9 @@
 
 #include "lockstep/cli/bench_comm.h"
 #include "lockstep/cli/report_command.h"
+#include "lockstep/cli/export_command.h"
+#include "lockstep/cli/sample_command.h"
+#include "lockstep/cli/tokens_command.h"
 #include "lockstep/comm/mpi/launch.h"
 #include "lockstep/core/config.h"
 #include "lockstep/core/version.h"
@@ -81,6 +84,7 @@ int Main(int argc, char** argv) {
   t->add_option("--hostfile", train.hostfile, "MPI hostfile (NAME slots=N a line)");
   t->add_option("--mpi-if", train.mpi_interface,
                 "--backend mpi over several hosts: the network interface that connects them (required then)");
+  t->add_option("--init-from", train.init_from, "start from these weights: hf:DIR, llmc:FILE or lockstep:CHECKPOINT");
   t->add_flag("--print-config", train.print_config,
               "print every config key with its effective value and where it came from, then exit");
 
@@ -106,6 +110,12 @@ int Main(int argc, char** argv) {
 
   ReportArgs report;
   CLI::App* rep = AddReportCommand(app, &report);
+  TokensArgs tokens_args;
+  CLI::App* tokens = AddTokensCommand(app, &tokens_args);
+  runtime::SampleOptions sample_options;
+  CLI::App* sample = AddSampleCommand(app, &sample_options);
+  ExportArgs export_args;
+  CLI::App* exp = AddExportCommand(app, &export_args);
 
   try {
     app.parse(argc, argv);
@@ -150,6 +160,9 @@ int Main(int argc, char** argv) {
   }
   if (in->parsed()) return ExitCodeFor(runtime::InspectCheckpoint(inspect_dir));
   if (rep->parsed()) return RunReport(report);
+  if (tokens->parsed()) return ExitCodeFor(RunTokensCommand(tokens_args));
+  if (sample->parsed()) return ExitCodeFor(RunSampleCommand(sample_options));
+  if (exp->parsed()) return ExitCodeFor(RunExportCommand(export_args));
   if (b->parsed()) {
     if (!ParseSizeFlag(min_bytes, "--min-bytes", &bench.min_bytes)) return 2;
     if (!ParseSizeFlag(max_bytes, "--max-bytes", &bench.max_bytes)) return 2;

@@ -8,8 +8,17 @@ namespace lockstep::data {
 Result<DataConfig> ReadDataConfig(const Config& config, DatasetKind kind, int64_t train_batch_size) {
   DataConfig d;
   d.kind = kind;
-  const char* default_dir = kind == DatasetKind::kText ? kDefaultCorpusDir : kDefaultFashionMnistDir;
-  LS_ASSIGN_OR_RETURN(d.dir, config.GetString("data.dir", default_dir));
+  if (kind == DatasetKind::kTokens) {
+    LS_ASSIGN_OR_RETURN(d.train, config.GetString("data.train", ""));
+    if (d.train.empty())
+      return Status::InvalidArgument("data.train: required with data.kind = \"tokens\" (a token file path or glob)");
+    LS_ASSIGN_OR_RETURN(d.val, config.GetString("data.val", ""));
+    LS_ASSIGN_OR_RETURN(std::string format, config.GetString("data.format", "auto"));
+    LS_ASSIGN_OR_RETURN(d.format, ParseTokenFormat(format));
+  } else {
+    const char* default_dir = kind == DatasetKind::kText ? kDefaultCorpusDir : kDefaultFashionMnistDir;
+    LS_ASSIGN_OR_RETURN(d.dir, config.GetString("data.dir", default_dir));
+  }
   LS_ASSIGN_OR_RETURN(std::string final_batch, config.GetString("data.final_batch", "drop"));
   LS_ASSIGN_OR_RETURN(d.final_batch, ParseFinalBatch(final_batch, "data.final_batch"));
   LS_ASSIGN_OR_RETURN(d.eval_batch_size, config.GetInt("eval.batch_size", train_batch_size));

@@ -1,4 +1,5 @@
-// Loaders of byte windows from a ByteCorpus (gpt-tiny).
+// Loaders of windows of token ids: bytes of a ByteCorpus (gpt-tiny) or any WindowSource
+// (token files, data.kind = "tokens").
 //
 // Training windows — a shuffled stride grid, so every epoch covers the whole split once:
 //   K = floor(len / T) - 1 windows per epoch (len = training split size), window k of epoch e
@@ -21,6 +22,7 @@
 #include "lockstep/data/byte_corpus.h"
 #include "lockstep/data/distributed_sampler.h"
 #include "lockstep/data/loader.h"
+#include "lockstep/data/window_source.h"
 
 namespace lockstep::data {
 
@@ -39,5 +41,14 @@ Result<std::unique_ptr<TextLoader>> MakeTextTrainLoader(std::shared_ptr<const By
                                                         SamplerOptions sampling);
 Result<std::unique_ptr<TextLoader>> MakeTextValLoader(std::shared_ptr<const ByteCorpus> corpus, int64_t context,
                                                       SamplerOptions sampling, int64_t max_batches);
+
+// The same windows over any WindowSource (a token corpus's streams): the text loaders above
+// are these over a byte corpus's splits. The source must hold at least 2*context (train) /
+// context + 1 (validation) ids; `unit` words the validation error ("tokens in").
+Result<std::unique_ptr<TextLoader>> MakeWindowTrainLoader(std::shared_ptr<const WindowSource> train, int64_t context,
+                                                          SamplerOptions sampling);
+Result<std::unique_ptr<TextLoader>> MakeWindowValLoader(std::shared_ptr<const WindowSource> val, int64_t context,
+                                                        SamplerOptions sampling, int64_t max_batches,
+                                                        const char* unit = "tokens in");
 
 }  // namespace lockstep::data

@@ -69,9 +69,10 @@ void AttentionBackward(float* dqkv, const float* dout, const float* qkv, const f
 // mean loss over counted rows (double accumulation, fixed order). If dlogits != nullptr
 // writes (softmax - onehot(target)) * dscale (overwrite). Targets < 0 are ignored rows
 // (loss 0, grad 0, not counted in the mean); returns 0 if no row counts. dlogits may alias
-// logits.
+// logits. `valid` (default: all v) columns take part: columns [valid, v) are vocabulary
+// padding, never predicted (outside the softmax, gradient 0); targets must be < valid.
 double SoftmaxCrossEntropy(float* losses, float* dlogits, const float* logits, const int32_t* targets, int64_t n,
-                           int64_t v, float dscale);
+                           int64_t v, float dscale, int64_t valid = -1);
 // Row-wise softmax; out may alias inp.
 void SoftmaxRows(float* out, const float* inp, int64_t rows, int64_t cols);
 

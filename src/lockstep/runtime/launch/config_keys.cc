@@ -17,12 +17,18 @@ constexpr ConfigKey kKeys[] = {
     {"model.width", "int", "128", "gpt: embedding width"},
     {"model.mlp_ratio", "int", "4", "gpt: MLP width / embedding width"},
     {"model.init_seed", "int", "0", "seed of the parameter initialisation"},
+    {"model.vocab_pad", "int", "1", "gpt: pad the vocabulary rows to a multiple of this (GPT-2: 64); never predicted"},
+    {"model.tie_embeddings", "bool", "false", "gpt: the head is the token embedding wte (GPT-2)"},
     // [data]
-    {"data.kind", "string", "", "the data set: \"text\" (byte corpus) or \"fashion-mnist\" (required)"},
+    {"data.kind", "string", "",
+     "the data set: \"text\" (byte corpus), \"tokens\" (uint16 token files) or \"fashion-mnist\" (required)"},
     {"data.dir", "string", "",
      "where the data set lives (default: /usr/share/games/fortunes for text, "
      "/usr/share/datasets/fashion-mnist for fashion-mnist)"},
     {"data.final_batch", "string", "\"drop\"", "a last partial batch of an epoch: \"drop\" or \"pad\""},
+    {"data.train", "string", "", "tokens: the training token file(s), a path or glob (shards in name order)"},
+    {"data.val", "string", "", "tokens: the validation token file(s) (default: the last 10% of data.train)"},
+    {"data.format", "string", "\"auto\"", "tokens: \"auto\", \"llmc\" (1024-byte header) or \"raw\" (nanoGPT)"},
     // [optim]
     {"optim.name", "string", "\"adamw\"", "\"adamw\" or \"sgd\""},
     {"optim.lr", "float", "0.001", "peak learning rate"},

@@ -82,10 +82,11 @@ Result<RunConfig> ReadRunConfig(const Config& c) {
   LS_RETURN_IF_ERROR(Positive("checkpoint.keep", r.checkpoint.keep));
 
   LS_ASSIGN_OR_RETURN(std::string kind, c.GetString("data.kind", ""));
-  LS_RETURN_IF_ERROR(OneOf("data.kind", kind, {"text", "fashion-mnist"}));
-  LS_ASSIGN_OR_RETURN(
-      r.data, data::ReadDataConfig(c, kind == "text" ? data::DatasetKind::kText : data::DatasetKind::kFashionMnist,
-                                   t.batch_size));
+  LS_RETURN_IF_ERROR(OneOf("data.kind", kind, {"text", "fashion-mnist", "tokens"}));
+  const data::DatasetKind dataset = kind == "text"     ? data::DatasetKind::kText
+                                    : kind == "tokens" ? data::DatasetKind::kTokens
+                                                       : data::DatasetKind::kFashionMnist;
+  LS_ASSIGN_OR_RETURN(r.data, data::ReadDataConfig(c, dataset, t.batch_size));
   return r;
 }
 

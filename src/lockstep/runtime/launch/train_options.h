@@ -34,6 +34,7 @@ struct TrainOptions {
   std::string hosts;     // MPI: "h1:2,h2:2" (launch/hosts.h)
   std::string hostfile;  // MPI: an OpenMPI hostfile
   std::string mpi_interface;  // --mpi-if: the hosts' network interface (jobs over several hosts)
+  std::string init_from;      // "hf:DIR" | "llmc:FILE" | "lockstep:CHECKPOINT": starting weights
 };
 
 struct EvalOptions {

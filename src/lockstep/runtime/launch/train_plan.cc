@@ -1,5 +1,7 @@
 #include "lockstep/runtime/launch/train_plan.h"
 
+#include "lockstep/runtime/interop/export.h"
+
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -76,7 +78,8 @@ Result<TrainPlan> PlanTraining(const TrainOptions& options, int world) {
   const int dp = plan.layout.dims.dp;
   const TrainSection& t = plan.run.train;
 
-  LS_ASSIGN_OR_RETURN(plan.data, LoadSharedData(plan.run, context));
+  LS_ASSIGN_OR_RETURN(int64_t vocab, plan.config.GetInt("model.vocab", 256));
+  LS_ASSIGN_OR_RETURN(plan.data, LoadSharedData(plan.run, context, vocab));
 
   // Steps per epoch come from the sampler's view of the dataset (the same for every rank).
   LS_ASSIGN_OR_RETURN(auto probe_data, RankData::Create(plan.data, plan.run, 0, dp));
@@ -105,6 +108,12 @@ Result<TrainPlan> PlanTraining(const TrainOptions& options, int world) {
   plan.config_name = std::filesystem::path(options.config_path).stem().string();
   plan.out_dir = OutDirFor(options);
   LS_ASSIGN_OR_RETURN(plan.fault, ParseFaultSpec(options.inject_fault, world, plan.total_steps));
+  if (!options.init_from.empty()) {
+    if (!plan.layout.gpt)
+      return Status::InvalidArgument("--init-from: only a GPT (model.kind = \"gpt\") can start from other weights");
+    LS_ASSIGN_OR_RETURN(parallel::CanonicalTensors w, LoadInitWeights(options.init_from, *plan.layout.gpt));
+    plan.init_weights = std::make_shared<const parallel::CanonicalTensors>(std::move(w));
+  }
   if (options.print_config) return plan;  // nothing is written
   LS_RETURN_IF_ERROR(MakeDirs(plan.out_dir));
   LS_ASSIGN_OR_RETURN(plan.resume_dir, ResolveResume(options.resume, plan.out_dir));

@@ -28,7 +28,8 @@ Status RunEvaluate(const EvalOptions& options) {
   LS_ASSIGN_OR_RETURN(int64_t context, config.GetInt("model.context", 128));
   LS_ASSIGN_OR_RETURN(const std::string dir, checkpoint::ResolveCheckpointPath(options.checkpoint_dir));
   LS_ASSIGN_OR_RETURN(nlohmann::json extra, LoadParameters(dir, &model->params()));
-  LS_ASSIGN_OR_RETURN(auto shared, LoadSharedData(run, context));
+  LS_ASSIGN_OR_RETURN(int64_t vocab, config.GetInt("model.vocab", 256));
+  LS_ASSIGN_OR_RETURN(auto shared, LoadSharedData(run, context, vocab));
   LS_ASSIGN_OR_RETURN(auto data, RankData::Create(shared, run, 0, 1));
   LS_ASSIGN_OR_RETURN(EvalSums sums, EvaluateLocal(*data, [&](const nn::ModelInput& rows) -> Result<nn::EvalResult> {
                         return model->Evaluate(rows);

@@ -5,13 +5,22 @@
 
 namespace lockstep::runtime {
 
-Result<std::shared_ptr<const SharedData>> LoadSharedData(const RunConfig& run, int64_t context) {
+Result<std::shared_ptr<const SharedData>> LoadSharedData(const RunConfig& run, int64_t context, int64_t vocab) {
   auto shared = std::make_shared<SharedData>();
   shared->kind = run.data.kind;
   shared->context = context;
   if (run.data.kind == data::DatasetKind::kText) {
     LS_ASSIGN_OR_RETURN(data::ByteCorpus corpus, data::ByteCorpus::Load(run.data.dir, context));
     shared->corpus = std::make_shared<const data::ByteCorpus>(std::move(corpus));
+  } else if (run.data.kind == data::DatasetKind::kTokens) {
+    data::TokenCorpusOptions o;
+    o.train = run.data.train;
+    o.val = run.data.val;
+    o.format = run.data.format;
+    o.vocab = vocab;
+    o.context = context;
+    LS_ASSIGN_OR_RETURN(data::TokenCorpus tokens, data::TokenCorpus::Load(o));
+    shared->tokens = std::make_shared<const data::TokenCorpus>(std::move(tokens));
   } else {
     using data::FashionMnistSplit;
     LS_ASSIGN_OR_RETURN(data::IdxDataset train,
@@ -34,6 +43,11 @@ Result<std::unique_ptr<RankData>> RankData::Create(std::shared_ptr<const SharedD
     LS_ASSIGN_OR_RETURN(d->text_train_, data::MakeTextTrainLoader(shared->corpus, shared->context, train));
     LS_ASSIGN_OR_RETURN(d->text_eval_,
                         data::MakeTextValLoader(shared->corpus, shared->context, eval, run.data.eval_batches));
+    d->eval_start_ = d->text_eval_->State();
+  } else if (shared->kind == data::DatasetKind::kTokens) {
+    LS_ASSIGN_OR_RETURN(d->text_train_, data::MakeWindowTrainLoader(shared->tokens->train(), shared->context, train));
+    LS_ASSIGN_OR_RETURN(d->text_eval_,
+                        data::MakeWindowValLoader(shared->tokens->val(), shared->context, eval, run.data.eval_batches));
     d->eval_start_ = d->text_eval_->State();
   } else {
     LS_ASSIGN_OR_RETURN(d->image_train_, data::MakeImageTrainLoader(shared->train_images, train));

@@ -11,6 +11,7 @@
 #include "lockstep/data/byte_corpus.h"
 #include "lockstep/data/idx_dataset.h"
 #include "lockstep/data/loader.h"
+#include "lockstep/data/token_corpus.h"
 #include "lockstep/nn/model.h"
 #include "lockstep/runtime/launch/run_config.h"
 
@@ -18,13 +19,15 @@ namespace lockstep::runtime {
 
 struct SharedData {
   data::DatasetKind kind = data::DatasetKind::kText;
-  int64_t context = 0;  // text: model context T
+  int64_t context = 0;  // text and tokens: model context T
   std::shared_ptr<const data::ByteCorpus> corpus;
+  std::shared_ptr<const data::TokenCorpus> tokens;
   std::shared_ptr<const data::IdxDataset> train_images, test_images;
 };
 
-// Loads the datasets the config names. `context` is the model's context length (text).
-Result<std::shared_ptr<const SharedData>> LoadSharedData(const RunConfig& run, int64_t context);
+// Loads the datasets the config names. `context` is the model's context length (text,
+// tokens), `vocab` its vocabulary (tokens: every id must be below it).
+Result<std::shared_ptr<const SharedData>> LoadSharedData(const RunConfig& run, int64_t context, int64_t vocab);
 
 class RankData {
  public:
@@ -46,9 +49,10 @@ class RankData {
   int64_t eval_rows() const;  // real rows of the current local eval batch (masked excluded)
   nn::ModelInput EvalRows(int64_t begin, int64_t n) const;
 
-  // Tokens per row (text: T) or 1 (images): turns rows/s into tokens/s.
-  int64_t units_per_row() const { return shared_->kind == data::DatasetKind::kText ? shared_->context : 1; }
-  bool is_text() const { return shared_->kind == data::DatasetKind::kText; }
+  // Tokens per row (text, tokens: T) or 1 (images): turns rows/s into tokens/s.
+  int64_t units_per_row() const { return is_text() ? shared_->context : 1; }
+  // A language-model data set (byte text or token files): rows of T token ids.
+  bool is_text() const { return shared_->kind != data::DatasetKind::kFashionMnist; }
 
  private:
   std::shared_ptr<const SharedData> shared_;

@@ -142,6 +142,7 @@ Status Trainer::PipelineStep(StepCompute* c) {
   LS_RETURN_IF_ERROR(tp_->status());
   c->compute_end_ns = NowNanos();
   if (det) {
+    LS_RETURN_IF_ERROR(SumTiedGradients(micros));
     LS_RETURN_IF_ERROR(SyncContributions(&c->sync));
     if (model_->last_stage()) {
       for (int i = 0; i < micros; ++i) shard_losses_[i] = losses[i] * scale;
@@ -161,6 +162,7 @@ Status Trainer::PipelineStep(StepCompute* c) {
     c->sync.comm_ms = c->sync.exposed_ms = sync.ElapsedMs();
     c->sync.buckets = 1;
   }
+  LS_RETURN_IF_ERROR(SumTiedGradients(0));
   if (reports_loss())
     for (float l : losses) c->loss_part += static_cast<double>(l) * scale;
   return Status::Ok();
@@ -178,6 +180,78 @@ Status Trainer::AllreduceGrads(float* grads, int64_t n) {
   return Status::Ok();
 }
 
+// The local tensor tied across the pipeline: wte on the first stage, its copy on the last
+// (gpt_shard.h), or -1 (pp = 1, untied, a middle stage).
+int Trainer::TiedParam() const {
+  if (dims().pp == 1 || !plan_.layout.gpt || !plan_.layout.gpt->tie_embeddings) return -1;
+  const nn::ParameterStore& ps = model_->params();
+  for (int i = 0; i < ps.size(); ++i) {
+    const parallel::TensorPlacement& p = model_->placements()[i];
+    if ((model_->first_stage() && p.name == "wte.weight") || (model_->last_stage() && p.tied_copy)) return i;
+  }
+  return -1;
+}
+
+// Tied embeddings over a pipeline: the first stage's wte gradient (the embedding's part) and
+// the last stage's copy's (the head's part) become their sum on both, so both tensors take the
+// same update and stay equal. `slots` > 0 (deterministic mode): done on each canonical shard's
+// contribution before the fixed-tree sum, the very additions a single stage makes
+// (nn/tied_weight.h). 0: on the reduced gradient (the flat buffer, or under ZeRO-2/3 this
+// rank's shard of it, completed from the dp owners first).
+Status Trainer::SumTiedGradients(int slots) {
+  const int tied = TiedParam();
+  if (tied < 0) return Status::Ok();
+  const nn::ParamInfo& p = model_->params().info(tied);
+  comm::Communicator& pp = *mesh_.pp;
+  const int partner = model_->first_stage() ? dims().pp - 1 : 0;
+  std::vector<float> mine(static_cast<size_t>(p.numel)), theirs(mine.size());
+  auto exchange = [&]() -> Status {
+    LS_RETURN_IF_ERROR(pp.Send(mine.data(), mine.size(), comm::DType::kF32, partner, kTiedGradTag)->Wait());
+    LS_RETURN_IF_ERROR(pp.Recv(theirs.data(), theirs.size(), comm::DType::kF32, partner, kTiedGradTag)->Wait());
+    // One IEEE addition each, commutative: both stages get the same bits.
+    for (size_t i = 0; i < mine.size(); ++i) mine[i] += theirs[i];
+    return Status::Ok();
+  };
+  return Traced("tied gradient sum", "comm", [&]() -> Status {
+    const int64_t n = local_numel();
+    for (int s = 0; s < slots; ++s) {
+      float* g = contributions_.data() + s * n + p.offset;
+      std::copy(g, g + p.numel, mine.begin());
+      LS_RETURN_IF_ERROR(exchange());
+      std::copy(mine.begin(), mine.end(), g);
+    }
+    if (slots > 0) return Status::Ok();
+    if (!zero_units_) {
+      float* g = model_->params().flat_grads() + p.offset;
+      std::copy(g, g + p.numel, mine.begin());
+      LS_RETURN_IF_ERROR(exchange());
+      std::copy(mine.begin(), mine.end(), g);
+      return Status::Ok();
+    }
+    // ZeRO-2/3: each dp rank owns a piece of the reduced gradient; every piece is broadcast by
+    // its owner so that the whole tensor is summed, then each keeps its own piece.
+    const int dp = dims().dp;
+    for (int r = 0; r < dp; ++r) {
+      const optim::FlatRange s = parallel::ShardRange(n, r, dp);
+      const int64_t lo = std::max(s.begin, p.offset), hi = std::min(s.end, p.offset + p.numel);
+      if (lo >= hi) continue;
+      if (r == mesh_.coord.dp)
+        std::copy(zero_units_->grad_shard() + (lo - owned_.begin), zero_units_->grad_shard() + (hi - owned_.begin),
+                  mine.begin() + (lo - p.offset));
+      if (dp > 1)
+        LS_RETURN_IF_ERROR(
+            mesh_.dp->Broadcast(mine.data() + (lo - p.offset), static_cast<size_t>(hi - lo), comm::DType::kF32, r)
+                ->Wait());
+    }
+    LS_RETURN_IF_ERROR(exchange());
+    const int64_t lo = std::max(owned_.begin, p.offset), hi = std::min(owned_.end, p.offset + p.numel);
+    if (lo < hi)
+      std::copy(mine.begin() + (lo - p.offset), mine.begin() + (hi - p.offset),
+                zero_units_->grad_shard() + (lo - owned_.begin));
+    return Status::Ok();
+  });
+}
+
 // fn(param index, pointer, count) over the reduced gradient elements this rank counts in the
 // global norm: its dp shard of its local buffer (the replicas hold the same reduced
 // gradient), skipping tensors replicated over tp on tp ranks other than 0. Every unique
@@ -192,6 +266,7 @@ void Trainer::ForEachCountedGrad(Fn&& fn) {
   const int64_t base_begin = zero_units_ ? mine.begin : 0;
   for (int i = 0; i < ps.size(); ++i) {
     if (model_->placements()[i].tp_replicated && mesh_.coord.tp != 0) continue;
+    if (model_->placements()[i].tied_copy) continue;  // counted where its owner is
     const nn::ParamInfo& p = ps.info(i);
     const int64_t lo = std::max(mine.begin, p.offset), hi = std::min(mine.end, p.offset + p.numel);
     if (lo < hi) fn(i, base + (lo - base_begin), hi - lo);

@@ -179,7 +179,17 @@ Status Trainer::Setup() {
   if (plan_.run.checkpoint.async && sharded_state()) {
     LS_ASSIGN_OR_RETURN(ckpt_comm_, world_comm_->Split(0, rank_));
   }
-  if (!plan_.resume_dir.empty()) LS_RETURN_IF_ERROR(Resume());
+  if (!plan_.resume_dir.empty()) {
+    LS_RETURN_IF_ERROR(Resume());
+  } else if (plan_.init_weights) {
+    // --init-from: every local element from the canonical tensors, through the placements.
+    const ParamView held = HeldParams();
+    for (const parallel::LocalPiece& p :
+         parallel::PiecesOf(*model_, held.data, held.begin, held.range, 0, /*reading=*/true)) {
+      const std::vector<float>& t = plan_.init_weights->at(p.name);
+      std::copy(t.begin() + p.global_begin, t.begin() + p.global_begin + p.count, const_cast<float*>(p.data));
+    }
+  }
   if (zero_ < 3) LS_RETURN_IF_ERROR(ddp_->BroadcastParameters());
   RefreshBf16Weights();  // the values are final now (initialised, resumed, broadcast)
   if (trace_.enabled()) {

@@ -88,6 +88,10 @@ class Trainer {
   // deterministic GPT runs each gathered slice).
   void RefreshBf16Weights();
   bool bf16_grads() const { return plan_.run.train.grad_dtype == "bf16"; }
+  int TiedParam() const;
+  Status SumTiedGradients(int slots);
+  // pp-group tag of the tied gradient exchange: above the pipeline's 2i, 2i+1 micro-batch tags.
+  static constexpr int kTiedGradTag = 32001;
   Result<double> GradNorm();
   template <typename Fn>
   void ForEachCountedGrad(Fn&& fn);

@@ -5,6 +5,7 @@
 
 #include "lockstep/core/log.h"
 #include "lockstep/nn/gpt.h"
+#include "lockstep/runtime/interop/gpt_weights.h"
 #include "lockstep/runtime/recovery/fault_injection.h"
 #include "lockstep/runtime/recovery/stage_checkpoint.h"
 #include "lockstep/runtime/training/trainer.h"
@@ -58,6 +59,7 @@ CheckpointContents Trainer::Contents(int64_t step) {
   c.config_hash = TrajectoryHash(plan_.config);
   c.rng = {{"kind", "philox4x32-10"}, {"seed", plan_.run.train.seed}};
   c.layout = Layout();
+  if (plan_.layout.gpt) c.model = GptConfigToJson(*plan_.layout.gpt);
   return c;
 }
 
@@ -208,7 +210,8 @@ Status Trainer::Finish() {
   std::printf("done: %lld steps, val_loss %.4f", static_cast<long long>(plan_.total_steps), last_val_loss_);
   if (!std::isnan(last_val_acc_)) std::printf(", val_acc %.4f", last_val_acc_);
   std::printf(", weights_xxh64 %s\n", hash.c_str());
-  if (plan_.layout.gpt) {
+  if (plan_.layout.gpt && plan_.layout.gpt->vocab == 256) {  // byte-level: the sample is text
+    // (other vocabularies: `lockstep sample --prompt-tokens`, which prints token ids)
     // The sample comes from a whole nn::Gpt holding the gathered canonical weights. It is a
     // by-product of the finished run, outside this worker's training budget (--mem-limit):
     // counted in the process-wide tracker, not the rank's.
