@@ -6,6 +6,7 @@
 #include <string>
 
 #include "lockstep/cli/bench_comm.h"
+#include "lockstep/cli/plan_command.h"
 #include "lockstep/comm/mpi/launch.h"
 #include "lockstep/core/config.h"
 #include "lockstep/core/version.h"
@@ -93,6 +94,9 @@ int Main(int argc, char** argv) {
   b->add_option("--max-bytes", max_bytes, "largest message (K/M/G suffixes)");
   b->add_flag("--json", bench.json, "one JSON object per line instead of a table");
 
+  PlanCommand plan;
+  AddPlanCommand(app, &plan);
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForVersion&) {
@@ -139,6 +143,7 @@ int Main(int argc, char** argv) {
     }
     return RunBenchComm(bench, argc, argv);
   }
+  if (plan.app->parsed()) return RunPlanCommand(plan, argc, argv);
   return 2;
 }
 
