@@ -86,6 +86,8 @@ nlohmann::ordered_json PlanResult::ToJson() const {
     j["rank0"] = {{"params_bytes", m0.params_bytes},
                   {"grads_bytes", m0.grads_bytes},
                   {"optimizer_bytes", m0.optimizer_bytes},
+                  {"in_flight_bytes", m0.in_flight_bytes},
+                  {"activation_bytes", m0.activation_bytes},
                   {"peak_bytes", m0.peak_bytes}};
     j["compute_ms"] = p.compute_ms;
     j["optimizer_ms"] = p.optimizer_ms;
