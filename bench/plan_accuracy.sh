@@ -6,7 +6,7 @@
 # peak_bytes (the memory row), the error of each, the worst, and whether the recommended
 # layout is within 10% of the fastest one measured.
 # Usage: bench/plan_accuracy.sh [models="gpt-tiny cnn-fashion"] [workers="1 2 4"] [sample=8] [steps=12]
-#        [backend=threads]   (needs scripts/setup.sh first)
+#        [backend=threads]   (needs scripts/setup.sh first; LOCKSTEP=path picks another binary)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source bench/peer_lib.sh
@@ -20,12 +20,12 @@ trap 'rm -rf "$tmp"' EXIT
 machine_line
 echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg) (other processes share these cores)"
 python3 - "$tmp" "$MODELS" "$WORKERS" "$SAMPLE" "$STEPS" "$BACKEND" <<'PY'
-import json, statistics, subprocess, sys, time
+import json, os, statistics, subprocess, sys, time
 tmp, models, workers, sample, steps, backend = sys.argv[1], sys.argv[2].split(), [int(w) for w in sys.argv[3].split()], int(sys.argv[4]), int(sys.argv[5]), sys.argv[6]
 common = ["--set", "eval.batches=1"]
 
 def run(args):
-    r = subprocess.run(["build/lockstep"] + args, capture_output=True, text=True, errors="replace")
+    r = subprocess.run([os.environ.get("LOCKSTEP", "build/lockstep")] + args, capture_output=True, text=True, errors="replace")
     if r.returncode != 0:
         sys.exit(f"lockstep {' '.join(args)} failed ({r.returncode}): {r.stderr.strip()}")
     return r

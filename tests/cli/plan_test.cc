@@ -128,5 +128,43 @@ TEST(Plan, BadInputIsOneLineAndExitTwo) {
   EXPECT_NE(r.err.find("no layout of 3 workers"), std::string::npos) << r.err;
 }
 
+// A described machine: a missing or negative field of the hardware file is one line naming it.
+TEST(Plan, HardwareFileErrorsNameTheField) {
+  const std::string dir = MakeTempDir("plan-hw");
+  const std::string good = LOCKSTEP_SOURCE_DIR "/hardware/a100-80g-selene.toml";
+  const std::string config = LOCKSTEP_SOURCE_DIR "/bench/plan_published/megatron-22b.toml";
+  CommandResult ok = RunLockstep({"plan", "--config", config, "--hardware", good, "--nproc", "8"});
+  ASSERT_EQ(ok.exit_code, 0) << ok.err;
+  EXPECT_NE(ok.out.find("verdict: "), std::string::npos) << ok.out;
+  std::string text;
+  {
+    std::ifstream in(good);
+    text.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  auto write = [&](const std::string& name, const std::string& from, const std::string& to) {
+    std::string t = text;
+    const size_t at = t.find(from);
+    EXPECT_NE(at, std::string::npos) << from;
+    if (at != std::string::npos) t.replace(at, from.size(), to);
+    std::ofstream(dir + "/" + name) << t;
+    return dir + "/" + name;
+  };
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {write("missing.toml", "memory_gib = 80", ""), "'device.memory_gib' is missing"},
+      {write("negative.toml", "bandwidth_gbs = 25", "bandwidth_gbs = -25"), "'inter_node.bandwidth_gbs' = -25"},
+      {write("text.toml", "peak_tflops_bf16 = 312.0", "peak_tflops_bf16 = \"fast\""), "must be a number"},
+  };
+  for (const auto& [path, want] : cases) {
+    CommandResult r = RunLockstep({"plan", "--config", config, "--hardware", path, "--nproc", "8"});
+    EXPECT_EQ(r.exit_code, 2) << path;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_NE(r.err.find(want), std::string::npos) << r.err;
+  }
+  // 7 devices cannot split 64 heads, 48 layers and a batch of 4.
+  CommandResult r = RunLockstep({"plan", "--config", config, "--hardware", good, "--nproc", "7"});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("no layout of 7 devices"), std::string::npos) << r.err;
+}
+
 }  // namespace
 }  // namespace lockstep::testing

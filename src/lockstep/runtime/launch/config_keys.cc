@@ -17,6 +17,9 @@ constexpr ConfigKey kKeys[] = {
     {"model.width", "int", "128", "gpt: embedding width"},
     {"model.mlp_ratio", "int", "4", "gpt: MLP width / embedding width"},
     {"model.init_seed", "int", "0", "seed of the parameter initialisation"},
+    {"model.kv_heads", "int", "", "llama (lockstep plan --hardware only): key/value heads (default model.heads)"},
+    {"model.ffn_hidden", "int", "",
+     "llama (lockstep plan --hardware only): SwiGLU hidden width (default mlp_ratio x width)"},
     // [data]
     {"data.kind", "string", "", "the data set: \"text\" (byte corpus) or \"fashion-mnist\" (required)"},
     {"data.dir", "string", "",

@@ -45,6 +45,7 @@ struct Candidate {
   int micros = 1;  // accumulation steps (pp = 1) or pipeline micro-batches (pp > 1)
   std::string precision = "fp32", recompute = "none";
   parallel::PipeSchedule schedule = parallel::PipeSchedule::k1F1B;
+  int interleave = 1;      // virtual stages per pipeline rank (described machines only)
   int64_t micro_rows = 0;  // rows of one micro-batch on one replica
   std::vector<StageLayout> stages;
   std::string layout() const { return dims.ToString(); }  // "dp=2,tp=1,pp=1"

@@ -83,12 +83,11 @@ nlohmann::ordered_json PlanResult::ToJson() const {
                                 {"bubble", p.bubble}};
     // Beyond the contract: rank 0's predicted memory row (what `train` writes) and the parts.
     const StageMemory& m0 = p.memory.at(0);
-    j["rank0"] = {{"params_bytes", m0.params_bytes},
-                  {"grads_bytes", m0.grads_bytes},
-                  {"optimizer_bytes", m0.optimizer_bytes},
-                  {"in_flight_bytes", m0.in_flight_bytes},
-                  {"activation_bytes", m0.activation_bytes},
-                  {"peak_bytes", m0.peak_bytes}};
+    j["rank0"] = {{"params_bytes", m0.params_bytes},         {"grads_bytes", m0.grads_bytes},
+                  {"optimizer_bytes", m0.optimizer_bytes},   {"in_flight_bytes", m0.in_flight_bytes},
+                  {"activation_bytes", m0.activation_bytes}, {"peak_bytes", m0.peak_bytes}};
+    if (c.interleave > 1) j["interleave"] = c.interleave;
+    j["micro_rows"] = c.micro_rows;
     j["compute_ms"] = p.compute_ms;
     j["optimizer_ms"] = p.optimizer_ms;
     layouts.push_back(j);

@@ -11,6 +11,9 @@
 
 #include "lockstep/core/clock.h"
 #include "lockstep/core/version.h"
+#include "lockstep/runtime/launch/config_keys.h"
+#include "lockstep/runtime/launch/train_plan.h"
+#include "lockstep/runtime/planning/hardware.h"
 
 namespace lockstep::runtime {
 namespace {
@@ -115,11 +118,36 @@ int64_t MachineMemory() {
   return pages > 0 && page > 0 ? static_cast<int64_t>(pages) * page : int64_t{1} << 40;
 }
 
+// --hardware: the described machine; nothing is measured or cached.
+Status RunHardwarePlan(const PlanOptions& o) {
+  LS_ASSIGN_OR_RETURN(Config config, LoadConfigWithOverrides(o.config_path, o.overrides));
+  LS_ASSIGN_OR_RETURN(ModelShape shape, ReadModelShape(config));
+  LS_ASSIGN_OR_RETURN(int64_t batch, config.GetInt("train.batch_size", 16));
+  if (batch < 1) return Status::InvalidArgument("train.batch_size must be at least 1");
+  LS_RETURN_IF_ERROR(CheckConfigKeys(config).status());
+  LS_ASSIGN_OR_RETURN(Hardware hw, ReadHardware(o.hardware_path));
+  LS_ASSIGN_OR_RETURN(PlanResult r, PlanForHardware(hw, shape, batch, o.nproc, o.mem_limit));
+  std::printf("%s, %.2fB parameters, %d devices of %s, global batch %lld x %lld tokens\n\n",
+              shape.llama ? "llama" : "gpt", static_cast<double>(shape.TotalParams()) * 1e-9, o.nproc, hw.name.c_str(),
+              static_cast<long long>(batch), static_cast<long long>(shape.context));
+  // The table lists the best 40; plan.json has them all.
+  PlanResult shown = r;
+  if (shown.rows.size() > 40) shown.rows.resize(40);
+  PrintPlan(shown, stdout);
+  if (!o.json_path.empty()) {
+    std::ofstream out(o.json_path);
+    out << r.ToJson().dump(1) << "\n";
+    if (!out) return Status::InvalidArgument("--json: cannot write '" + o.json_path + "'");
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status RunPlan(const PlanOptions& o, const CommMeasurer& measure) {
   if (o.nproc < 1) return Status::InvalidArgument("--nproc must be at least 1");
   if (o.mem_limit < 0) return Status::InvalidArgument("--mem-limit must not be negative");
+  if (!o.hardware_path.empty()) return RunHardwarePlan(o);
   LS_ASSIGN_OR_RETURN(PlanSetup s, ReadPlanSetup(o.config_path, o.overrides, o.nproc));
   LS_ASSIGN_OR_RETURN(std::vector<Candidate> cands, EnumerateCandidates(s));
   std::vector<Candidate> ones;
