@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <thread>
 
 #include "lockstep/comm/threads/threads_world.h"
@@ -60,59 +61,76 @@ Batch MakeBatch(int64_t rows, int64_t seq, int64_t vocab, int64_t image_floats) 
   return b;
 }
 
-// One piece, one micro-batch: an untimed first pass on a fresh tape gives its memory (what
-// the forward leaves for the backward, and the most it holds at once), then `reps` timed
-// passes. The piece's input activation and the gradient arriving at its output are the
-// previous and next pieces' business, allocated before counting starts.
-PieceCost RunPiece(parallel::StageModel& m, const nn::ModelInput& in, int reps, tensor::MemoryTracker& mem) {
-  autograd::Tape tape;
-  const bool first = m.first_stage(), last = m.last_stage();
-  std::vector<double> fwd, bwd;
-  PieceCost c;
-  for (int rep = 0; rep <= reps; ++rep) {
+// One piece (a stage model) and its micro-batch: the first pass, on a fresh tape, gives its
+// memory (what the forward leaves for the backward, the most it holds at once, and an
+// evaluation pass without gradients); later passes are timed. The piece's input activation and
+// the gradient arriving at its output belong to the neighbouring pieces, allocated before
+// counting starts.
+class PieceRun {
+ public:
+  PieceRun(parallel::StageModel* m, const nn::ModelInput* in) : m_(m), in_(in) {}
+
+  void Pass(tensor::MemoryTracker& mem, bool first_pass) {
+    const bool first = m_->first_stage(), last = m_->last_stage();
     Variable x;
     tensor::Tensor grad;
     if (!first) {
-      x = tape.NewActivation(m.ActivationShape(in), true);
+      x = tape_.NewActivation(m_->ActivationShape(*in_), true);
       float* p = x.data();
       for (int64_t i = 0; i < x.numel(); ++i) p[i] = 0.01f * static_cast<float>((i * 7919) % 201 - 100);
     }
     if (!last) {
-      grad = tape.NewBuffer(m.ActivationShape(in));
+      grad = tape_.NewBuffer(m_->ActivationShape(*in_));
       std::fill(grad.data<float>(), grad.data<float>() + grad.numel(), 1e-3f);
     }
     const int64_t before = mem.Current(MemoryTag::kActivation);
     mem.ResetPeak();
     Stopwatch clock;
-    Variable out = m.Forward(tape, in, x);
+    Variable out = m_->Forward(tape_, *in_, x);
     const double f = clock.ElapsedMs();
     const int64_t after = mem.Current(MemoryTag::kActivation);
     clock.Reset();
     if (last)
-      tape.Backward(out, 1.0f);
+      tape_.Backward(out, 1.0f);
     else
-      tape.BackwardFrom(out, grad.data<float>());
+      tape_.BackwardFrom(out, grad.data<float>());
     const double b = clock.ElapsedMs();
-    if (rep == 0) {
-      c.saved_bytes = after - before;
-      c.peak_bytes = std::max(c.saved_bytes, mem.Peak(MemoryTag::kActivation) - before);
+    if (first_pass) {
+      cost_.saved_bytes = after - before;
+      cost_.peak_bytes = std::max(cost_.saved_bytes, mem.Peak(MemoryTag::kActivation) - before);
+      MeasureEvaluation(mem);
     } else {
-      fwd.push_back(f);
-      bwd.push_back(b);
+      fwd_.push_back(f);
+      bwd_.push_back(b);
     }
   }
-  // Interference from other processes only ever adds time: the fastest pass is the estimate.
-  c.fwd_ms = *std::min_element(fwd.begin(), fwd.end());
-  c.bwd_ms = *std::min_element(bwd.begin(), bwd.end());
-  // Evaluation: a forward without gradients through the piece's own evaluation buffers.
-  std::vector<float> x_in(first ? 0 : static_cast<size_t>(tensor::NumElements(m.ActivationShape(in)))), x_out;
-  if (!last) x_out.resize(static_cast<size_t>(tensor::NumElements(m.ActivationShape(in))));
-  const int64_t before = mem.Current(MemoryTag::kActivation);
-  mem.ResetPeak();
-  m.Evaluate(in, first ? nullptr : x_in.data(), last ? nullptr : x_out.data());
-  c.eval_peak_bytes = mem.Peak(MemoryTag::kActivation) - before;
-  return c;
-}
+
+  // The median pass, as `train` reports the median step: with more workers than cores the
+  // fastest pass would be one where the others happened to wait, not the contended time.
+  PieceCost Cost() const {
+    PieceCost c = cost_;
+    c.fwd_ms = Median(fwd_);
+    c.bwd_ms = Median(bwd_);
+    return c;
+  }
+
+ private:
+  void MeasureEvaluation(tensor::MemoryTracker& mem) {
+    const bool first = m_->first_stage(), last = m_->last_stage();
+    const size_t n = static_cast<size_t>(tensor::NumElements(m_->ActivationShape(*in_)));
+    std::vector<float> x_in(first ? 0 : n), x_out(last ? 0 : n);
+    const int64_t before = mem.Current(MemoryTag::kActivation);
+    mem.ResetPeak();
+    m_->Evaluate(*in_, first ? nullptr : x_in.data(), last ? nullptr : x_out.data());
+    cost_.eval_peak_bytes = mem.Peak(MemoryTag::kActivation) - before;
+  }
+
+  parallel::StageModel* m_;
+  const nn::ModelInput* in_;
+  autograd::Tape tape_;
+  PieceCost cost_;
+  std::vector<double> fwd_, bwd_;
+};
 
 // Norm, clip and update over n elements of a one-tensor store, per element.
 double OptimizerNsPerElement(const optim::OptimConfig& cfg, int64_t n, int reps) {
@@ -145,47 +163,63 @@ parallel::GptShardOptions PieceOptions(const nn::GptConfig& c, int piece) {
   return o;
 }
 
-// What one worker thread measured for one shape.
+// What one worker thread measured: per rows, the GPT's three pieces or the whole model.
 struct WorkerResult {
   Status status;
-  GptPieceCosts gpt;
-  PieceCost whole;
+  std::vector<GptPieceCosts> gpt;
+  std::vector<PieceCost> whole;
   double optimizer_ns = 0;
 };
 
-WorkerResult MeasureOnWorker(const ProfileRequest& req, const ShapeKey& shape, std::shared_ptr<comm::Communicator> tp,
-                             bool optimizer) {
+// One worker of a tp group: every rows value of `rows` at this tp degree. The timed passes go
+// round all of them in turn, so a burst of load from other processes hits every shape alike.
+WorkerResult MeasureOnWorker(const ProfileRequest& req, int tp_degree, const std::vector<int64_t>& rows,
+                             std::shared_ptr<comm::Communicator> tp, bool optimizer) {
   WorkerResult r;
   tensor::MemoryTracker mem;
   tensor::ScopedTracker scope(&mem);
   tensor::SetComputeThreads(req.threads_per_worker);
-  const int64_t rows = shape.first;
-  if (req.gpt) {
-    const nn::GptConfig& c = *req.gpt;
-    Batch batch = MakeBatch(rows, c.context, c.vocab, 0);
-    parallel::TpContext ctx(tp, shape.second, false);
-    PieceCost* out[3] = {&r.gpt.embedding, &r.gpt.block, &r.gpt.head};
-    for (int piece = 0; piece < 3; ++piece) {
-      Result<std::unique_ptr<parallel::GptShard>> shard = parallel::GptShard::Create(PieceOptions(c, piece), &ctx);
-      if (!shard.ok()) {
-        r.status = shard.status();
+  parallel::TpContext ctx(tp, tp_degree, false);
+  std::vector<std::unique_ptr<Batch>> batches;
+  std::vector<std::unique_ptr<parallel::StageModel>> models;
+  std::vector<std::unique_ptr<PieceRun>> runs;
+  for (int64_t n : rows) {
+    if (req.gpt) {
+      const nn::GptConfig& c = *req.gpt;
+      batches.push_back(std::make_unique<Batch>(MakeBatch(n, c.context, c.vocab, 0)));
+      for (int piece = 0; piece < 3; ++piece) {
+        Result<std::unique_ptr<parallel::GptShard>> shard = parallel::GptShard::Create(PieceOptions(c, piece), &ctx);
+        if (!shard.ok()) {
+          r.status = shard.status();
+          return r;
+        }
+        models.push_back(std::move(*shard));
+        runs.push_back(std::make_unique<PieceRun>(models.back().get(), &batches.back()->in));
+      }
+    } else {
+      Result<std::unique_ptr<nn::Model>> model = nn::MakeModel(req.config);
+      if (!model.ok()) {
+        r.status = model.status();
         return r;
       }
-      *out[piece] = RunPiece(**shard, batch.in, req.reps, mem);
+      batches.push_back(std::make_unique<Batch>(MakeBatch(n, 0, 0, 28 * 28)));
+      models.push_back(std::make_unique<parallel::WholeModel>(std::move(*model)));
+      runs.push_back(std::make_unique<PieceRun>(models.back().get(), &batches.back()->in));
+    }
+  }
+  for (int pass = 0; pass <= req.reps; ++pass)
+    for (auto& run : runs) {
+      run->Pass(mem, pass == 0);
       if (!ctx.status().ok()) {
         r.status = ctx.status();
         return r;
       }
     }
-  } else {
-    Result<std::unique_ptr<nn::Model>> model = nn::MakeModel(req.config);
-    if (!model.ok()) {
-      r.status = model.status();
-      return r;
-    }
-    parallel::WholeModel whole(std::move(*model));
-    Batch batch = MakeBatch(rows, 0, 0, 28 * 28);
-    r.whole = RunPiece(whole, batch.in, req.reps, mem);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    if (req.gpt)
+      r.gpt.push_back({runs[3 * i]->Cost(), runs[3 * i + 1]->Cost(), runs[3 * i + 2]->Cost()});
+    else
+      r.whole.push_back(runs[i]->Cost());
   }
   if (optimizer) r.optimizer_ns = OptimizerNsPerElement(req.optim, req.optimizer_elements, req.reps);
   return r;
@@ -228,9 +262,11 @@ Status MeasureCompute(const ProfileRequest& req, ComputeProfile* into) {
   for (const ShapeKey& k : req.shapes)
     if (!into->Has(k, req.gpt.has_value()) && std::find(todo.begin(), todo.end(), k) == todo.end()) todo.push_back(k);
   if (todo.empty() && optimizer) todo.push_back(req.shapes.empty() ? ShapeKey{1, 1} : req.shapes.front());
-  for (const ShapeKey& k : todo) {
+  // Shapes by tp degree: one set of worker threads per degree.
+  std::map<int, std::vector<int64_t>> by_tp;
+  for (const ShapeKey& k : todo) by_tp[req.gpt ? k.second : 1].push_back(k.first);
+  for (const auto& [tp, rows] : by_tp) {
     // All workers at once: workers / tp groups of tp threads (tp = 1: independent workers).
-    const int tp = req.gpt ? k.second : 1;
     const int groups = std::max(1, req.workers / tp);
     std::vector<std::unique_ptr<comm::ThreadsWorld>> worlds;
     for (int g = 0; g < groups; ++g) worlds.push_back(std::make_unique<comm::ThreadsWorld>(tp));
@@ -238,25 +274,31 @@ Status MeasureCompute(const ProfileRequest& req, ComputeProfile* into) {
     std::vector<std::thread> threads;
     for (int g = 0; g < groups; ++g)
       for (int t = 0; t < tp; ++t)
-        threads.emplace_back([&, g, t] {
-          results[static_cast<size_t>(g * tp + t)] = MeasureOnWorker(req, k, worlds[g]->Rank(t), optimizer);
+        threads.emplace_back([&, g, t, tp = tp] {
+          results[static_cast<size_t>(g * tp + t)] = MeasureOnWorker(req, tp, rows, worlds[g]->Rank(t), optimizer);
         });
     for (std::thread& t : threads) t.join();
-    std::vector<PieceCost> emb, block, head, whole;
-    std::vector<double> opt;
-    for (const WorkerResult& r : results) {
+    for (const WorkerResult& r : results)
       if (!r.status.ok()) return r.status;
-      emb.push_back(r.gpt.embedding);
-      block.push_back(r.gpt.block);
-      head.push_back(r.gpt.head);
-      whole.push_back(r.whole);
-      if (optimizer) opt.push_back(r.optimizer_ns);
+    for (size_t i = 0; i < rows.size(); ++i) {
+      std::vector<PieceCost> emb, block, head, whole;
+      for (const WorkerResult& r : results) {
+        if (req.gpt) {
+          emb.push_back(r.gpt[i].embedding);
+          block.push_back(r.gpt[i].block);
+          head.push_back(r.gpt[i].head);
+        } else {
+          whole.push_back(r.whole[i]);
+        }
+      }
+      if (req.gpt)
+        into->gpt[{rows[i], tp}] = {MedianOf(emb), MedianOf(block), MedianOf(head)};
+      else
+        into->whole[rows[i]] = MedianOf(whole);
     }
-    if (req.gpt)
-      into->gpt[k] = {MedianOf(emb), MedianOf(block), MedianOf(head)};
-    else
-      into->whole[k.first] = MedianOf(whole);
     if (optimizer) {
+      std::vector<double> opt;
+      for (const WorkerResult& r : results) opt.push_back(r.optimizer_ns);
       into->optimizer_ns_per_element = Median(opt);
       optimizer = false;
     }

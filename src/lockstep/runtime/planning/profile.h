@@ -51,7 +51,7 @@ struct ProfileRequest {
   int workers = 1, threads_per_worker = 1;
   std::vector<ShapeKey> shapes;    // to measure (those already in `into` are skipped)
   int64_t optimizer_elements = 0;  // elements of the optimizer measurement (capped)
-  int reps = 3;                    // timed passes per piece, after one untimed pass
+  int reps = 5;                    // timed passes per piece (round-robin over shapes), after one untimed pass
 };
 
 // Measures what `into` lacks. Failures (a model that cannot be built) are InvalidArgument.
