@@ -10,6 +10,7 @@
 #include "lockstep/cli/export_command.h"
 #include "lockstep/cli/sample_command.h"
 #include "lockstep/cli/tokens_command.h"
+#include "lockstep/cli/plan_command.h"
 #include "lockstep/comm/mpi/launch.h"
 #include "lockstep/core/config.h"
 #include "lockstep/core/version.h"
@@ -116,6 +117,8 @@ int Main(int argc, char** argv) {
   CLI::App* sample = AddSampleCommand(app, &sample_options);
   ExportArgs export_args;
   CLI::App* exp = AddExportCommand(app, &export_args);
+  PlanCommand plan;
+  AddPlanCommand(app, &plan);
 
   try {
     app.parse(argc, argv);
@@ -172,6 +175,7 @@ int Main(int argc, char** argv) {
     }
     return RunBenchComm(bench, argc, argv);
   }
+  if (plan.app->parsed()) return RunPlanCommand(plan, argc, argv);
   return 2;
 }
 

@@ -19,6 +19,9 @@ constexpr ConfigKey kKeys[] = {
     {"model.init_seed", "int", "0", "seed of the parameter initialisation"},
     {"model.vocab_pad", "int", "1", "gpt: pad the vocabulary rows to a multiple of this (GPT-2: 64); never predicted"},
     {"model.tie_embeddings", "bool", "false", "gpt: the head is the token embedding wte (GPT-2)"},
+    {"model.kv_heads", "int", "", "llama (lockstep plan --hardware only): key/value heads (default model.heads)"},
+    {"model.ffn_hidden", "int", "",
+     "llama (lockstep plan --hardware only): SwiGLU hidden width (default mlp_ratio x width)"},
     // [data]
     {"data.kind", "string", "",
      "the data set: \"text\" (byte corpus), \"tokens\" (uint16 token files) or \"fashion-mnist\" (required)"},
