@@ -4,8 +4,54 @@
 # an OOM killer or a lost node); the run must still finish with the weights_xxh64 of the
 # same run left alone. Prints each kill, the restarts the supervisor logged, and both hashes.
 # Usage: bench/soak.sh [kills=20] [steps=600] [nproc=2] [backend=threads]  (needs scripts/setup.sh)
+#
+# Elastic mode (issue 19): bench/soak.sh elastic [losses=10] [steps=6+6*losses]
+# One deterministic gpt-tiny run on 4 threads workers under --min-nproc 2 --max-nproc 4 with
+# rank 3 lost for good from step 6 (--inject-fault kill:rank=3:step=6:permanent). Each loss
+# shrinks the world to 2 (3 cannot split train.det_shards=8); each checkpoint boundary gives
+# the lost workers back on probation (4 again), and rank 3 dies again: one loss and one
+# return per checkpoint interval. The final weights_xxh64 must equal the uninterrupted
+# 4-worker run's, with at least LOSSES losses and LOSSES returns logged as world_changed rows.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source bench/peer_lib.sh
+
+if [ "${1:-}" = elastic ]; then
+  LOSSES=${2:-10}
+  STEPS=${3:-$((6 + 6 * LOSSES))}
+  tmp=$(mktemp -d)
+  trap 'rm -rf "$tmp"' EXIT
+  machine_line
+  args=(train --config configs/gpt-tiny.toml --steps "$STEPS" --nproc 4 --deterministic
+        --set checkpoint.every=5 --set checkpoint.keep=2)
+  hash_of() { python3 -c "import json,sys;print(json.loads(open(sys.argv[1]).read().splitlines()[-1]).get('weights_xxh64',''))" "$1/metrics.jsonl"; }
+  start=$(date +%s)
+  build/lockstep "${args[@]}" --out "$tmp/clean" >/dev/null 2>&1
+  clean=$(hash_of "$tmp/clean")
+  echo "uninterrupted, 4 workers: weights_xxh64 $clean in $(( $(date +%s) - start )) s"
+  start=$(date +%s)
+  rc=0
+  build/lockstep "${args[@]}" --out "$tmp/elastic" --max-restarts $((2 * LOSSES + 20)) --min-nproc 2 --max-nproc 4 \
+    --inject-fault kill:rank=3:step=6:permanent >/dev/null 2>"$tmp/elastic.err" || rc=$?
+  elastic=$(hash_of "$tmp/elastic")
+  read -r shrinks grows <<<"$(python3 - "$tmp/elastic/metrics.jsonl" <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+w = [r for r in rows if r.get("event") == "world_changed"]
+print(sum(r["to"] < r["from"] for r in w), sum(r["to"] > r["from"] for r in w))
+PY
+)"
+  echo "elastic: $shrinks losses (world -> 2), $grows returns (world -> 4), exit $rc, weights_xxh64 $elastic in $(( $(date +%s) - start )) s"
+  grep 'supervisor: world' "$tmp/elastic.err" | head -4
+  echo "..."
+  grep 'supervisor: world' "$tmp/elastic.err" | tail -2
+  if [ "$rc" -eq 0 ] && [ "$elastic" = "$clean" ] && [ "$shrinks" -ge "$LOSSES" ] && [ "$grows" -ge "$LOSSES" ]; then
+    echo "PASS: $shrinks permanent losses and $grows returns; the final weights equal the uninterrupted run's"
+  else
+    echo "FAIL"; exit 1
+  fi
+  exit 0
+fi
 KILLS=${1:-20}
 STEPS=${2:-600}
 NPROC=${3:-2}

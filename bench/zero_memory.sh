@@ -23,7 +23,8 @@ tmp, n = sys.argv[1], int(sys.argv[2])
 print(f"gpt-tiny, {n} workers, fp32 AdamW; model-state bytes per rank (rank 0) vs the ZeRO paper")
 print(f"{'zero':<6}{'params':>12}{'grads':>12}{'optimizer':>12}{'total':>12}{'paper':>12}{'ratio':>8}{'peak all':>12}")
 for z in (0, 1, 2, 3):
-    row = next(json.loads(l) for l in open(f"{tmp}/z{z}/metrics.jsonl") if '"memory"' in l)
+    # rank 0's last memory row (the end of the run; earlier ones follow the first step)
+    row = [r for r in map(json.loads, open(f"{tmp}/z{z}/metrics.jsonl")) if r.get("event") == "memory" and r["rank"] == 0][-1]
     psi = row["parameters"]
     paper = {0: 16 * psi, 1: 8 * psi + 8 * psi / n, 2: 4 * psi + 12 * psi / n, 3: 16 * psi / n}[z]
     total = row["params_bytes"] + row["grads_bytes"] + row["optimizer_bytes"]
@@ -34,7 +35,7 @@ PY
 # --mem-limit: width 256, 8 layers (6.5M parameters), 8 x 64-token batches.
 WIDE=(--config configs/gpt-tiny.toml --steps 3 --set model.width=256 --set model.layers=8 --set model.heads=4
       --set model.context=64 --set train.batch_size=8 --set eval.batches=1)
-peak() { python3 -c "import json,sys;print(next(json.loads(l) for l in open(sys.argv[1]) if '\"memory\"' in l)['peak_bytes'])" "$1"; }
+peak() { python3 -c "import json,sys;print([r for r in map(json.loads,open(sys.argv[1])) if r.get('event')=='memory' and r['rank']==0][-1]['peak_bytes'])" "$1"; }
 build/lockstep train "${WIDE[@]}" --out "$tmp/one" >/dev/null 2>&1
 build/lockstep train "${WIDE[@]}" --nproc "$N" --zero 3 --out "$tmp/z3free" >/dev/null 2>&1
 one=$(peak "$tmp/one/metrics.jsonl")

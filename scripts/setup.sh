@@ -12,6 +12,7 @@ PACKAGES=(
   libopenmpi-dev openmpi-bin
   fortunes dataset-fashion-mnist
   python3 iproute2
+  chromium  # the `lockstep report` browser test renders a report headless (tests/cli/report_test.cc)
 )
 
 missing=()

@@ -48,6 +48,41 @@ TEST(MpiLaunch, CommandLine) {
   EXPECT_EQ(cmd[n - 1], "--extra");
 }
 
+// One machine: shared memory only (the ranks listen on nothing); hosts named: TCP too, with
+// both of OpenMPI's channels pinned to --mpi-if's interface, which is then required.
+TEST(MpiLaunch, NetworkPinsOnlyWithHosts) {
+  if (InsideMpirun()) return;
+  char a0[] = "lockstep";
+  char* argv[] = {a0, nullptr};
+  auto after = [](const std::vector<std::string>& cmd, const std::string& word) {
+    auto it = std::find(cmd.begin(), cmd.end(), word);
+    return it == cmd.end() || it + 1 == cmd.end() ? std::string() : *(it + 1);
+  };
+  unsetenv("LOCKSTEP_MPIRUN_ARGS");
+  ASSERT_TRUE(ConfigureMpiNetwork("").ok());
+  std::vector<std::string> one = MpirunCommandLine(2, 1, argv, {});
+  if (std::getenv("OMPI_MCA_btl") == nullptr) {
+    EXPECT_EQ(after(one, "btl"), "self,vader");
+  }
+  EXPECT_FALSE(Has(one, "oob_tcp_if_include"));
+  EXPECT_FALSE(MpirunArgsNameHosts());
+
+  setenv("LOCKSTEP_MPIRUN_ARGS", "--host a,b", 1);
+  EXPECT_TRUE(MpirunArgsNameHosts());
+  EXPECT_FALSE(ConfigureMpiNetwork("").ok());
+  ASSERT_TRUE(ConfigureMpiNetwork("lo").ok());
+  std::vector<std::string> hosts = MpirunCommandLine(2, 1, argv, {});
+  if (std::getenv("OMPI_MCA_btl") == nullptr) {
+    EXPECT_EQ(after(hosts, "btl"), "self,vader,tcp");
+  }
+  EXPECT_EQ(after(hosts, "oob_tcp_if_include"), "lo");
+  EXPECT_EQ(after(hosts, "btl_tcp_if_include"), "lo");
+  EXPECT_TRUE(Has(hosts, "--host"));
+  unsetenv("LOCKSTEP_MPIRUN_ARGS");
+  EXPECT_FALSE(ConfigureMpiNetwork("lo").ok());  // no hosts: loopback only
+  ASSERT_TRUE(ConfigureMpiNetwork("").ok());
+}
+
 TEST(MpiLaunch, InsideMpirunAndExitStatus) {
   if (!InsideMpirun()) {
     EXPECT_FALSE(InsideMpirun());

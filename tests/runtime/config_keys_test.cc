@@ -29,10 +29,11 @@ const char* kGptAdamwCosine =
     "[model]\nkind = \"gpt\"\n[data]\nkind = \"text\"\n[optim]\nschedule = \"cosine\"\n[train]\nsteps = 10\n";
 const char* kCnnSgd =
     "[model]\nkind = \"cnn\"\n[data]\nkind = \"fashion-mnist\"\n[optim]\nname = \"sgd\"\n[train]\nepochs = 1\n";
+const char* kGptTokens = "[model]\nkind = \"gpt\"\n[data]\nkind = \"tokens\"\ntrain = \"t.bin\"\n[train]\nsteps = 10\n";
 
 TEST(ConfigKeys, EveryKeyReadIsRegisteredWithTheReadersDefault) {
   std::set<std::string> checked;
-  for (const char* toml : {kGptAdamwCosine, kCnnSgd}) {
+  for (const char* toml : {kGptAdamwCosine, kCnnSgd, kGptTokens}) {
     Config c = ReadAll(toml);
     for (const std::string& key : c.ReadKeys()) {
       const ConfigKey* k = FindConfigKey(key);

@@ -40,6 +40,11 @@ TEST(FaultSpec, EveryFormParses) {
   EXPECT_EQ(slow.step, 0);
   EXPECT_EQ(Parse("slow:rank=2:factor=2:step=10").step, 10);
   EXPECT_EQ(Parse("").kind, FaultSpec::Kind::kNone);
+  EXPECT_FALSE(kill.permanent);
+  FaultSpec lost = Parse("kill:rank=3:step=12:permanent");
+  EXPECT_TRUE(lost.permanent);
+  EXPECT_EQ(lost.step, 12);
+  EXPECT_TRUE(Parse("kill:permanent:step=12:rank=3").permanent);  // any order
 }
 
 TEST(FaultSpec, BadSpecsNameWhatIsWrong) {
@@ -56,6 +61,9 @@ TEST(FaultSpec, BadSpecsNameWhatIsWrong) {
   EXPECT_NE(Error("kill:rank=0:step=1:step=2").find("unexpected field 'step=2'"), std::string::npos);
   // Every message says which forms exist.
   EXPECT_NE(Error("kill").find("expected kill:rank=R:step=S"), std::string::npos);
+  EXPECT_NE(Error("hang:rank=0:step=1:permanent").find("unexpected field 'permanent'"), std::string::npos);
+  EXPECT_NE(Error("kill:rank=0:step=1:permanent:permanent").find("unexpected field 'permanent'"), std::string::npos);
+  EXPECT_NE(Error("kill:rank=0:during=checkpoint:permanent").find("not during=checkpoint"), std::string::npos);
 }
 
 TEST(FaultSpec, WhenEachFaultIsDue) {
@@ -70,6 +78,22 @@ TEST(FaultSpec, WhenEachFaultIsDue) {
   EXPECT_EQ(SlowFactor(slow, 1, 50), 3.0);
   EXPECT_EQ(SlowFactor(slow, 0, 50), 1.0);
   EXPECT_EQ(SlowFactor(Parse("slow:rank=1:factor=2"), 1, 0), 2.0);
+}
+
+// A kill fires as its step begins; a permanent one also in every later step (an attempt
+// resumed past step S loses the rank again at its first step), never on another rank.
+TEST(FaultSpec, PermanentKillIsDueFromItsStepOn) {
+  FaultSpec once = Parse("kill:rank=3:step=12");
+  EXPECT_FALSE(StopDue(once, 3, 10));
+  EXPECT_TRUE(StopDue(once, 3, 11));  // 0-based step 11 is step 12
+  EXPECT_FALSE(StopDue(once, 3, 12));
+  FaultSpec lost = Parse("kill:rank=3:step=12:permanent");
+  EXPECT_FALSE(StopDue(lost, 3, 10));
+  EXPECT_TRUE(StopDue(lost, 3, 11));
+  EXPECT_TRUE(StopDue(lost, 3, 12));
+  EXPECT_TRUE(StopDue(lost, 3, 60));
+  EXPECT_FALSE(StopDue(lost, 2, 60));
+  EXPECT_FALSE(StopDue(Parse("kill:rank=3:during=checkpoint:step=12"), 3, 11));
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 
 #include "lockstep/api/train_flags.h"
 #include "lockstep/comm/mpi/launch.h"
+#include "lockstep/runtime/launch/hosts.h"
 #include "lockstep/runtime/launch/train.h"
 #include "lockstep/runtime/recovery/heartbeat.h"
 #include "lockstep/runtime/recovery/supervisor.h"
@@ -26,6 +27,10 @@ Status CheckOptions(const TrainOptions& o) {
   if (!(o.heartbeat_timeout_s > 0)) return bad("heartbeat_timeout_s must be > 0");
   if (o.steps >= 0 && o.epochs >= 0) return bad("steps and epochs exclude each other");
   if (o.mem_limit < 0) return bad("mem_limit must be >= 0");
+  if (o.min_nproc < 0 || o.min_nproc > 4096)
+    return bad("min_nproc " + std::to_string(o.min_nproc) + " is not in [1, 4096]");
+  if (o.max_nproc < 0 || o.max_nproc > 4096)
+    return bad("max_nproc " + std::to_string(o.max_nproc) + " is not in [1, 4096]");
   return Status::Ok();
 }
 
@@ -48,6 +53,7 @@ Status FromMpirunExit(int code) {
   if (code == 0) return Status::Ok();
   if (code == 2) return Status::InvalidArgument("");
   if (code == 3) return Status::NonFinite("");
+  if (code == 4) return Status::Unavailable("");
   return Status::Aborted("mpirun exited with status " + std::to_string(code));
 }
 
@@ -61,6 +67,9 @@ struct Launched {
 Launched Launch(const Job& job, const TrainOptions& given) {
   if (Status s = CheckOptions(given); !s.ok()) return {s};
   TrainOptions options = given;
+  // The host and elastic flags against each other (ParseTrainFlags has already put the hosts'
+  // slots into nproc when --nproc was not given; options built in code say nproc themselves).
+  if (Status s = runtime::ApplyHostsToNproc(&options, /*nproc_given=*/true); !s.ok()) return {s};
   const bool supervised = std::getenv(runtime::kHeartbeatDirEnv) != nullptr;
   // A restart attempt does not inject the first attempt's fault again (the supervisor passes
   // no --inject-fault then; options built in code would still carry it).
@@ -72,9 +81,11 @@ Launched Launch(const Job& job, const TrainOptions& given) {
       return {Status::InvalidArgument(
           "max_restarts: the supervisor restarts this program with the trainer's flags; read them with "
           "lockstep::ParseTrainFlags (or use lockstep::TrainMain)")};
-    return {runtime::RunSupervised(options)};
+    return {runtime::RunSupervised(options, job)};
   }
   if (options.backend == "mpi" && !comm::InsideMpirun()) {
+    if (Status s = runtime::PrepareHostfileForMpirun(options); !s.ok()) return {s};
+    if (Status s = comm::ConfigureMpiNetwork(options.mpi_interface); !s.ok()) return {s};
     std::vector<std::string> args = OwnCommandLine();
     std::vector<char*> argv;
     for (std::string& a : args) argv.push_back(a.data());
@@ -113,6 +124,7 @@ int ExitCodeFor(const Status& s, const std::string& program) {
   // An empty message: the error was already printed (by a supervised worker or an MPI rank).
   if (!s.message().empty()) std::fprintf(stderr, "%s: error: %s\n", program.c_str(), s.message().c_str());
   if (s.code() == StatusCode::kNonFinite) return 3;
+  if (s.code() == StatusCode::kUnavailable) return 4;  // fewer workers left than --min-nproc
   return s.code() == StatusCode::kInvalidArgument || s.code() == StatusCode::kNotFound ? 2 : 1;
 }
 

@@ -1,6 +1,7 @@
 #include "lockstep/api/train_flags.h"
 
 #include "lockstep/core/config.h"
+#include "lockstep/runtime/launch/hosts.h"
 
 namespace lockstep::api {
 
@@ -8,7 +9,7 @@ void AddTrainFlags(CLI::App* t, TrainFlags* f) {
   runtime::TrainOptions& o = f->options;
   t->add_option("--config", o.config_path, "TOML config file");
   t->add_option("--set", f->sets, "override a config key: section.key=value (repeatable)");
-  t->add_option("--nproc", o.nproc, "number of workers")->check(CLI::Range(1, 4096));
+  f->nproc_option = t->add_option("--nproc", o.nproc, "number of workers")->check(CLI::Range(1, 4096));
   t->add_option("--backend", o.backend, "threads (one process) or mpi (processes)")
       ->check(CLI::IsMember({"threads", "mpi"}));
   auto* steps =
@@ -26,6 +27,15 @@ void AddTrainFlags(CLI::App* t, TrainFlags* f) {
   t->add_option("--layout", o.layout, "parallel layout, e.g. dp=2,tp=2,pp=1");
   t->add_option("--zero", o.zero, "ZeRO stage 0|1|2|3")->check(CLI::Range(0, 3));
   t->add_option("--mem-limit", f->mem_limit, "most tensor bytes one worker may hold, e.g. 512M (0: no limit)");
+  t->add_option("--min-nproc", o.min_nproc, "with --max-restarts: go on with fewer workers, down to M")
+      ->check(CLI::Range(1, 4096));
+  t->add_option("--max-nproc", o.max_nproc, "with --min-nproc: grow back at checkpoints, up to N workers")
+      ->check(CLI::Range(1, 4096));
+  t->add_option("--hosts", o.hosts, "MPI hosts and their slots, e.g. node1:2,node2:2");
+  t->add_option("--hostfile", o.hostfile, "MPI hostfile (NAME slots=N a line)");
+  t->add_option("--mpi-if", o.mpi_interface,
+                "--backend mpi over several hosts: the network interface that connects them (required then)");
+  t->add_option("--init-from", o.init_from, "start from these weights: hf:DIR, llmc:FILE or lockstep:CHECKPOINT");
   t->add_flag("--print-config", o.print_config,
               "print every config key with its effective value and where it came from, then exit");
 }
@@ -36,6 +46,9 @@ Status FinishTrainFlags(TrainFlags* f) {
   if (!f->mem_limit.empty()) {
     LS_ASSIGN_OR_RETURN(f->options.mem_limit, ParseSize(f->mem_limit, "--mem-limit"));
   }
+  // --hosts/--hostfile without --nproc: one worker per slot.
+  const bool nproc_given = f->nproc_option != nullptr && f->nproc_option->count() > 0;
+  LS_RETURN_IF_ERROR(runtime::ApplyHostsToNproc(&f->options, nproc_given));
   return Status::Ok();
 }
 

@@ -15,14 +15,16 @@
 namespace lockstep::api {
 
 struct TrainFlags {
-  runtime::TrainOptions options;  // starts as the program's defaults; flags overwrite fields
-  std::vector<std::string> sets;  // --set, appended to options.overrides by FinishTrainFlags
-  std::string mem_limit;          // --mem-limit text (K/M/G)
+  runtime::TrainOptions options;        // starts as the program's defaults; flags overwrite fields
+  std::vector<std::string> sets;        // --set, appended to options.overrides by FinishTrainFlags
+  std::string mem_limit;                // --mem-limit text (K/M/G)
+  CLI::Option* nproc_option = nullptr;  // set by AddTrainFlags: was --nproc given?
 };
 
 // Adds the trainer's flags to `app` (bound to `flags`, which must outlive the parse).
 void AddTrainFlags(CLI::App* app, TrainFlags* flags);
-// After parsing: --set appended to the defaults' overrides, --mem-limit parsed.
+// After parsing: --set appended to the defaults' overrides, --mem-limit parsed, the host and
+// elastic flags checked (--hosts/--hostfile without --nproc: nproc = their slots).
 Status FinishTrainFlags(TrainFlags* flags);
 
 }  // namespace lockstep::api

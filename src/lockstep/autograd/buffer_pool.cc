@@ -57,6 +57,11 @@ void BufferPool::Recycle() {
   in_use_.clear();
 }
 
+void BufferPool::Release() {
+  free_.clear();
+  std::erase_if(in_use_, [](const std::shared_ptr<Storage>& s) { return s.use_count() == 1; });
+}
+
 int64_t BufferPool::bytes_held() const {
   int64_t total = 0;
   for (const auto& s : in_use_) total += static_cast<int64_t>(s->bytes());

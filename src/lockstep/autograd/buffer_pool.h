@@ -48,6 +48,9 @@ class BufferPool {
   // End of a step: buffers handed out and no longer referenced elsewhere become free;
   // free buffers not reused since the previous Recycle() are released.
   void Recycle();
+  // End of training: every buffer nobody else holds goes back to the system now, so what
+  // runs after the last step (gathering the final weights, the sample) has that memory.
+  void Release();
 
   // Bytes of storage the pool references (in use + free).
   int64_t bytes_held() const;

@@ -5,7 +5,7 @@
 namespace lockstep::autograd {
 
 Tape::~Tape() {
-  // Closures hold Variables whose buffers belong to pool_; drop them first.
+  // Closures hold Variables whose buffers belong to the pool; drop them first.
   ops_.clear();
 }
 
@@ -18,10 +18,10 @@ bool Tape::ShouldRecord(std::initializer_list<const Variable*> inputs) const {
 }
 
 Variable Tape::NewActivation(const tensor::Shape& shape, bool requires_grad) {
-  return Variable::Activation(pool_.Empty(shape), requires_grad, &pool_);
+  return Variable::Activation(pool_->Empty(shape), requires_grad, pool_);
 }
 
-tensor::Tensor Tape::NewBuffer(const tensor::Shape& shape, tensor::DType dtype) { return pool_.Empty(shape, dtype); }
+tensor::Tensor Tape::NewBuffer(const tensor::Shape& shape, tensor::DType dtype) { return pool_->Empty(shape, dtype); }
 
 void Tape::EnsureParam(int index) {
   if (index >= num_params_) num_params_ = index + 1;
@@ -110,7 +110,8 @@ void Tape::Clear() {
   LS_CHECK(!in_backward_) << "Tape::Clear during Backward";
   ops_.clear();
   std::fill(pending_.begin(), pending_.end(), 0);
-  pool_.Recycle();
+  // A borrowed pool belongs to a tape whose step is still running.
+  if (!borrowed_) pool_->Recycle();
 }
 
 }  // namespace lockstep::autograd

@@ -41,6 +41,10 @@ class Tape {
   using ParamReadyHook = std::function<void(int param_index)>;
 
   Tape() = default;
+  // A tape that draws buffers from another tape's pool and never recycles it: activation
+  // recompute (autograd/recompute.h) runs a block's forward and backward on such a tape
+  // inside the outer tape's backward, sharing its buffers.
+  explicit Tape(BufferPool* borrowed) : pool_(borrowed), borrowed_(true) {}
   Tape(const Tape&) = delete;
   Tape& operator=(const Tape&) = delete;
   ~Tape();
@@ -56,7 +60,7 @@ class Tape {
   Variable NewActivation(const tensor::Shape& shape, bool requires_grad);
   // A buffer an op saves for its backward (statistics, indices, probabilities).
   tensor::Tensor NewBuffer(const tensor::Shape& shape, tensor::DType dtype = tensor::DType::kF32);
-  BufferPool& pool() { return pool_; }
+  BufferPool& pool() { return *pool_; }
 
   // Records an op. `grad_targets` are the inputs whose gradients `fn` may accumulate into;
   // parameters among them are counted for the gradient-ready hook (a parameter listed
@@ -109,7 +113,9 @@ class Tape {
   std::vector<int> unused_;
   int num_params_ = 0;
   ParamReadyHook hook_;
-  BufferPool pool_;
+  BufferPool own_pool_;
+  BufferPool* pool_ = &own_pool_;
+  bool borrowed_ = false;
   bool grad_enabled_ = true;
   bool in_backward_ = false;
 };

@@ -8,6 +8,11 @@
 #include "lockstep/api/train.h"
 #include "lockstep/api/train_flags.h"
 #include "lockstep/cli/bench_comm.h"
+#include "lockstep/cli/export_command.h"
+#include "lockstep/cli/plan_command.h"
+#include "lockstep/cli/report_command.h"
+#include "lockstep/cli/sample_command.h"
+#include "lockstep/cli/tokens_command.h"
 #include "lockstep/core/config.h"
 #include "lockstep/core/version.h"
 #include "lockstep/runtime/launch/builtin_job.h"
@@ -67,6 +72,17 @@ int Main(int argc, char** argv) {
   b->add_option("--max-bytes", max_bytes, "largest message (K/M/G suffixes)");
   b->add_flag("--json", bench.json, "one JSON object per line instead of a table");
 
+  ReportArgs report;
+  CLI::App* rep = AddReportCommand(app, &report);
+  TokensArgs tokens_args;
+  CLI::App* tokens = AddTokensCommand(app, &tokens_args);
+  runtime::SampleOptions sample_options;
+  CLI::App* sample = AddSampleCommand(app, &sample_options);
+  ExportArgs export_args;
+  CLI::App* exp = AddExportCommand(app, &export_args);
+  PlanCommand plan;
+  AddPlanCommand(app, &plan);
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForVersion&) {
@@ -103,6 +119,10 @@ int Main(int argc, char** argv) {
     return ExitCodeFor(runtime::RunEvaluate(eval));
   }
   if (in->parsed()) return ExitCodeFor(runtime::InspectCheckpoint(inspect_dir));
+  if (rep->parsed()) return RunReport(report);
+  if (tokens->parsed()) return ExitCodeFor(RunTokensCommand(tokens_args));
+  if (sample->parsed()) return ExitCodeFor(RunSampleCommand(sample_options));
+  if (exp->parsed()) return ExitCodeFor(RunExportCommand(export_args));
   if (b->parsed()) {
     if (!ParseSizeFlag(min_bytes, "--min-bytes", &bench.min_bytes)) return 2;
     if (!ParseSizeFlag(max_bytes, "--max-bytes", &bench.max_bytes)) return 2;
@@ -112,6 +132,7 @@ int Main(int argc, char** argv) {
     }
     return RunBenchComm(bench, argc, argv);
   }
+  if (plan.app->parsed()) return RunPlanCommand(plan, argc, argv);
   return 2;
 }
 

@@ -18,8 +18,9 @@ enum class StatusCode {
   kTimeout,          // a wait ran past its deadline
   kAborted,          // another rank failed, the operation was abandoned
   kUnimplemented,
-  kInternal,   // a lockstep bug
-  kNonFinite,  // training produced a NaN/inf gradient or loss: retrying the same data cannot help
+  kInternal,     // a lockstep bug
+  kNonFinite,    // training produced a NaN/inf gradient or loss: retrying the same data cannot help
+  kUnavailable,  // too few workers are left to go on (elastic recovery, --min-nproc)
 };
 
 const char* StatusCodeName(StatusCode code);
@@ -39,6 +40,7 @@ class Status {
   static Status Unimplemented(std::string m) { return {StatusCode::kUnimplemented, std::move(m)}; }
   static Status Internal(std::string m) { return {StatusCode::kInternal, std::move(m)}; }
   static Status NonFinite(std::string m) { return {StatusCode::kNonFinite, std::move(m)}; }
+  static Status Unavailable(std::string m) { return {StatusCode::kUnavailable, std::move(m)}; }
 
   bool ok() const { return rep_ == nullptr; }
   StatusCode code() const { return rep_ ? rep_->code : StatusCode::kOk; }

@@ -8,7 +8,14 @@ namespace lockstep::data {
 Result<DataConfig> ReadDataConfig(const Config& config, DatasetKind kind, int64_t train_batch_size) {
   DataConfig d;
   d.kind = kind;
-  if (kind != DatasetKind::kCustom) {
+  if (kind == DatasetKind::kTokens) {
+    LS_ASSIGN_OR_RETURN(d.train, config.GetString("data.train", ""));
+    if (d.train.empty())
+      return Status::InvalidArgument("data.train: required with data.kind = \"tokens\" (a token file path or glob)");
+    LS_ASSIGN_OR_RETURN(d.val, config.GetString("data.val", ""));
+    LS_ASSIGN_OR_RETURN(std::string format, config.GetString("data.format", "auto"));
+    LS_ASSIGN_OR_RETURN(d.format, ParseTokenFormat(format));
+  } else if (kind != DatasetKind::kCustom) {
     const char* default_dir = kind == DatasetKind::kText ? kDefaultCorpusDir : kDefaultFashionMnistDir;
     LS_ASSIGN_OR_RETURN(d.dir, config.GetString("data.dir", default_dir));
   }

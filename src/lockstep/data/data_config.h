@@ -3,6 +3,9 @@
 // Keys (all optional):
 //   data.dir          corpus directory (text) or IDX directory (images); defaults are the
 //                     Debian package locations of DESIGN.md
+//   data.train        tokens: the training token file(s), a path or glob (required)
+//   data.val          tokens: the validation token file(s); default the last 10% of data.train
+//   data.format       tokens: "auto" (default), "llmc" or "raw" (token_file.h)
 //   data.final_batch  "drop" (default) | "pad": the final partial training batch of an epoch
 //   eval.batch_size   global evaluation batch; default train.batch_size
 //   eval.batches      cap on evaluation batches (text); 0 (default) = the whole split
@@ -13,15 +16,18 @@
 
 #include "lockstep/core/config.h"
 #include "lockstep/data/distributed_sampler.h"
+#include "lockstep/data/token_file.h"
 
 namespace lockstep::data {
 
 // kCustom: a program's own data source (api/): data.dir is not read for it.
-enum class DatasetKind { kText, kFashionMnist, kCustom };
+enum class DatasetKind { kText, kFashionMnist, kTokens, kCustom };
 
 struct DataConfig {
   DatasetKind kind = DatasetKind::kText;
   std::string dir;
+  std::string train, val;  // tokens: paths or globs
+  TokenFormat format = TokenFormat::kAuto;
   FinalBatch final_batch = FinalBatch::kDrop;
   int64_t eval_batch_size = 0;
   int64_t eval_batches = 0;

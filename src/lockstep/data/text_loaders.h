@@ -1,4 +1,5 @@
-// Loaders of byte windows from a ByteCorpus (gpt-tiny).
+// Loaders of windows of token ids: bytes of a ByteCorpus (gpt-tiny) or any WindowSource
+// (token files, data.kind = "tokens").
 //
 // Training windows — a shuffled stride grid, so every epoch covers the whole split once:
 //   K = floor(len / T) - 1 windows per epoch (len = training split size), window k of epoch e
@@ -22,6 +23,7 @@
 #include "lockstep/data/data_source.h"
 #include "lockstep/data/distributed_sampler.h"
 #include "lockstep/data/loader.h"
+#include "lockstep/data/window_source.h"
 
 namespace lockstep::data {
 
@@ -51,5 +53,24 @@ Result<std::unique_ptr<TextLoader>> MakeTextTrainLoader(std::shared_ptr<const By
                                                         SamplerOptions sampling);
 Result<std::unique_ptr<TextLoader>> MakeTextValLoader(std::shared_ptr<const ByteCorpus> corpus, int64_t context,
                                                       SamplerOptions sampling, int64_t max_batches);
+
+// The same windows over any WindowSource (a token corpus's streams): the text loaders and
+// sources above are these over a byte corpus's splits. Layout {seq = context, vocab}: ids at
+// or above `vocab` stop the run with a message naming the sample (token files hold uint16
+// ids, hence the default). The source must hold at least 2*context (train) / context + 1
+// (validation) ids; `unit` words the validation error ("tokens in").
+inline constexpr int64_t kTokenFileVocab = 65536;
+std::shared_ptr<const DataSource> WindowTrainSource(std::shared_ptr<const WindowSource> train, int64_t context,
+                                                    int64_t vocab);
+std::shared_ptr<const DataSource> WindowValSource(std::shared_ptr<const WindowSource> val, int64_t context,
+                                                  int64_t vocab, int64_t max_windows);
+Status CheckWindowValWindows(const WindowSource& val, int64_t context, const SamplerOptions& sampling,
+                             const char* unit = "tokens in");
+Result<std::unique_ptr<TextLoader>> MakeWindowTrainLoader(std::shared_ptr<const WindowSource> train, int64_t context,
+                                                          SamplerOptions sampling, int64_t vocab = kTokenFileVocab);
+Result<std::unique_ptr<TextLoader>> MakeWindowValLoader(std::shared_ptr<const WindowSource> val, int64_t context,
+                                                        SamplerOptions sampling, int64_t max_batches,
+                                                        const char* unit = "tokens in",
+                                                        int64_t vocab = kTokenFileVocab);
 
 }  // namespace lockstep::data

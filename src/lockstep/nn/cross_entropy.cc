@@ -6,7 +6,7 @@
 
 namespace lockstep::nn {
 
-Variable SoftmaxCrossEntropyForward(Tape& tape, const Variable& logits, const tensor::Tensor& targets) {
+Variable SoftmaxCrossEntropyForward(Tape& tape, const Variable& logits, const tensor::Tensor& targets, int64_t valid) {
   LS_CHECK(logits.value().ndim() == 2) << "CrossEntropy logits " << logits.value().ToString();
   const int64_t n = logits.shape()[0], v = logits.shape()[1];
   LS_CHECK(targets.dtype() == tensor::DType::kI32 && targets.numel() == n)
@@ -19,8 +19,8 @@ Variable SoftmaxCrossEntropyForward(Tape& tape, const Variable& logits, const te
   tensor::Tensor dlogits;
   if (rec) dlogits = tape.NewBuffer({n, v});
   const float dscale = count > 0 ? 1.0f / static_cast<float>(count) : 0.0f;
-  const double mean =
-      tensor::SoftmaxCrossEntropy(nullptr, rec ? dlogits.data<float>() : nullptr, logits.data(), t, n, v, dscale);
+  const double mean = tensor::SoftmaxCrossEntropy(nullptr, rec ? dlogits.data<float>() : nullptr, logits.data(), t, n,
+                                                  v, dscale, valid);
   loss.data()[0] = static_cast<float>(mean);
   if (rec) {
     tape.Record({logits}, [loss, logits, dlogits] { SoftmaxCrossEntropyBackward(loss, logits, dlogits); });
@@ -40,17 +40,19 @@ void SoftmaxCrossEntropyBackward(const Variable& loss, const Variable& logits, c
   }
 }
 
-CrossEntropyStats SoftmaxCrossEntropyStats(const float* logits, const int32_t* targets, int64_t n, int64_t v) {
+CrossEntropyStats SoftmaxCrossEntropyStats(const float* logits, const int32_t* targets, int64_t n, int64_t v,
+                                           int64_t valid) {
   CrossEntropyStats s;
   std::vector<float> losses(static_cast<size_t>(n));
-  tensor::SoftmaxCrossEntropy(losses.data(), nullptr, logits, targets, n, v, 0.0f);
+  tensor::SoftmaxCrossEntropy(losses.data(), nullptr, logits, targets, n, v, 0.0f, valid);
+  if (valid < 0) valid = v;
   for (int64_t i = 0; i < n; ++i) {
     if (targets[i] < 0) continue;
     s.loss_sum += losses[i];
     ++s.count;
     const float* row = logits + i * v;
     int64_t best = 0;
-    for (int64_t j = 1; j < v; ++j) {
+    for (int64_t j = 1; j < valid; ++j) {
       if (row[j] > row[best]) best = j;
     }
     s.correct += best == targets[i];

@@ -3,11 +3,14 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
+#include <limits>
 
 #include "lockstep/core/rng.h"
 #include "lockstep/nn/activation.h"
 #include "lockstep/nn/cross_entropy.h"
 #include "lockstep/nn/shape_ops.h"
+#include "lockstep/nn/tied_weight.h"
 
 namespace lockstep::nn {
 
@@ -29,6 +32,11 @@ Status ValidateGptConfig(const GptConfig& c) {
   if (c.vocab < 1 || c.vocab > (int64_t{1} << 24)) {
     return bad("model.vocab", c.vocab, "expected 1..16777216");
   }
+  if (c.vocab_pad < 1 || c.vocab_pad > (int64_t{1} << 16))
+    return bad("model.vocab_pad", c.vocab_pad, "expected 1..65536");
+  if (c.padded_vocab() > (int64_t{1} << 24)) {
+    return bad("model.vocab_pad", c.vocab_pad, "the padded vocabulary must stay <= 16777216");
+  }
   if (c.context < 1) return bad("model.context", c.context, "expected >= 1");
   if (c.layers < 1) return bad("model.layers", c.layers, "expected >= 1");
   if (c.heads < 1) return bad("model.heads", c.heads, "expected >= 1");
@@ -48,7 +56,8 @@ int64_t GptParamCount(const GptConfig& c) {
                         + C * C + C          // proj
                         + C * H + H          // fc
                         + H * C + C;         // fc2
-  return c.vocab * C + c.context * C + c.layers * block + 2 * C + C * c.vocab;
+  const int64_t Vp = c.padded_vocab();
+  return Vp * C + c.context * C + c.layers * block + 2 * C + (c.tie_embeddings ? 0 : C * Vp);
 }
 
 void Gpt::DeclareParameters() {
@@ -58,7 +67,7 @@ void Gpt::DeclareParameters() {
   const float std = 0.02f;
   const float proj_std = 0.02f / std::sqrt(2.0f * static_cast<float>(c.layers));
   const int64_t C = c.width, H = c.mlp_ratio * c.width;
-  wte_ = Embedding(ps_, "wte", c.vocab, C, Init::Normal(std));
+  wte_ = Embedding(ps_, "wte", c.padded_vocab(), C, Init::Normal(std));
   wpe_ = Embedding(ps_, "wpe", c.context, C, Init::Normal(std));
   blocks_.resize(c.layers);
   for (int64_t l = 0; l < c.layers; ++l) {
@@ -71,7 +80,8 @@ void Gpt::DeclareParameters() {
     b.fc2 = Linear(ps_, p + ".fc2", H, C, true, Init::Normal(proj_std), Init::Zeros());
   }
   lnf_ = LayerNorm(ps_, "lnf", C);
-  head_ = Linear(ps_, "head", C, c.vocab, /*bias=*/false, Init::Normal(std), Init::Zeros());
+  if (!c.tie_embeddings)
+    head_ = Linear(ps_, "head", C, c.padded_vocab(), /*bias=*/false, Init::Normal(std), Init::Zeros());
 }
 
 Gpt::Gpt(const GptConfig& c) : c_(c) {
@@ -98,6 +108,8 @@ Variable Gpt::Logits(Tape& tape, const int32_t* tokens, int64_t batch, int64_t s
 
   // Separate statements: argument evaluation order is unspecified, and the tape order
   // (hence the order the gradient-ready hook reports) must not depend on the compiler.
+  // Tied: the head's view of wte is taken before the lookup (tied_weight.h says why).
+  Variable tied = c_.tie_embeddings ? TiedHeadWeight(tape, ps_.var(wte_.weight_index())) : Variable();
   Variable tok = wte_.Forward(tape, ids);
   Variable position = wpe_.Forward(tape, pos);
   Variable x = AddForward(tape, tok, position);
@@ -108,8 +120,10 @@ Variable Gpt::Logits(Tape& tape, const int32_t* tokens, int64_t batch, int64_t s
     Variable m = b.fc2.Forward(tape, h);
     x = AddForward(tape, x, m);
   }
-  Variable logits = head_.Forward(tape, lnf_.Forward(tape, x));  // [B, T, V]
-  return ReshapeForward(tape, logits, {n, c_.vocab});
+  Variable xf = lnf_.Forward(tape, x);
+  Variable logits =
+      c_.tie_embeddings ? LinearForward(tape, xf, tied, Variable()) : head_.Forward(tape, xf);  // [B, T, Vp]
+  return ReshapeForward(tape, logits, {n, c_.padded_vocab()});
 }
 
 Variable Gpt::Loss(Tape& tape, const ModelInput& in) {
@@ -119,7 +133,7 @@ Variable Gpt::Loss(Tape& tape, const ModelInput& in) {
   const int64_t n = in.batch * in.seq;
   tensor::Tensor targets = tape.NewBuffer({n}, tensor::DType::kI32);
   std::memcpy(targets.data<int32_t>(), in.targets, static_cast<size_t>(n) * sizeof(int32_t));
-  return SoftmaxCrossEntropyForward(tape, logits, targets);
+  return SoftmaxCrossEntropyForward(tape, logits, targets, c_.vocab);
 }
 
 EvalResult Gpt::Evaluate(const ModelInput& in) {
@@ -128,7 +142,8 @@ EvalResult Gpt::Evaluate(const ModelInput& in) {
   {
     Tape::NoGradGuard no_grad(eval_tape_);
     Variable logits = Logits(eval_tape_, in.tokens, in.batch, in.seq);
-    CrossEntropyStats s = SoftmaxCrossEntropyStats(logits.data(), in.targets, in.batch * in.seq, c_.vocab);
+    CrossEntropyStats s =
+        SoftmaxCrossEntropyStats(logits.data(), in.targets, in.batch * in.seq, c_.padded_vocab(), c_.vocab);
     r = {s.loss_sum, s.count, s.correct};
   }
   eval_tape_.Clear();
@@ -139,7 +154,7 @@ double Gpt::TrainFlopsPerSample() const { return GptTrainFlopsPerSample(c_); }
 
 GptFlopsPerToken GptForwardFlopsPerToken(const GptConfig& c) {
   const double C = static_cast<double>(c.width), T = static_cast<double>(c.context);
-  const double V = static_cast<double>(c.vocab), r = static_cast<double>(c.mlp_ratio);
+  const double V = static_cast<double>(c.padded_vocab()), r = static_cast<double>(c.mlp_ratio);
   GptFlopsPerToken f;
   f.block = 2.0 * (4.0 + 2.0 * r) * C * C + 2.0 * (T + 1.0) * C;  // qkv 3C^2, proj C^2, fc/fc2 rC^2; attention
   f.head = 2.0 * C * V;
@@ -158,9 +173,20 @@ std::string Gpt::Generate(const std::string& prompt, int n_tokens, float tempera
   for (unsigned char ch : prompt.empty() ? std::string("\n") : prompt) {
     ctx.push_back(static_cast<int32_t>(ch) % static_cast<int32_t>(c_.vocab));
   }
-  Rng rng(seed, 0);
   std::string out;
-  std::vector<double> probs(static_cast<size_t>(c_.vocab));
+  for (int32_t t : GenerateTokens(ctx, n_tokens, temperature, seed)) out.push_back(static_cast<char>(t));
+  return out;
+}
+
+std::vector<int32_t> Gpt::GenerateTokens(const std::vector<int32_t>& prompt, int n_tokens, float temperature,
+                                         uint64_t seed, int top_k) {
+  LS_CHECK(!prompt.empty()) << "Gpt::GenerateTokens: empty prompt";
+  std::vector<int32_t> ctx = prompt;
+  Rng rng(seed, 0);
+  std::vector<int32_t> out;
+  const int64_t V = c_.vocab, Vp = c_.padded_vocab();  // padding columns are never candidates
+  std::vector<double> probs(static_cast<size_t>(V));
+  std::vector<float> kth;
   for (int i = 0; i < n_tokens; ++i) {
     const int64_t seq = std::min<int64_t>(static_cast<int64_t>(ctx.size()), c_.context);
     const int32_t* window = ctx.data() + ctx.size() - seq;
@@ -168,19 +194,26 @@ std::string Gpt::Generate(const std::string& prompt, int n_tokens, float tempera
     {
       Tape::NoGradGuard no_grad(eval_tape_);
       Variable logits = Logits(eval_tape_, window, 1, seq);
-      const float* row = logits.data() + (seq - 1) * c_.vocab;
+      const float* row = logits.data() + (seq - 1) * Vp;
       if (temperature <= 0.0f) {
-        next = static_cast<int32_t>(std::max_element(row, row + c_.vocab) - row);
+        next = static_cast<int32_t>(std::max_element(row, row + V) - row);
       } else {
-        const float mx = *std::max_element(row, row + c_.vocab);
+        // top-k: logits below the k-th largest are out.
+        float floor = -std::numeric_limits<float>::infinity();
+        if (top_k > 0 && top_k < V) {
+          kth.assign(row, row + V);
+          std::nth_element(kth.begin(), kth.begin() + (top_k - 1), kth.end(), std::greater<float>());
+          floor = kth[static_cast<size_t>(top_k - 1)];
+        }
+        const float mx = *std::max_element(row, row + V);
         double sum = 0.0;
-        for (int64_t j = 0; j < c_.vocab; ++j) {
-          probs[j] = std::exp(static_cast<double>(row[j] - mx) / temperature);
+        for (int64_t j = 0; j < V; ++j) {
+          probs[j] = row[j] < floor ? 0.0 : std::exp(static_cast<double>(row[j] - mx) / temperature);
           sum += probs[j];
         }
         double u = static_cast<double>(rng.Uniform()) * sum;
-        next = static_cast<int32_t>(c_.vocab - 1);
-        for (int64_t j = 0; j < c_.vocab; ++j) {
+        next = static_cast<int32_t>(V - 1);
+        for (int64_t j = 0; j < V; ++j) {
           u -= probs[j];
           if (u < 0.0) {
             next = static_cast<int32_t>(j);
@@ -191,7 +224,7 @@ std::string Gpt::Generate(const std::string& prompt, int n_tokens, float tempera
     }
     eval_tape_.Clear();
     ctx.push_back(next);
-    out.push_back(static_cast<char>(next));
+    out.push_back(next);
   }
   return out;
 }

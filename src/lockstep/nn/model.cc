@@ -23,6 +23,8 @@ Result<GptConfig> ReadGptConfig(const Config& cfg) {
   LS_ASSIGN_OR_RETURN(c.heads, cfg.GetInt("model.heads", c.heads));
   LS_ASSIGN_OR_RETURN(c.width, cfg.GetInt("model.width", c.width));
   LS_ASSIGN_OR_RETURN(c.mlp_ratio, cfg.GetInt("model.mlp_ratio", c.mlp_ratio));
+  LS_ASSIGN_OR_RETURN(c.vocab_pad, cfg.GetInt("model.vocab_pad", c.vocab_pad));
+  LS_ASSIGN_OR_RETURN(c.tie_embeddings, cfg.GetBool("model.tie_embeddings", c.tie_embeddings));
   c.init_seed = static_cast<uint64_t>(seed);
   LS_RETURN_IF_ERROR(ValidateGptConfig(c));
   return c;

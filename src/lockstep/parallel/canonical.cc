@@ -10,12 +10,13 @@
 namespace lockstep::parallel {
 
 std::vector<LocalPiece> PiecesOf(const StageModel& m, const float* values, int64_t values_begin, optim::FlatRange range,
-                                 int tp_rank) {
+                                 int tp_rank, bool reading) {
   std::vector<LocalPiece> pieces;
   const nn::ParameterStore& ps = m.params();
   for (int i = 0; i < ps.size(); ++i) {
     const TensorPlacement& p = m.placements()[i];
     if (p.tp_replicated && tp_rank != 0) continue;
+    if (p.tied_copy && !reading) continue;
     const nn::ParamInfo& info = ps.info(i);
     const int64_t lo = std::max(range.begin, info.offset), hi = std::min(range.end, info.offset + info.numel);
     if (lo >= hi) continue;

@@ -30,9 +30,10 @@ struct LocalPiece {
 
 // The pieces of `values` (a buffer laid out like m.params(), or the part of one starting at
 // flat element `values_begin`) within local flat range `range`. Tensor-parallel replicated
-// tensors are included only when tp_rank == 0.
+// tensors are included only when tp_rank == 0, tied copies (placement.h) only for a reader
+// (`reading`: the pieces to fill from a checkpoint).
 std::vector<LocalPiece> PiecesOf(const StageModel& m, const float* values, int64_t values_begin, optim::FlatRange range,
-                                 int tp_rank);
+                                 int tp_rank, bool reading = false);
 
 using CanonicalTensors = std::map<std::string, std::vector<float>>;
 

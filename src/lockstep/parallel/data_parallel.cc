@@ -1,6 +1,8 @@
 #include "lockstep/parallel/data_parallel.h"
 
+#include "lockstep/core/bf16.h"
 #include "lockstep/core/clock.h"
+#include "lockstep/tensor/bf16_ops.h"
 
 namespace lockstep::parallel {
 
@@ -36,13 +38,22 @@ void DataParallel::OnParamReady(int param) {
   int b = plan_.bucket_of_param[param];
   if (--pending_[b] > 0) return;
   const GradBucket& bucket = plan_.buckets[b];
+  if (before_last_launch_ && launched_ + 1 == static_cast<int>(plan_.buckets.size())) before_last_launch_();
   PollCompleted();
   int64_t now = NowNanos();
   if (launched_ == 0) first_launch_ns_ = now;
   launch_ns_[b] = now;
   float* span = params_->flat_grads() + bucket.begin;
-  work_[b] = comm_->Allreduce(span, span, static_cast<size_t>(bucket.end - bucket.begin), comm::DType::kF32,
-                              comm::ReduceOp::kSum);
+  const int64_t n = bucket.end - bucket.begin;
+  if (bf16_) {
+    if (!staging_.defined())
+      staging_ = tensor::Tensor::Empty({params_->numel()}, tensor::DType::kBF16, tensor::MemoryTag::kGradient);
+    uint16_t* wire = staging_.data<uint16_t>() + bucket.begin;
+    tensor::RoundToBf16(span, n, wire, n, 1, n);
+    work_[b] = comm_->Allreduce(wire, wire, static_cast<size_t>(n), comm::DType::kBF16, comm::ReduceOp::kSum);
+  } else {
+    work_[b] = comm_->Allreduce(span, span, static_cast<size_t>(n), comm::DType::kF32, comm::ReduceOp::kSum);
+  }
   ++launched_;
 }
 
@@ -63,6 +74,11 @@ Status DataParallel::Finish(SyncTimes* times) {
     }
     Status s = work_[b]->Wait();
     if (!s.ok() && first_error.ok()) first_error = s;
+    if (s.ok() && bf16_) {
+      const GradBucket& bucket = plan_.buckets[b];
+      Bf16ToF32(staging_.data<uint16_t>() + bucket.begin, params_->flat_grads() + bucket.begin,
+                static_cast<size_t>(bucket.end - bucket.begin));
+    }
     if (done_ns_[b] == 0) done_ns_[b] = NowNanos();
     if (trace_) trace_->Add("allreduce", "comm", launch_ns_[b], done_ns_[b]);
   }

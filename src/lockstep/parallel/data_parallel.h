@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -56,6 +57,15 @@ class DataParallel {
   // little after the transfer really did. nullptr: no tracing.
   void set_trace(profile::TraceRecorder* trace) { trace_ = trace; }
 
+  // train.grad_dtype = bf16: each bucket is rounded to bf16 into a staging buffer (counted as
+  // gradient memory, 2 bytes a parameter) and reduced as bf16 (half the bytes; the backends
+  // add in fp32 and round the sums), and Finish() widens the result back into the gradients.
+  void set_bf16_reduction(bool on) { bf16_ = on; }
+  // Called on the issuing thread just before the armed backward's last bucket is launched:
+  // the end of this rank's backward, while its peers still wait for that bucket (the
+  // runtime's slow fault sleeps there). Empty: nothing.
+  void set_before_last_launch(std::function<void()> fn) { before_last_launch_ = std::move(fn); }
+
   const BucketPlan& plan() const { return plan_; }
   comm::Communicator& comm() { return *comm_; }
 
@@ -72,6 +82,9 @@ class DataParallel {
   int launched_ = 0;
   int64_t first_launch_ns_ = 0;
   profile::TraceRecorder* trace_ = nullptr;
+  bool bf16_ = false;
+  tensor::Tensor staging_;  // bf16 buckets in flight
+  std::function<void()> before_last_launch_;
 };
 
 }  // namespace lockstep::parallel

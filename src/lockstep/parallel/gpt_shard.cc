@@ -3,12 +3,15 @@
 #include <cmath>
 #include <cstring>
 #include <string>
+#include <utility>
 
+#include "lockstep/autograd/recompute.h"
 #include "lockstep/nn/activation.h"
 #include "lockstep/nn/attention.h"
 #include "lockstep/nn/embedding.h"
 #include "lockstep/nn/layer_norm.h"
 #include "lockstep/nn/shape_ops.h"
+#include "lockstep/nn/tied_weight.h"
 #include "lockstep/parallel/tp_linear.h"
 #include "lockstep/parallel/tp_vocab.h"
 
@@ -35,7 +38,8 @@ Result<std::unique_ptr<GptShard>> GptShard::Create(const GptShardOptions& option
   const int s = tp->slices();
   const bool det = tp->deterministic();
   LS_RETURN_IF_ERROR(Divides("model.heads", c.heads, s, det));
-  LS_RETURN_IF_ERROR(Divides("model.vocab", c.vocab, s, det));
+  LS_RETURN_IF_ERROR(
+      Divides(c.vocab_pad > 1 ? "the padded vocabulary (model.vocab_pad)" : "model.vocab", c.padded_vocab(), s, det));
   LS_RETURN_IF_ERROR(Divides("model.mlp_ratio * model.width", c.mlp_ratio * c.width, s, det));
   GptShardOptions o = options;
   if (o.end_layer < 0) o.end_layer = static_cast<int>(c.layers);
@@ -53,7 +57,7 @@ int GptShard::Add(TensorPlacement placement, Init init, bool decay) {
 
 GptShard::GptShard(const GptShardOptions& options, TpContext* tp) : o_(options), tp_(tp) {
   const nn::GptConfig& c = o_.model;
-  const int64_t C = c.width, H = c.mlp_ratio * c.width, V = c.vocab;
+  const int64_t C = c.width, H = c.mlp_ratio * c.width, V = c.padded_vocab();
   const int k = tp->size(), t = tp->rank();
   const int64_t Cl = C / k, Hl = H / k, Vl = V / k;
   const float std = 0.02f, proj_std = 0.02f / std::sqrt(2.0f * static_cast<float>(c.layers));
@@ -100,7 +104,15 @@ GptShard::GptShard(const GptShardOptions& options, TpContext* tp) : o_(options),
     const int first = ps_.size();
     lnf_w_ = Add(whole("lnf.weight", {C}), Init::Ones(), false);
     lnf_b_ = Add(whole("lnf.bias", {C}), Init::Zeros(), false);
-    head_ = Add(rows("head.weight", {V, C}, {{t * Vl, (t + 1) * Vl}}), Init::Normal(std), true);
+    if (!c.tie_embeddings) {
+      head_ = Add(rows("head.weight", {V, C}, {{t * Vl, (t + 1) * Vl}}), Init::Normal(std), true);
+    } else if (!o_.has_embedding) {
+      // Tied over a pipeline: the last stage keeps its own copy of wte (the same rows, the
+      // same initial values), kept equal to the first stage's by summing their gradients.
+      TensorPlacement copy = rows("wte.weight", {V, C}, {{t * Vl, (t + 1) * Vl}});
+      copy.tied_copy = true;
+      head_ = Add(std::move(copy), Init::Normal(std), true);
+    }
     units_.push_back({first, ps_.size()});
   }
   ps_.AllocatePartial(o_.flat_params, o_.flat_grads);
@@ -123,6 +135,8 @@ Variable GptShard::Embed(Tape& tape, const nn::ModelInput& in) {
   tensor::Tensor pos = tape.NewBuffer({in.batch, in.seq}, tensor::DType::kI32);
   int32_t* p = pos.data<int32_t>();
   for (int64_t i = 0; i < n; ++i) p[i] = static_cast<int32_t>(i % in.seq);
+  // Tied on this stage: the head's view of wte is taken before the lookup (nn/tied_weight.h).
+  if (o_.model.tie_embeddings && o_.has_head) tied_head_ = nn::TiedHeadWeight(tape, P(wte_));
   // Separate statements: the tape order must not depend on argument evaluation order.
   Variable tok = VocabParallelEmbedding(tape, *tp_, ids, P(wte_), vocab_begin_, o_.model.vocab);
   Variable position = nn::EmbeddingForward(tape, pos, P(wpe_));
@@ -147,7 +161,8 @@ Variable GptShard::BlockForward(Tape& tape, const Block& b, Variable x) {
 
 std::vector<Variable> GptShard::HeadLogits(Tape& tape, const Variable& x, int64_t rows) {
   Variable hf = nn::LayerNormForward(tape, x, P(lnf_w_), P(lnf_b_));
-  std::vector<Variable> logits = ColumnParallelLinear(tape, *tp_, hf, P(head_), Variable(), 1);
+  Variable w = head_ >= 0 ? P(head_) : std::exchange(tied_head_, Variable());
+  std::vector<Variable> logits = ColumnParallelLinear(tape, *tp_, hf, w, Variable(), 1);
   for (Variable& l : logits) l = nn::ReshapeForward(tape, l, {rows, l.shape().back()});
   return logits;
 }
@@ -162,7 +177,16 @@ Variable GptShard::Body(Tape& tape, const nn::ModelInput& in, const Variable& x_
   }
   for (const Block& b : blocks_) {
     Enter(tape, unit);
-    x = BlockForward(tape, b, x);
+    if (o_.recompute) {
+      const std::vector<int> ids = {b.ln1_w, b.ln1_b, b.qkv_w, b.qkv_b, b.proj_w, b.proj_b,
+                                    b.ln2_w, b.ln2_b, b.fc_w,  b.fc_b,  b.fc2_w,  b.fc2_b};
+      std::vector<Variable> params;
+      for (int i : ids) params.push_back(P(i));
+      x = autograd::Recompute(tape, x, params,
+                              [this, &b](Tape& t, const Variable& in) { return BlockForward(t, b, in); });
+    } else {
+      x = BlockForward(tape, b, x);
+    }
     Exit(tape, unit++);
   }
   return x;
@@ -182,7 +206,7 @@ Variable GptShard::Forward(Tape& tape, const nn::ModelInput& in, const Variable&
   std::vector<Variable> logits = HeadLogits(tape, x, n);
   tensor::Tensor targets = tape.NewBuffer({n}, tensor::DType::kI32);
   std::memcpy(targets.data<int32_t>(), in.targets, static_cast<size_t>(n) * sizeof(int32_t));
-  Variable loss = VocabParallelCrossEntropy(tape, *tp_, logits, targets, vocab_begin_);
+  Variable loss = VocabParallelCrossEntropy(tape, *tp_, logits, targets, vocab_begin_, o_.model.vocab);
   Exit(tape, unit);
   return loss;
 }
@@ -207,7 +231,8 @@ nn::EvalResult GptShard::Evaluate(const nn::ModelInput& in, const float* x_raw, 
       std::vector<Variable> logits = HeadLogits(eval_tape_, x, n);
       std::vector<const float*> raw;
       for (const Variable& l : logits) raw.push_back(l.data());
-      r = VocabParallelCrossEntropyStats(*tp_, raw, n, logits[0].shape().back(), in.targets, vocab_begin_);
+      r = VocabParallelCrossEntropyStats(*tp_, raw, n, logits[0].shape().back(), in.targets, vocab_begin_,
+                                         o_.model.vocab);
       Exit(eval_tape_, unit);
     }
   }

@@ -8,6 +8,11 @@
 //   proj, fc2      row-parallel (input columns split)
 //   fc             column-parallel                   head  vocabulary-parallel rows + loss
 //
+// Tied embeddings (model.tie_embeddings): on a stage holding both, the head reads wte
+// (nn/tied_weight.h); over a pipeline the last stage holds a copy of wte (a tied_copy
+// placement) whose gradient the trainer sums with the first stage's (parallel/tied_grads.h).
+// model.vocab_pad: wte/head hold the padded vocabulary's rows, the loss sees model.vocab.
+//
 // Parameter names and registration order are nn::Gpt's, and initial values are a function of
 // (seed, name, GLOBAL element index) through the placements, so every layout starts from the
 // same weights. With tp = 1, one stage and no determinism, GptShard runs exactly nn::Gpt's
@@ -34,6 +39,9 @@ struct GptShardOptions {
   // binds (and initialises) what it owns instead (parallel/zero_units.h).
   bool flat_params = true;
   bool flat_grads = true;
+  // train.recompute = "block": each block keeps only its input for backward and runs its
+  // forward again inside backward (autograd/recompute.h).
+  bool recompute = false;
 };
 
 class GptShard : public StageModel {
@@ -84,6 +92,8 @@ class GptShard : public StageModel {
   int wte_ = -1, wpe_ = -1, lnf_w_ = -1, lnf_b_ = -1, head_ = -1;
   std::vector<Block> blocks_;
   int64_t vocab_begin_ = 0;  // first vocabulary row of this rank's embedding / head
+  // Tied with the head on this stage: wte as the head's weight, from Embed to HeadLogits.
+  autograd::Variable tied_head_;
   autograd::Tape eval_tape_;
 };
 

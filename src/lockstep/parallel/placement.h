@@ -34,6 +34,11 @@ struct TensorPlacement {
   // Every tensor-parallel rank holds this same full tensor (LayerNorm, biases after a
   // row-parallel layer, position embeddings): counted once in norms, written once.
   bool tp_replicated = false;
+  // A copy of a tensor another pipeline stage owns under the same name (GPT-2's tied head:
+  // the last stage's copy of wte.weight). It starts from and loads the owner's values, and
+  // its gradient is summed with the owner's each step so both stay identical; it is never
+  // written to checkpoints, hashed or counted in the gradient norm.
+  bool tied_copy = false;
 
   // The whole tensor, held whole (data parallelism, tp = 1).
   static TensorPlacement Whole(std::string name, tensor::Shape shape, bool tp_replicated = true);

@@ -1,5 +1,6 @@
 #include "lockstep/parallel/tp_vocab.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -17,21 +18,29 @@ struct RowStats {
   std::vector<float> max, sum, target;
 };
 
+// Entries of slice j that are real vocabulary (not padding): [0, Valid(...)).
+int64_t ValidIn(int64_t slice_begin, int64_t vs, int64_t vocab) {
+  return std::clamp<int64_t>(vocab - slice_begin, 0, vs);
+}
+
 RowStats ComputeRowStats(TpContext& tp, const std::vector<const float*>& logits, int64_t n, int64_t vs,
-                         const int32_t* targets, int64_t vocab_begin) {
+                         const int32_t* targets, int64_t vocab_begin, int64_t vocab) {
   const int L = static_cast<int>(logits.size());
   RowStats s;
   s.max.assign(n, -std::numeric_limits<float>::infinity());
-  for (int j = 0; j < L; ++j)
+  for (int j = 0; j < L; ++j) {
+    const int64_t valid = ValidIn(vocab_begin + j * vs, vs, vocab);
     for (int64_t i = 0; i < n; ++i)
-      for (int64_t v = 0; v < vs; ++v) s.max[i] = std::max(s.max[i], logits[j][i * vs + v]);
+      for (int64_t v = 0; v < valid; ++v) s.max[i] = std::max(s.max[i], logits[j][i * vs + v]);
+  }
   tp.MaxInPlace(s.max.data(), n);
   std::vector<float> partials(static_cast<size_t>(L * n));
   for (int j = 0; j < L; ++j) {
+    const int64_t valid = ValidIn(vocab_begin + j * vs, vs, vocab);
     for (int64_t i = 0; i < n; ++i) {
       const float* x = logits[j] + i * vs;
       double acc = 0;  // fixed order, one slice at a time: the same on every rank holding it
-      for (int64_t v = 0; v < vs; ++v) acc += std::exp(x[v] - s.max[i]);
+      for (int64_t v = 0; v < valid; ++v) acc += std::exp(x[v] - s.max[i]);
       partials[j * n + i] = static_cast<float>(acc);
     }
   }
@@ -88,11 +97,11 @@ Variable VocabParallelEmbedding(Tape& tape, TpContext& tp, const tensor::Tensor&
 }
 
 Variable VocabParallelCrossEntropy(Tape& tape, TpContext& tp, const std::vector<Variable>& logits,
-                                   const tensor::Tensor& targets, int64_t vocab_begin) {
+                                   const tensor::Tensor& targets, int64_t vocab_begin, int64_t vocab) {
   if (tp.plain()) {
     const Variable& x = logits.at(0);
     LS_CHECK(x.value().ndim() == 2) << "cross-entropy logits " << x.value().ToString();
-    return nn::SoftmaxCrossEntropyForward(tape, x, targets);
+    return nn::SoftmaxCrossEntropyForward(tape, x, targets, vocab);
   }
   const int64_t vs = logits.at(0).shape().back(), n = logits[0].numel() / vs;
   const int32_t* t = targets.data<int32_t>();
@@ -103,7 +112,7 @@ Variable VocabParallelCrossEntropy(Tape& tape, TpContext& tp, const std::vector<
     raw.push_back(x.data());
     rec = rec || tape.ShouldRecord({&x});
   }
-  RowStats s = ComputeRowStats(tp, raw, n, vs, t, vocab_begin);
+  RowStats s = ComputeRowStats(tp, raw, n, vs, t, vocab_begin, vocab);
   double total = 0;
   int64_t count = 0;
   for (int64_t i = 0; i < n; ++i) {
@@ -121,6 +130,7 @@ Variable VocabParallelCrossEntropy(Tape& tape, TpContext& tp, const std::vector<
     tensor::Tensor d = tape.NewBuffer({n, vs});
     float* g = d.data<float>();
     const int64_t base = vocab_begin + static_cast<int64_t>(j) * vs;
+    const int64_t valid = ValidIn(base, vs, vocab);
     for (int64_t i = 0; i < n; ++i) {
       float* row = g + i * vs;
       if (t[i] < 0) {
@@ -128,7 +138,8 @@ Variable VocabParallelCrossEntropy(Tape& tape, TpContext& tp, const std::vector<
         continue;
       }
       const float k = dscale / s.sum[i];
-      for (int64_t v = 0; v < vs; ++v) row[v] = std::exp(raw[j][i * vs + v] - s.max[i]) * k;
+      for (int64_t v = 0; v < valid; ++v) row[v] = std::exp(raw[j][i * vs + v] - s.max[i]) * k;
+      for (int64_t v = valid; v < vs; ++v) row[v] = 0.0f;  // padding: never predicted
       if (t[i] >= base && t[i] < base + vs) row[t[i] - base] -= dscale;
     }
     saved.push_back(d);
@@ -150,18 +161,19 @@ Variable VocabParallelCrossEntropy(Tape& tape, TpContext& tp, const std::vector<
 }
 
 nn::EvalResult VocabParallelCrossEntropyStats(TpContext& tp, const std::vector<const float*>& logits, int64_t n,
-                                              int64_t vs, const int32_t* targets, int64_t vocab_begin) {
+                                              int64_t vs, const int32_t* targets, int64_t vocab_begin, int64_t vocab) {
   nn::EvalResult r;
   if (tp.plain()) {
-    nn::CrossEntropyStats s = nn::SoftmaxCrossEntropyStats(logits.at(0), targets, n, vs);
+    nn::CrossEntropyStats s = nn::SoftmaxCrossEntropyStats(logits.at(0), targets, n, vs, vocab);
     return {s.loss_sum, s.count, s.correct};
   }
-  RowStats s = ComputeRowStats(tp, logits, n, vs, targets, vocab_begin);
+  RowStats s = ComputeRowStats(tp, logits, n, vs, targets, vocab_begin, vocab);
   // Argmax: the first global maximum. Each rank proposes its first index reaching the row max.
   std::vector<int32_t> best(static_cast<size_t>(n), std::numeric_limits<int32_t>::max());
   for (int64_t i = 0; i < n; ++i) {
     for (size_t j = 0; j < logits.size() && best[i] == std::numeric_limits<int32_t>::max(); ++j) {
-      for (int64_t v = 0; v < vs; ++v) {
+      const int64_t valid = ValidIn(vocab_begin + static_cast<int64_t>(j) * vs, vs, vocab);
+      for (int64_t v = 0; v < valid; ++v) {
         if (logits[j][i * vs + v] == s.max[i]) {
           best[i] = static_cast<int32_t>(vocab_begin + static_cast<int64_t>(j) * vs + v);
           break;

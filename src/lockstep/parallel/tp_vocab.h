@@ -29,13 +29,15 @@ Variable VocabParallelEmbedding(Tape& tape, TpContext& tp, const tensor::Tensor&
 
 // logits: local_slices() tensors [n, Vs] (any shape ending in Vs); slice j holds vocabulary
 // entries [vocab_begin + j*Vs, vocab_begin + (j+1)*Vs). targets: I32 [n] in [-1, vocab).
+// Entries >= vocab are padding (model.vocab_pad): outside the softmax, gradient 0.
 // Returns the mean loss over rows with a target >= 0, as a [1] Variable.
 Variable VocabParallelCrossEntropy(Tape& tape, TpContext& tp, const std::vector<Variable>& logits,
-                                   const tensor::Tensor& targets, int64_t vocab_begin);
+                                   const tensor::Tensor& targets, int64_t vocab_begin, int64_t vocab);
 
 // Evaluation (no tape): loss sum, counted rows, rows whose argmax (first maximum over the
 // whole vocabulary) is the target. Same arguments as above, as raw slices.
 nn::EvalResult VocabParallelCrossEntropyStats(TpContext& tp, const std::vector<const float*>& logits, int64_t n,
-                                              int64_t slice_vocab, const int32_t* targets, int64_t vocab_begin);
+                                              int64_t slice_vocab, const int32_t* targets, int64_t vocab_begin,
+                                              int64_t vocab);
 
 }  // namespace lockstep::parallel

@@ -5,6 +5,10 @@
 // preferred (typically nChw8c / OIhw8i8o on AVX2) layouts; we reorder at the edges into
 // buffers owned by the plan. Plain plans run directly on the caller's buffers.
 //
+// bf16 precision (precision.h): plans whose sources, weights and output gradients are bf16
+// (the reorders at the edges round the caller's fp32 buffers, to nearest even) with fp32
+// results, accumulation and bias; made on first use next to the fp32 plans.
+//
 // Determinism: oneDNN's weight-gradient primitive splits the minibatch reduction over
 // threads, and implementation choices depend on the thread count at creation. In
 // deterministic mode we instead use a second plan created single-threaded for a fixed
@@ -18,8 +22,10 @@
 #include <oneapi/dnnl/dnnl.hpp>
 #include <vector>
 
+#include "lockstep/tensor/bf16_ops.h"
 #include "lockstep/tensor/check.h"
 #include "lockstep/tensor/kernels.h"
+#include "lockstep/tensor/precision.h"
 #include "lockstep/tensor/threads.h"
 
 namespace lockstep::tensor {
@@ -50,6 +56,11 @@ void* Scratchpad(size_t bytes) {
 
 struct Plan {
   int64_t mb = 0;
+  // bf16 plans take bf16 sources and weights (rounded by the reorders that feed them) and
+  // give fp32 results. A deterministic bf16 plan runs on several threads at once (one chunk
+  // each), so its rounded inputs go to per-call buffers instead of the plan's.
+  bool bf16 = false;
+  bool concurrent = false;
   memory::desc src_plain, wei_plain, bias_plain, dst_plain;
   dnnl::convolution_forward::primitive_desc fwd_pd;
   dnnl::convolution_backward_data::primitive_desc bwd_data_pd;
@@ -68,9 +79,10 @@ struct Layouts {
   bool fwd, bwd_data, bwd_weights;
 };
 
-Plan MakePlan(const Conv2dShape& s, int64_t mb, Layouts blocked) {
+Plan MakePlan(const Conv2dShape& s, int64_t mb, Layouts blocked, bool bf16 = false) {
   Plan p;
   p.mb = mb;
+  p.bf16 = bf16;
   const int64_t OH = s.OH(), OW = s.OW();
   p.src_plain = memory::desc(Dims4(mb, s.IC, s.H, s.W), dt::f32, tag::nchw);
   p.wei_plain = memory::desc(Dims4(s.OC, s.IC, s.KH, s.KW), dt::f32, tag::oihw);
@@ -79,21 +91,28 @@ Plan MakePlan(const Conv2dShape& s, int64_t mb, Layouts blocked) {
   auto pick = [&](bool b, const memory::desc& plain) {
     return b ? memory::desc(plain.dims(), dt::f32, tag::any) : plain;
   };
+  // bf16 operands: the primitive's source and weights (forward, backward-weights), its
+  // output gradient and weights (backward-data); results and bias stay fp32.
+  auto in = [&](bool b, const memory::desc& plain) {
+    if (!bf16) return pick(b, plain);
+    return b ? memory::desc(plain.dims(), dt::bf16, tag::any)
+             : memory::desc(plain.dims(), dt::bf16, plain.dims().size() == 4 ? tag::nchw : tag::x);
+  };
   const memory::dims strides = {s.stride, s.stride}, pad = {s.pad, s.pad};
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   auto& eng = Engine();
   dnnl::convolution_forward::desc fd(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
-                                     pick(blocked.fwd, p.src_plain), pick(blocked.fwd, p.wei_plain), p.bias_plain,
+                                     in(blocked.fwd, p.src_plain), in(blocked.fwd, p.wei_plain), p.bias_plain,
                                      pick(blocked.fwd, p.dst_plain), strides, pad, pad);
   p.fwd_pd = dnnl::convolution_forward::primitive_desc(fd, attr, eng);
   dnnl::convolution_backward_data::desc bdd(dnnl::algorithm::convolution_direct, pick(blocked.bwd_data, p.src_plain),
-                                            pick(blocked.bwd_data, p.wei_plain), pick(blocked.bwd_data, p.dst_plain),
+                                            in(blocked.bwd_data, p.wei_plain), in(blocked.bwd_data, p.dst_plain),
                                             strides, pad, pad);
   p.bwd_data_pd = dnnl::convolution_backward_data::primitive_desc(bdd, attr, eng, p.fwd_pd);
   dnnl::convolution_backward_weights::desc bwd(
-      dnnl::algorithm::convolution_direct, pick(blocked.bwd_weights, p.src_plain),
-      pick(blocked.bwd_weights, p.wei_plain), p.bias_plain, pick(blocked.bwd_weights, p.dst_plain), strides, pad, pad);
+      dnnl::algorithm::convolution_direct, in(blocked.bwd_weights, p.src_plain), pick(blocked.bwd_weights, p.wei_plain),
+      p.bias_plain, in(blocked.bwd_weights, p.dst_plain), strides, pad, pad);
   p.bwd_w_pd = dnnl::convolution_backward_weights::primitive_desc(bwd, attr, eng, p.fwd_pd);
   p.fwd = dnnl::convolution_forward(p.fwd_pd);
   p.bwd_data = dnnl::convolution_backward_data(p.bwd_data_pd);
@@ -114,9 +133,10 @@ Plan MakePlan(const Conv2dShape& s, int64_t mb, Layouts blocked) {
 
 // A memory for `ptr` in `plain` layout, reordered into `owned` when the primitive wants a
 // different layout (owned is null when it does not).
-memory Input(memory owned, const memory::desc& plain, const void* ptr) {
+memory Input(memory owned, const memory::desc& plain, const void* ptr, bool concurrent = false) {
   memory user(plain, Engine(), const_cast<void*>(ptr));
   if (!owned) return user;
+  if (concurrent) owned = memory(owned.get_desc(), Engine());  // this call's own buffer
   dnnl::reorder(user, owned).execute(Stream(), user, owned);
   return owned;
 }
@@ -138,8 +158,8 @@ memory ScratchMem(const dnnl::primitive_desc_base& pd) {
 
 void RunForward(Plan& p, float* out, const float* inp, const float* w, const float* b) {
   auto& st = Stream();
-  memory src = Input(p.fwd_src, p.src_plain, inp);
-  memory wei = Input(p.fwd_wei, p.wei_plain, w);
+  memory src = Input(p.fwd_src, p.src_plain, inp, p.concurrent);
+  memory wei = Input(p.fwd_wei, p.wei_plain, w, p.concurrent);
   memory dst = Output(p.fwd_dst, p.dst_plain, out);
   std::vector<float> zero_bias;
   if (b == nullptr) {
@@ -158,8 +178,8 @@ void RunForward(Plan& p, float* out, const float* inp, const float* w, const flo
 
 void RunBackwardData(Plan& p, float* dinp, const float* dout, const float* w) {
   auto& st = Stream();
-  memory ddst = Input(p.bd_dst, p.dst_plain, dout);
-  memory wei = Input(p.bd_wei, p.wei_plain, w);
+  memory ddst = Input(p.bd_dst, p.dst_plain, dout, p.concurrent);
+  memory wei = Input(p.bd_wei, p.wei_plain, w, p.concurrent);
   memory dsrc = Output(p.bd_src, p.src_plain, dinp);
   p.bwd_data.execute(st, {{DNNL_ARG_DIFF_DST, ddst},
                           {DNNL_ARG_WEIGHTS, wei},
@@ -174,8 +194,8 @@ void RunBackwardData(Plan& p, float* dinp, const float* dout, const float* w) {
 // concurrently on several threads with distinct outputs.
 void RunBackwardWeights(Plan& p, float* dw_out, float* db_out, const float* dout, const float* inp) {
   auto& st = Stream();
-  memory src = Input(p.bw_src, p.src_plain, inp);
-  memory ddst = Input(p.bw_dst, p.dst_plain, dout);
+  memory src = Input(p.bw_src, p.src_plain, inp, p.concurrent);
+  memory ddst = Input(p.bw_dst, p.dst_plain, dout, p.concurrent);
   memory dwei = Output(p.bw_wei, p.wei_plain, dw_out);
   memory dbias(p.bias_plain, Engine(), db_out);
   p.bwd_w.execute(st, {{DNNL_ARG_SRC, src},
@@ -197,18 +217,41 @@ int64_t DeterministicChunk(int64_t n) {
 
 struct Conv2d::Impl {
   Conv2dShape s;
+  Layouts layouts{};
   Plan full;
-  std::unique_ptr<Plan> det;  // created on first use in deterministic mode
+  std::unique_ptr<Plan> det;                  // created on first use in deterministic mode
+  std::unique_ptr<Plan> full_bf16, det_bf16;  // the same in bf16 precision (precision.h)
   std::vector<float> dw_tmp, db_tmp;
+  std::vector<float> rounded[2];  // bf16 emulation: operands rounded through bf16
+
+  // bf16 precision runs bf16 plans where oneDNN has bf16 kernels; elsewhere the fp32 plans
+  // take operands rounded through bf16 (the same values, fp32 speed).
+  static bool NativeBf16() { return ComputePrecision() == Precision::kBF16 && UseNativeBf16(); }
+
+  Plan& Full() {
+    if (!NativeBf16()) return full;
+    if (!full_bf16) full_bf16 = std::make_unique<Plan>(MakePlan(s, s.N, layouts, /*bf16=*/true));
+    return *full_bf16;
+  }
 
   Plan& DetPlan() {
-    if (!det) {
+    const bool bf16 = NativeBf16();
+    std::unique_ptr<Plan>& slot = bf16 ? det_bf16 : det;
+    if (!slot) {
       int prev = omp_get_max_threads();
       omp_set_num_threads(1);  // implementation choice must not depend on the thread count
-      det = std::make_unique<Plan>(MakePlan(s, DeterministicChunk(s.N), Layouts{false, false, false}));
+      slot = std::make_unique<Plan>(MakePlan(s, DeterministicChunk(s.N), Layouts{false, false, false}, bf16));
+      slot->concurrent = bf16;
       omp_set_num_threads(prev);
     }
-    return *det;
+    return *slot;
+  }
+
+  const float* Rounded(int which, const float* x, int64_t n) {
+    if (ComputePrecision() != Precision::kBF16 || NativeBf16()) return x;
+    rounded[which].resize(static_cast<size_t>(n));
+    RoundThroughBf16(x, n, rounded[which].data(), n, 1, n);
+    return rounded[which].data();
   }
 };
 
@@ -228,7 +271,8 @@ Conv2d::Conv2d(const Conv2dShape& s, Conv2dOptions options) : shape_(s), impl_(s
     // for forward and backward-data, and for weights when IC >= 8; with IC = 1 (first
     // layer) the blocked weight gradient pays a source reorder padded 8x and is ~1.7x slower.
     const bool b = options.blocked_layouts;
-    impl_->full = MakePlan(s, s.N, Layouts{b, b, b && s.IC >= 8});
+    impl_->layouts = Layouts{b, b, b && s.IC >= 8};
+    impl_->full = MakePlan(s, s.N, impl_->layouts);
   } catch (const dnnl::error& e) {
     LS_CHECK(false) << "oneDNN could not create a convolution plan: " << e.what();
   }
@@ -242,7 +286,9 @@ Conv2d& Conv2d::operator=(Conv2d&&) noexcept = default;
 
 void Conv2d::Forward(float* out, const float* inp, const float* w, const float* b) {
   const Conv2dShape& s = shape_;
-  if (!DeterministicCompute()) return RunForward(impl_->full, out, inp, w, b);
+  inp = impl_->Rounded(0, inp, s.N * s.IC * s.H * s.W);
+  w = impl_->Rounded(1, w, s.OC * s.IC * s.KH * s.KW);
+  if (!DeterministicCompute()) return RunForward(impl_->Full(), out, inp, w, b);
   Plan& p = impl_->DetPlan();
   const int64_t chunks = s.N / p.mb, in_sz = p.mb * s.IC * s.H * s.W, out_sz = p.mb * s.OC * s.OH() * s.OW();
 #pragma omp parallel for schedule(static) if (parallel : !omp_in_parallel())
@@ -254,7 +300,9 @@ void Conv2d::Forward(float* out, const float* inp, const float* w, const float* 
 
 void Conv2d::BackwardData(float* dinp, const float* dout, const float* w) {
   const Conv2dShape& s = shape_;
-  if (!DeterministicCompute()) return RunBackwardData(impl_->full, dinp, dout, w);
+  dout = impl_->Rounded(0, dout, s.N * s.OC * s.OH() * s.OW());
+  w = impl_->Rounded(1, w, s.OC * s.IC * s.KH * s.KW);
+  if (!DeterministicCompute()) return RunBackwardData(impl_->Full(), dinp, dout, w);
   Plan& p = impl_->DetPlan();
   const int64_t chunks = s.N / p.mb, in_sz = p.mb * s.IC * s.H * s.W, out_sz = p.mb * s.OC * s.OH() * s.OW();
 #pragma omp parallel for schedule(static) if (parallel : !omp_in_parallel())
@@ -267,8 +315,10 @@ void Conv2d::BackwardData(float* dinp, const float* dout, const float* w) {
 void Conv2d::BackwardWeights(float* dw, float* db, const float* dout, const float* inp) {
   const Conv2dShape& s = shape_;
   const int64_t wsz = s.OC * s.IC * s.KH * s.KW;
+  dout = impl_->Rounded(0, dout, s.N * s.OC * s.OH() * s.OW());
+  inp = impl_->Rounded(1, inp, s.N * s.IC * s.H * s.W);
   if (!DeterministicCompute()) {
-    RunBackwardWeights(impl_->full, impl_->dw_tmp.data(), impl_->db_tmp.data(), dout, inp);
+    RunBackwardWeights(impl_->Full(), impl_->dw_tmp.data(), impl_->db_tmp.data(), dout, inp);
     AddInPlace(dw, impl_->dw_tmp.data(), wsz);
     if (db) AddInPlace(db, impl_->db_tmp.data(), s.OC);
     return;

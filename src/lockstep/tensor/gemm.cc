@@ -10,8 +10,10 @@
 
 #include <algorithm>
 
+#include "lockstep/tensor/bf16_ops.h"
 #include "lockstep/tensor/check.h"
 #include "lockstep/tensor/kernels.h"
+#include "lockstep/tensor/precision.h"
 #include "lockstep/tensor/threads.h"
 
 namespace lockstep::tensor {
@@ -78,6 +80,10 @@ void Gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alp
           const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
   CheckLd(trans_a, trans_b, M, N, K, lda, ldb, ldc);
   if (M == 0 || N == 0) return;
+  if (ComputePrecision() == Precision::kBF16) {  // mixed precision (precision.h)
+    internal::GemmRoundedBf16(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    return;
+  }
   if (!DeterministicCompute()) {
     RawSgemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     return;
@@ -113,7 +119,8 @@ void BatchedGemm(bool trans_a, bool trans_b, int64_t batch, int64_t M, int64_t N
   bool det = DeterministicCompute();
   // Many small matrices: one single-threaded GEMM per matrix, matrices spread over threads
   // (deterministic as well: each matrix is computed whole by one thread).
-  if (!omp_in_parallel() && nthr > 1 && batch >= nthr) {
+  // (bf16 precision goes matrix by matrix through Gemm below.)
+  if (!omp_in_parallel() && nthr > 1 && batch >= nthr && ComputePrecision() == Precision::kF32) {
 #pragma omp parallel
     {
       omp_set_num_threads(1);

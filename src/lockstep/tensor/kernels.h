@@ -10,7 +10,8 @@
 
 namespace lockstep::tensor {
 
-// C[M,N] = alpha*op(A)*op(B) + beta*C; row-major; through dnnl_sgemm (row-major API).
+// C[M,N] = alpha*op(A)*op(B) + beta*C; row-major; through dnnl_sgemm (row-major API), or in
+// bf16 compute precision through oneDNN's bf16 matmul on rounded operands (precision.h).
 // op(A) is [M,K] (A stored [K,M] when trans_a), op(B) is [K,N] (B stored [N,K] when trans_b).
 void Gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
           const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
@@ -68,9 +69,10 @@ void AttentionBackward(float* dqkv, const float* dout, const float* qkv, const f
 // mean loss over counted rows (double accumulation, fixed order). If dlogits != nullptr
 // writes (softmax - onehot(target)) * dscale (overwrite). Targets < 0 are ignored rows
 // (loss 0, grad 0, not counted in the mean); returns 0 if no row counts. dlogits may alias
-// logits.
+// logits. `valid` (default: all v) columns take part: columns [valid, v) are vocabulary
+// padding, never predicted (outside the softmax, gradient 0); targets must be < valid.
 double SoftmaxCrossEntropy(float* losses, float* dlogits, const float* logits, const int32_t* targets, int64_t n,
-                           int64_t v, float dscale);
+                           int64_t v, float dscale, int64_t valid = -1);
 // Row-wise softmax; out may alias inp.
 void SoftmaxRows(float* out, const float* inp, int64_t rows, int64_t cols);
 

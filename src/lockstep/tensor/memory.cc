@@ -42,6 +42,8 @@ const char* MemoryTagName(MemoryTag tag) {
       return "activation";
     case MemoryTag::kOther:
       return "other";
+    case MemoryTag::kParameterCopy:
+      return "bf16 parameter copy";
   }
   return "?";
 }

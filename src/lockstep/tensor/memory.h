@@ -12,8 +12,9 @@
 
 namespace lockstep::tensor {
 
-enum class MemoryTag : uint8_t { kParameter, kGradient, kOptimizer, kActivation, kOther };
-inline constexpr int kNumMemoryTags = 5;
+// kParameterCopy: the bf16 copy of the weights that mixed precision makes once per step.
+enum class MemoryTag : uint8_t { kParameter, kGradient, kOptimizer, kActivation, kOther, kParameterCopy };
+inline constexpr int kNumMemoryTags = 6;
 const char* MemoryTagName(MemoryTag tag);
 
 class MemoryTracker {

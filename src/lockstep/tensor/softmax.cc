@@ -1,6 +1,7 @@
 // Row softmax and fused softmax + cross-entropy.
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -58,7 +59,10 @@ void SoftmaxRows(float* out, const float* inp, int64_t rows, int64_t cols) {
 }
 
 double SoftmaxCrossEntropy(float* losses, float* dlogits, const float* logits, const int32_t* targets, int64_t n,
-                           int64_t v, float dscale) {
+                           int64_t v, float dscale, int64_t valid) {
+  // Columns [valid, v) are padding (a vocabulary padded to a multiple): outside the softmax,
+  // with a zero gradient.
+  if (valid < 0) valid = v;
   std::vector<float> own_losses;
   if (losses == nullptr) {
     own_losses.resize(n);
@@ -76,17 +80,18 @@ double SoftmaxCrossEntropy(float* losses, float* dlogits, const float* logits, c
         if (dlogits) std::fill(dlogits + i * v, dlogits + (i + 1) * v, 0.0f);
         continue;
       }
-      LS_CHECK(t < v) << "SoftmaxCrossEntropy: target " << t << " out of range [0, " << v << ")";
-      const float mx = RowMax(x, v);
+      LS_CHECK(t < valid) << "SoftmaxCrossEntropy: target " << t << " out of range [0, " << valid << ")";
+      const float mx = RowMax(x, valid);
       const float xt = x[t];
       float* e = dlogits ? dlogits + i * v : prob.data();
-      const float sum = ExpShiftSum(e, x, v, mx);
+      const float sum = ExpShiftSum(e, x, valid, mx);
+      if (dlogits && valid < v) std::fill(e + valid, e + v, 0.0f);
       // loss = logsumexp(x) - x[t] = log(sum) + mx - x[t]
       losses[i] = std::log(sum) + (mx - xt);
       if (dlogits) {
         const float s = dscale / sum;
 #pragma omp simd
-        for (int64_t j = 0; j < v; ++j) e[j] *= s;
+        for (int64_t j = 0; j < valid; ++j) e[j] *= s;
         e[t] -= dscale;
       }
     }

@@ -21,7 +21,8 @@
 
 namespace lockstep::tensor {
 
-// kBF16 is a storage format only (communication, checkpoints); kernels compute in fp32.
+// kBF16 is a storage format (communication, checkpoints, the operands of mixed-precision
+// GEMMs, precision.h); kernels compute in fp32.
 // kI32 holds token ids, targets and pooling indices.
 enum class DType : uint8_t { kF32, kBF16, kI32 };
 size_t DTypeSize(DType d);

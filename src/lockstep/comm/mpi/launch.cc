@@ -1,5 +1,7 @@
 #include "lockstep/comm/mpi/launch.h"
 
+#include <fcntl.h>
+#include <net/if.h>
 #include <signal.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -13,10 +15,29 @@
 #include <cstring>
 #include <sstream>
 
+#include "lockstep/comm/mpi/private_network.h"
+
 namespace lockstep::comm {
 namespace {
 
 std::atomic<pid_t> g_child{0};
+std::string g_interface;  // ConfigureMpiNetwork: the hosts' interface ("" on one machine)
+
+std::vector<std::string> MpirunArgsWords() {
+  std::vector<std::string> words;
+  if (const char* extra = std::getenv("LOCKSTEP_MPIRUN_ARGS")) {
+    std::istringstream in(extra);
+    for (std::string w; in >> w;) words.push_back(w);
+  }
+  return words;
+}
+
+// One machine, unless asked otherwise: LOCKSTEP_MPI_HOST_NETWORK=1 keeps the job in the host's
+// network namespace (for debugging it with tools that look there).
+bool UsePrivateNetwork() {
+  const char* host = std::getenv("LOCKSTEP_MPI_HOST_NETWORK");
+  return !MpirunArgsNameHosts() && !(host != nullptr && std::string(host) == "1");
+}
 
 void ForwardSignal(int sig) {
   pid_t child = g_child.load();
@@ -31,11 +52,84 @@ std::string SelfExecutable(const char* argv0) {
   return buf;
 }
 
+// Forks and executes mpirun (cargv); -1 when it could not. With private_network the child
+// first moves into a network namespace of its own (private_network.h); when that fails it
+// reports why through a close-on-exec pipe instead of executing, and *network_error says it.
+pid_t Spawn(std::vector<char*>& cargv, std::vector<std::string>& env, const int stdout_pipe[2],
+            const struct sigaction& old_int, const struct sigaction& old_term, bool private_network,
+            std::string* network_error) {
+  int report[2];
+  if (pipe2(report, O_CLOEXEC) != 0) return -1;
+  pid_t pid = fork();
+  if (pid < 0) {
+    std::fprintf(stderr, "lockstep: fork for mpirun failed: %s\n", std::strerror(errno));
+    close(report[0]);
+    close(report[1]);
+    return -1;
+  }
+  if (pid == 0) {
+    close(report[0]);
+    sigaction(SIGINT, &old_int, nullptr);
+    sigaction(SIGTERM, &old_term, nullptr);
+    if (private_network) {
+      const std::string why = EnterPrivateNetwork();
+      if (!why.empty()) {
+        (void)!write(report[1], why.data(), why.size());
+        _exit(126);
+      }
+    }
+    if (stdout_pipe[1] >= 0) {
+      dup2(stdout_pipe[1], 1);
+      close(stdout_pipe[0]);
+      close(stdout_pipe[1]);
+    }
+    for (std::string& kv : env) putenv(kv.data());
+    execvp(cargv[0], cargv.data());
+    std::fprintf(stderr, "lockstep: cannot run mpirun: %s (install openmpi-bin)\n", std::strerror(errno));
+    _exit(127);
+  }
+  close(report[1]);
+  std::string why;
+  char buf[512];
+  for (ssize_t n; (n = read(report[0], buf, sizeof(buf))) != 0;) {
+    if (n > 0) why.append(buf, static_cast<size_t>(n));
+    if (n < 0 && errno != EINTR) break;
+  }
+  close(report[0]);
+  if (why.empty()) return pid;  // the pipe closed on exec
+  while (waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {}
+  *network_error = why;
+  return -1;
+}
+
 }  // namespace
 
 bool InsideMpirun() {
   const char* size = std::getenv("OMPI_COMM_WORLD_SIZE");
   return size != nullptr && size[0] != '\0';
+}
+
+bool MpirunArgsNameHosts() {
+  for (const std::string& w : MpirunArgsWords())
+    for (const char* flag : {"--hostfile", "-hostfile", "--machinefile", "-machinefile", "--host", "-host", "-H"})
+      if (w == flag || w.rfind(std::string(flag) + "=", 0) == 0) return true;
+  return false;
+}
+
+Status ConfigureMpiNetwork(const std::string& interface) {
+  const bool hosts = MpirunArgsNameHosts();
+  if (hosts && interface.empty())
+    return Status::InvalidArgument(
+        "LOCKSTEP_MPIRUN_ARGS names other hosts: --mpi-if IFACE is required, the network interface that connects "
+        "them (OpenMPI's channels are pinned to it)");
+  if (!hosts && !interface.empty())
+    return Status::InvalidArgument("--mpi-if " + interface +
+                                   " is for a job over several hosts (LOCKSTEP_MPIRUN_ARGS with --hostfile or "
+                                   "--host); a one-machine job uses loopback only");
+  if (!interface.empty() && ::if_nametoindex(interface.c_str()) == 0)
+    return Status::InvalidArgument("--mpi-if " + interface + ": this machine has no network interface of that name");
+  g_interface = interface;
+  return Status::Ok();
 }
 
 std::vector<std::string> MpirunCommandLine(int nproc, int argc, char** argv,
@@ -44,16 +138,22 @@ std::vector<std::string> MpirunCommandLine(int nproc, int argc, char** argv,
   if (geteuid() == 0) cmd.push_back("--allow-run-as-root");
   cmd.push_back("--bind-to");
   cmd.push_back("none");
-  // Shared memory between ranks of one machine, TCP between machines. Leaving the choice to
-  // OpenMPI would also probe InfiniBand/OFI and print warnings on machines without them.
+  // Shared memory between ranks of one machine, TCP between machines (one machine: no TCP
+  // transport, so the ranks listen on nothing). Leaving the choice to OpenMPI would also probe
+  // InfiniBand/OFI and print warnings on machines without them.
+  const bool hosts = MpirunArgsNameHosts();
   const char* btl = std::getenv("OMPI_MCA_btl");
   if (btl == nullptr || btl[0] == '\0') {
-    for (const char* a : {"--mca", "btl", "self,vader,tcp"}) cmd.push_back(a);
+    for (const char* a : {"--mca", "btl", hosts ? "self,vader,tcp" : "self,vader"}) cmd.push_back(a);
   }
-  if (const char* extra = std::getenv("LOCKSTEP_MPIRUN_ARGS")) {
-    std::istringstream words(extra);
-    for (std::string w; words >> w;) cmd.push_back(w);
+  if (hosts && !g_interface.empty()) {
+    for (const char* channel : {"oob_tcp_if_include", "btl_tcp_if_include"}) {
+      cmd.push_back("--mca");
+      cmd.push_back(channel);
+      cmd.push_back(g_interface);
+    }
   }
+  for (const std::string& w : MpirunArgsWords()) cmd.push_back(w);
   cmd.push_back(SelfExecutable(argc > 0 ? argv[0] : nullptr));
   for (int i = 1; i < argc; ++i) cmd.push_back(argv[i]);
   for (const std::string& a : extra_args) cmd.push_back(a);
@@ -86,28 +186,29 @@ int RunUnderMpirun(int nproc, int argc, char** argv, const std::vector<std::stri
     sigaction(SIGTERM, &old_term, nullptr);
   };
 
-  pid_t pid = fork();
+  const bool private_network = UsePrivateNetwork();
+  if (!g_interface.empty())
+    std::fprintf(stderr,
+                 "lockstep: MPI job over the hosts of LOCKSTEP_MPIRUN_ARGS: OpenMPI's control and data channels use "
+                 "interface %s only; its listening ports bind every address of each host, so keep the hosts on a "
+                 "private network (docs/security.md)\n",
+                 g_interface.c_str());
+  std::string network_error;
+  pid_t pid = Spawn(cargv, env_copy, pipe_fds, old_int, old_term, private_network, &network_error);
+  if (pid < 0 && !network_error.empty()) {
+    std::fprintf(stderr,
+                 "lockstep: warning: the MPI job runs in this machine's network: no network namespace of its own "
+                 "(%s), and OpenMPI's runtime listens on every interface (docs/security.md)\n",
+                 network_error.c_str());
+    pid = Spawn(cargv, env_copy, pipe_fds, old_int, old_term, false, &network_error);
+  }
   if (pid < 0) {
-    std::fprintf(stderr, "lockstep: fork for mpirun failed: %s\n", std::strerror(errno));
     restore();
     if (pipe_fds[0] >= 0) {
       close(pipe_fds[0]);
       close(pipe_fds[1]);
     }
     return 127;
-  }
-  if (pid == 0) {
-    sigaction(SIGINT, &old_int, nullptr);
-    sigaction(SIGTERM, &old_term, nullptr);
-    if (pipe_fds[1] >= 0) {
-      dup2(pipe_fds[1], 1);
-      close(pipe_fds[0]);
-      close(pipe_fds[1]);
-    }
-    for (std::string& kv : env_copy) putenv(kv.data());
-    execvp(cargv[0], cargv.data());
-    std::fprintf(stderr, "lockstep: cannot run mpirun: %s (install openmpi-bin)\n", std::strerror(errno));
-    _exit(127);
   }
   g_child.store(pid);
   if (pipe_fds[0] >= 0) {

@@ -6,15 +6,33 @@
 #include <string>
 #include <vector>
 
+#include "lockstep/core/status.h"
+
 namespace lockstep::comm {
 
 // True when this process was started by OpenMPI's mpirun/orterun (it sets
 // OMPI_COMM_WORLD_SIZE in every rank's environment).
 bool InsideMpirun();
 
+// Whether LOCKSTEP_MPIRUN_ARGS names other hosts (--hostfile, --machinefile, --host, -H): a
+// job over several machines.
+bool MpirunArgsNameHosts();
+
+// The network the job may use, checked before the relaunch (InvalidArgument, one line, for a
+// bad combination). One machine (no hosts named, `interface` empty): mpirun and every rank run
+// in a network namespace of their own that has only the loopback interface, so nothing they
+// listen on can be reached from outside this machine (OpenMPI's runtime binds its listening
+// ports to the wildcard address whatever oob_tcp_if_include says); where a namespace cannot
+// be made (no privilege for it), the run goes on in the host's network with a warning.
+// Several machines: `interface` is required and OpenMPI's control (oob) and data (btl tcp)
+// channels are pinned to it; the job then says so on standard error.
+// Call once, before RelaunchUnderMpirun / RunUnderMpirun.
+Status ConfigureMpiNetwork(const std::string& interface);
+
 // Runs
 //   mpirun -np N --oversubscribe [--allow-run-as-root] --bind-to none
-//          --mca btl self,vader,tcp <this executable> argv[1..] extra_args...
+//          --mca btl self,vader[,tcp] <this executable> argv[1..] extra_args...
+// (tcp, and the interface pins of ConfigureMpiNetwork, only when hosts are named)
 // and returns its exit status (128+signal if mpirun itself died from a signal, 127 if it
 // could not be started). The executable is /proc/self/exe, so a relative argv[0] or a
 // changed working directory does not matter. SIGINT and SIGTERM received while waiting are

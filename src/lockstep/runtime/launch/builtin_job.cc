@@ -4,6 +4,7 @@
 #include "lockstep/data/idx_dataset.h"
 #include "lockstep/data/image_loaders.h"
 #include "lockstep/data/text_loaders.h"
+#include "lockstep/data/token_corpus.h"
 #include "lockstep/runtime/launch/run_config.h"
 
 namespace lockstep::runtime {
@@ -21,6 +22,25 @@ Result<DataSources> BuiltinData(const Config& config) {
     LS_RETURN_IF_ERROR(data::CheckValWindows(*corpus, context, eval));
     LS_ASSIGN_OR_RETURN(d.train, data::TextTrainSource(corpus, context));
     LS_ASSIGN_OR_RETURN(d.val, data::TextValSource(corpus, context, run.data.eval_batches * run.data.eval_batch_size));
+    d.val_final_batch = data::FinalBatch::kDrop;
+    return d;
+  }
+  if (run.data.kind == data::DatasetKind::kTokens) {
+    // Token files: the same windows as text, over the files' ids (every id checked < model.vocab
+    // once, at load).
+    data::TokenCorpusOptions o;
+    o.train = run.data.train;
+    o.val = run.data.val;
+    o.format = run.data.format;
+    LS_ASSIGN_OR_RETURN(o.vocab, config.GetInt("model.vocab", 256));
+    LS_ASSIGN_OR_RETURN(o.context, config.GetInt("model.context", 128));
+    LS_ASSIGN_OR_RETURN(data::TokenCorpus tokens, data::TokenCorpus::Load(o));
+    data::SamplerOptions eval;
+    eval.global_batch = run.data.eval_batch_size;
+    eval.batch_key = "eval.batch_size";
+    LS_RETURN_IF_ERROR(data::CheckWindowValWindows(*tokens.val(), o.context, eval));
+    d.train = data::WindowTrainSource(tokens.train(), o.context, o.vocab);
+    d.val = data::WindowValSource(tokens.val(), o.context, o.vocab, run.data.eval_batches * run.data.eval_batch_size);
     d.val_final_batch = data::FinalBatch::kDrop;
     return d;
   }

@@ -12,7 +12,7 @@ Status Bad(const std::string& message) { return Status::InvalidArgument(message)
 // divides the heads, the vocabulary and the MLP width (so every GPT splits somehow).
 int AutoSlices(const nn::GptConfig& c) {
   int s = 8;
-  while (s > 1 && (c.heads % s != 0 || c.vocab % s != 0 || (c.mlp_ratio * c.width) % s != 0)) s /= 2;
+  while (s > 1 && (c.heads % s != 0 || c.padded_vocab() % s != 0 || (c.mlp_ratio * c.width) % s != 0)) s /= 2;
   return s;
 }
 
@@ -22,7 +22,8 @@ Status CheckGptSplits(const nn::GptConfig& c, int slices, const std::string& by)
                            : Bad(std::string(what) + " = " + std::to_string(v) + " is not divisible by " + by);
   };
   LS_RETURN_IF_ERROR(check("model.heads", c.heads));
-  LS_RETURN_IF_ERROR(check("model.vocab", c.vocab));
+  LS_RETURN_IF_ERROR(
+      check(c.vocab_pad > 1 ? "the padded vocabulary (model.vocab_pad)" : "model.vocab", c.padded_vocab()));
   return check("model.mlp_ratio * model.width", c.mlp_ratio * c.width);
 }
 

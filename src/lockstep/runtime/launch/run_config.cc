@@ -42,6 +42,18 @@ Result<RunConfig> ReadRunConfig(const Config& c, bool builtin_data) {
   LS_ASSIGN_OR_RETURN(t.skip_nonfinite, c.GetBool("train.skip_nonfinite", t.skip_nonfinite));
   LS_ASSIGN_OR_RETURN(t.max_skipped, c.GetInt("train.max_skipped", t.max_skipped));
   LS_RETURN_IF_ERROR(NonNegative("train.max_skipped", t.max_skipped));
+  LS_ASSIGN_OR_RETURN(t.recompute, c.GetString("train.recompute", t.recompute));
+  LS_RETURN_IF_ERROR(OneOf("train.recompute", t.recompute, {"none", "block"}));
+  LS_ASSIGN_OR_RETURN(t.precision, c.GetString("train.precision", t.precision));
+  LS_RETURN_IF_ERROR(OneOf("train.precision", t.precision, {"fp32", "bf16"}));
+  LS_ASSIGN_OR_RETURN(t.grad_dtype, c.GetString("train.grad_dtype", t.grad_dtype));
+  LS_RETURN_IF_ERROR(OneOf("train.grad_dtype", t.grad_dtype, {"fp32", "bf16"}));
+  LS_ASSIGN_OR_RETURN(t.straggler_ratio, c.GetDouble("train.straggler_ratio", t.straggler_ratio));
+  LS_ASSIGN_OR_RETURN(t.straggler_steps, c.GetInt("train.straggler_steps", t.straggler_steps));
+  if (!(t.straggler_ratio > 1.0))
+    return Status::InvalidArgument("config key 'train.straggler_ratio' must be greater than 1, got " +
+                                   std::to_string(t.straggler_ratio));
+  LS_RETURN_IF_ERROR(Positive("train.straggler_steps", t.straggler_steps));
   LS_RETURN_IF_ERROR(NonNegative("train.pp_microbatches", t.pp_microbatches));
   LS_RETURN_IF_ERROR(OneOf("train.pp_schedule", t.pp_schedule, {"gpipe", "1f1b"}));
   if (t.det_tp_slices < 0 || (t.det_tp_slices & (t.det_tp_slices - 1)) != 0)
@@ -72,8 +84,10 @@ Result<RunConfig> ReadRunConfig(const Config& c, bool builtin_data) {
   data::DatasetKind kind = data::DatasetKind::kCustom;
   if (builtin_data) {
     LS_ASSIGN_OR_RETURN(std::string name, c.GetString("data.kind", ""));
-    LS_RETURN_IF_ERROR(OneOf("data.kind", name, {"text", "fashion-mnist"}));
-    kind = name == "text" ? data::DatasetKind::kText : data::DatasetKind::kFashionMnist;
+    LS_RETURN_IF_ERROR(OneOf("data.kind", name, {"text", "fashion-mnist", "tokens"}));
+    kind = name == "text"     ? data::DatasetKind::kText
+           : name == "tokens" ? data::DatasetKind::kTokens
+                              : data::DatasetKind::kFashionMnist;
   }
   LS_ASSIGN_OR_RETURN(r.data, data::ReadDataConfig(c, kind, t.batch_size));
   return r;

@@ -33,6 +33,17 @@ struct TrainSection {
   // max_skipped such steps in a row stop the run anyway.
   bool skip_nonfinite = false;
   int64_t max_skipped = 10;
+  // "block": transformer blocks keep only their input for backward and recompute their
+  // forward inside it (autograd/recompute.h); "none": every activation is kept.
+  std::string recompute = "none";
+  // Mixed precision (tensor/precision.h): "fp32" or "bf16" products; gradients reduced over dp
+  // in "fp32" or "bf16" (rounded to bf16 before the reduction, halving its bytes).
+  std::string precision = "fp32";
+  std::string grad_dtype = "fp32";
+  // A rank whose compute time stays above straggler_ratio x the median of the ranks doing the
+  // same work for straggler_steps steps in a row is named in a warning and a metrics row.
+  double straggler_ratio = 1.2;
+  int64_t straggler_steps = 20;
 };
 
 struct EvalSection {

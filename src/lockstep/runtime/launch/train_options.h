@@ -32,6 +32,15 @@ struct TrainOptions {
   // The program and the words before the trainer's flags ("lockstep train"), to start it
   // again with flags: the supervisor's restarts. Set by ParseTrainFlags.
   std::vector<std::string> command;
+  // Elastic recovery (supervisor): when a restart at the current world size fails, go on with
+  // fewer workers, never fewer than min_nproc (0: off, restarts keep the world size); grow
+  // back at a checkpoint boundary up to max_nproc (0: never grow).
+  int min_nproc = 0;
+  int max_nproc = 0;
+  std::string hosts;     // MPI: "h1:2,h2:2" (launch/hosts.h)
+  std::string hostfile;  // MPI: an OpenMPI hostfile
+  std::string mpi_interface;  // --mpi-if: the hosts' network interface (jobs over several hosts)
+  std::string init_from;      // "hf:DIR" | "llmc:FILE" | "lockstep:CHECKPOINT": starting weights
 };
 
 struct EvalOptions {

@@ -1,5 +1,7 @@
 #include "lockstep/runtime/launch/train_plan.h"
 
+#include "lockstep/runtime/interop/export.h"
+
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -15,6 +17,7 @@
 #include "lockstep/runtime/launch/config_keys.h"
 #include "lockstep/runtime/recovery/checkpointing.h"
 #include "lockstep/runtime/training/shared_data.h"
+#include "lockstep/tensor/precision.h"
 
 namespace lockstep::runtime {
 
@@ -26,10 +29,16 @@ Result<Config> LoadConfigWithOverrides(const std::string& path, const std::vecto
 
 namespace {
 
+// The run directory holds checkpoints whose weights are executed when loaded: one made here is
+// never writable by others, whatever the umask (docs/security.md). One that exists is left as
+// it is (it may be a shared parent the user chose).
 Status MakeDirs(const std::string& dir) {
   std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
+  const bool made = std::filesystem::create_directories(dir, ec);
   if (ec) return Status::IoError("cannot create directory '" + dir + "': " + ec.message());
+  if (made)
+    std::filesystem::permissions(dir, std::filesystem::perms::group_write | std::filesystem::perms::others_write,
+                                 std::filesystem::perm_options::remove, ec);
   return Status::Ok();
 }
 
@@ -77,6 +86,9 @@ Result<TrainPlan> PlanTraining(const Job& job, const TrainOptions& options, int 
     LS_ASSIGN_OR_RETURN(probe, job.model(plan.config));
     if (probe == nullptr) return Status::InvalidArgument("the job's model function returned no model");
   }
+  if (!gpt && plan.run.train.recompute != "none")
+    return Status::InvalidArgument("config key 'train.recompute' = \"" + plan.run.train.recompute +
+                                   "\" needs model.kind = \"gpt\" (its transformer blocks are what is recomputed)");
   LS_ASSIGN_OR_RETURN(plan.layout, PlanLayout(options, plan.run, world, gpt, probe ? probe->name() : "gpt"));
   const int dp = plan.layout.dims.dp;
   const TrainSection& t = plan.run.train;
@@ -100,6 +112,10 @@ Result<TrainPlan> PlanTraining(const Job& job, const TrainOptions& options, int 
 
   LS_ASSIGN_OR_RETURN(plan.optim, optim::ReadOptimConfig(plan.config, plan.total_steps));
   LS_ASSIGN_OR_RETURN(plan.config_warnings, CheckConfigKeys(plan.config, job.config_keys));
+  if (t.precision == "bf16" && !tensor::Bf16Warning().empty()) plan.config_warnings.push_back(tensor::Bf16Warning());
+  if (t.grad_dtype == "bf16" && options.zero >= 2 && !options.deterministic)
+    plan.config_warnings.push_back("train.grad_dtype = bf16 is ignored with --zero " + std::to_string(options.zero) +
+                                   ": ZeRO-2/3 reduce their gradient shards in fp32");
 
   unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   // Cores are shared by the workers on this machine only: under mpirun that is the local
@@ -111,6 +127,12 @@ Result<TrainPlan> PlanTraining(const Job& job, const TrainOptions& options, int 
   plan.config_name = options.config_path.empty() ? "train" : std::filesystem::path(options.config_path).stem().string();
   plan.out_dir = OutDirFor(options);
   LS_ASSIGN_OR_RETURN(plan.fault, ParseFaultSpec(options.inject_fault, world, plan.total_steps));
+  if (!options.init_from.empty()) {
+    if (!plan.layout.gpt)
+      return Status::InvalidArgument("--init-from: only a GPT (model.kind = \"gpt\") can start from other weights");
+    LS_ASSIGN_OR_RETURN(parallel::CanonicalTensors w, LoadInitWeights(options.init_from, *plan.layout.gpt));
+    plan.init_weights = std::make_shared<const parallel::CanonicalTensors>(std::move(w));
+  }
   if (options.print_config) return plan;  // nothing is written
   LS_RETURN_IF_ERROR(MakeDirs(plan.out_dir));
   LS_ASSIGN_OR_RETURN(plan.resume_dir, ResolveResume(options.resume, plan.out_dir));

@@ -11,6 +11,7 @@
 #include "lockstep/core/config.h"
 #include "lockstep/optim/optim_config.h"
 #include "lockstep/runtime/launch/job.h"
+#include "lockstep/parallel/canonical.h"
 #include "lockstep/runtime/launch/layout_plan.h"
 #include "lockstep/runtime/launch/run_config.h"
 #include "lockstep/runtime/launch/train_options.h"
@@ -36,6 +37,9 @@ struct TrainPlan {
   std::vector<std::string> config_warnings;  // known keys this run ignores, one line each
   std::string resume_dir;                    // checkpoint to resume from ("" = start at step 0)
   LayoutPlan layout;                         // dp x tp x pp, ZeRO stage, canonical slices, pipeline partition
+  // --init-from: the starting weights (full canonical tensors, shared read-only by the ranks
+  // of this process); null: the model's initialisation. Not used when resuming.
+  std::shared_ptr<const parallel::CanonicalTensors> init_weights;
 };
 
 // Reads the config, applies overrides and flags, validates every key and value (bad input

@@ -33,6 +33,7 @@ Status SaveShardRefs(const std::string& root, int keep, const std::vector<checkp
                           {"loader", data::LoaderStateToJson(c.loader)},
                           {"optimizer_step", c.optimizer_step},
                           {"rng", c.rng}};
+  if (!c.model.is_null()) extra["model"] = c.model;
   return writer.Commit(extra);
 }
 

@@ -48,6 +48,9 @@ struct CheckpointContents {
   std::string config_hash;  // 16 hex digits
   nlohmann::json layout;    // {"world": N, "dp": N, "tp": 1, "pp": 1, "zero": 0}
   nlohmann::json rng;       // {"kind": "philox4x32-10", "seed": S}: every stream derives from it
+  // The model's description (interop/gpt_weights.h: {"kind":"gpt", "vocab", ...}), so that
+  // export and sample need nothing but the checkpoint; null: not written.
+  nlohmann::json model;
 };
 
 // The config hash a checkpoint carries: every key that shapes the training trajectory (model,

@@ -16,7 +16,7 @@ std::atomic<bool> fired{false};
 
 Status Bad(const std::string& spec, const std::string& why) {
   return Status::InvalidArgument("--inject-fault '" + spec + "': " + why +
-                                 " (expected kill:rank=R:step=S, kill:rank=R:during=checkpoint[:step=S], "
+                                 " (expected kill:rank=R:step=S[:permanent], kill:rank=R:during=checkpoint[:step=S], "
                                  "hang:rank=R:step=S, nan:rank=R:step=S[:in=loss] or slow:rank=R:factor=F[:step=S])");
 }
 
@@ -79,6 +79,8 @@ Result<FaultSpec> ParseFaultSpec(const std::string& spec, int world, int64_t tot
       return Bad(spec, "during=checkpoint is a kill");
     } else if (field == "during=checkpoint" && !f.during_checkpoint) {
       f.during_checkpoint = true;
+    } else if (field == "permanent" && f.kind == FaultSpec::Kind::kKill && !f.permanent) {
+      f.permanent = true;
     } else if (field == "in=loss" && f.kind == FaultSpec::Kind::kNan && !f.nan_in_loss) {
       f.nan_in_loss = true;
     } else if (key == "factor" && f.kind == FaultSpec::Kind::kSlow && !has_factor) {
@@ -94,14 +96,21 @@ Result<FaultSpec> ParseFaultSpec(const std::string& spec, int world, int64_t tot
   if (!has_rank) return Bad(spec, "no rank=R");
   if (f.kind == FaultSpec::Kind::kSlow && !has_factor) return Bad(spec, "no factor=F");
   if (!has_step && !f.during_checkpoint && f.kind != FaultSpec::Kind::kSlow) return Bad(spec, "no step=S");
+  if (f.permanent && f.during_checkpoint) return Bad(spec, "permanent is a kill at a step, not during=checkpoint");
   return f;
 }
 
-void InjectAtStep(const FaultSpec& spec, int rank, int64_t step) {
+bool StopDue(const FaultSpec& spec, int rank, int64_t step) {
   const bool stops = spec.kind == FaultSpec::Kind::kKill || spec.kind == FaultSpec::Kind::kHang;
-  if (!stops || spec.during_checkpoint || rank != spec.rank || step + 1 != spec.step) return;
+  if (!stops || spec.during_checkpoint || rank != spec.rank) return false;
+  // A permanent kill also fires in an attempt resumed past its step: the machine is still gone.
+  return spec.permanent ? step + 1 >= spec.step : step + 1 == spec.step;
+}
+
+void InjectAtStep(const FaultSpec& spec, int rank, int64_t step) {
+  if (!StopDue(spec, rank, step)) return;
   if (fired.exchange(true)) return;
-  Fire(spec, rank, ("at step " + std::to_string(spec.step)).c_str());
+  Fire(spec, rank, ("at step " + std::to_string(step + 1) + (spec.permanent ? " (permanent)" : "")).c_str());
 }
 
 void InjectDuringCheckpoint(const FaultSpec& spec, int rank, int64_t step) {

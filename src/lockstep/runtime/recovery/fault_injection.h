@@ -4,6 +4,10 @@
 // supervisor's heartbeat timeout).
 //
 //   kill:rank=R:step=S              SIGKILL as step S (1-based) begins on rank R
+//   kill:rank=R:step=S:permanent    the same, and a lost machine: under the supervisor the
+//                                   fault is passed to every attempt whose world still has a
+//                                   rank R, which dies again at the first step >= S it runs
+//                                   (so an elastic run, --min-nproc, must leave it behind)
 //   kill:rank=R:during=checkpoint   SIGKILL on rank R while its first checkpoint is being
 //                                   written (after its shard is on disk, before the commit)
 //   kill:rank=R:during=checkpoint:step=S
@@ -17,7 +21,8 @@
 //   slow:rank=R:factor=F[:step=S]   rank R's compute takes F times as long (F > 1), from step
 //                                   S on (default: from the start): a straggler
 //
-// Under --max-restarts the supervisor injects the fault into the first attempt only.
+// Under --max-restarts the supervisor injects the fault into the first attempt only (a
+// permanent kill: into every attempt that has rank R).
 #pragma once
 
 #include <cstdint>
@@ -34,6 +39,7 @@ struct FaultSpec {
   int64_t step = 0;  // with during_checkpoint: 0 = the first checkpoint; slow: 0 = from the start
   bool during_checkpoint = false;
   bool nan_in_loss = false;  // nan: the loss instead of a gradient element
+  bool permanent = false;    // kill at step: fires at the first step >= `step` (every attempt)
   double factor = 1.0;       // slow: compute time multiplier
 };
 
@@ -42,6 +48,8 @@ struct FaultSpec {
 // outside [1, total_steps].
 Result<FaultSpec> ParseFaultSpec(const std::string& spec, int world, int64_t total_steps);
 
+// Whether a kill or hang at a step is due on `rank` as 0-based step `step` begins.
+bool StopDue(const FaultSpec& spec, int rank, int64_t step);
 // Fire the fault if it is due: at the start of 0-based step `step` on `rank`, or while
 // `rank` writes the checkpoint of step `step`. Fires at most once per process.
 void InjectAtStep(const FaultSpec& spec, int rank, int64_t step);

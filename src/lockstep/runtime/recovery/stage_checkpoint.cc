@@ -20,7 +20,7 @@ void Append(std::vector<parallel::LocalPiece>* out, std::vector<parallel::LocalP
 Status ReadRange(const checkpoint::Checkpoint& ckpt, const std::string& prefix, const parallel::StageModel& m,
                  float* values, int64_t values_begin, optim::FlatRange range) {
   // tp_rank 0: a reader needs replicated tensors too.
-  for (const parallel::LocalPiece& p : parallel::PiecesOf(m, values, values_begin, range, 0)) {
+  for (const parallel::LocalPiece& p : parallel::PiecesOf(m, values, values_begin, range, 0, /*reading=*/true)) {
     const std::string name = prefix + p.name;
     const checkpoint::TensorInfo* info = ckpt.Find(name);
     if (info == nullptr)

@@ -9,10 +9,13 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <climits>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -22,6 +25,8 @@
 #include "lockstep/checkpoint/resolve.h"
 #include "lockstep/core/log.h"
 #include "lockstep/runtime/launch/train_plan.h"
+#include "lockstep/runtime/recovery/elastic_recovery.h"
+#include "lockstep/runtime/recovery/fault_injection.h"
 #include "lockstep/runtime/recovery/heartbeat.h"
 #include "lockstep/runtime/reporting/metrics_log.h"
 
@@ -55,6 +60,8 @@ std::vector<std::string> ChildArgs(const TrainOptions& o, const std::string& out
   if (!o.layout.empty()) a.insert(a.end(), {"--layout", o.layout});
   if (o.zero != 0) a.insert(a.end(), {"--zero", std::to_string(o.zero)});
   if (with_fault && !o.inject_fault.empty()) a.insert(a.end(), {"--inject-fault", o.inject_fault});
+  if (!o.hosts.empty()) a.insert(a.end(), {"--hosts", o.hosts});
+  if (!o.hostfile.empty()) a.insert(a.end(), {"--hostfile", o.hostfile});
   return a;
 }
 
@@ -129,21 +136,59 @@ void StopGroup(pid_t pid, bool reaped) {
   if (!reaped) ::waitpid(pid, nullptr, 0);
 }
 
-// The checkpoint `latest` names and its manifest's modification time ("" if none).
-std::string LatestIdentity(const std::string& root) {
-  Result<std::string> dir = checkpoint::ResolveLatest(root);
-  if (!dir.ok()) return "";
+// The newest complete checkpoint directory (what --resume auto starts from, unless it fails
+// verification) and its manifest's modification time ("" if none). Not `latest`: a kill
+// between a checkpoint's rename and the update of `latest` leaves a newer complete one.
+std::pair<int64_t, std::string> NewestCheckpoint(const std::string& root) {
+  auto list = checkpoint::ListCheckpoints(root);
+  if (!list.ok() || list->empty()) return {0, ""};
+  const auto& [step, dir] = list->back();
   std::error_code ec;
-  auto t = fs::last_write_time(*dir + "/manifest.json", ec);
-  return *dir + "@" + std::to_string(ec ? 0 : t.time_since_epoch().count());
+  auto t = fs::last_write_time(dir + "/manifest.json", ec);
+  return {step, dir + "@" + std::to_string(ec ? 0 : t.time_since_epoch().count())};
+}
+
+std::string LatestIdentity(const std::string& root) { return NewestCheckpoint(root).second; }
+
+// The step the next attempt resumes from (0 if none).
+int64_t LatestStep(const std::string& root) { return NewestCheckpoint(root).first; }
+
+// Whether the fault goes to this attempt: the first gets any fault; a permanent kill goes to
+// every attempt whose world still has its rank (a lost machine stays lost).
+bool FaultFor(const TrainOptions& options, int attempt, int nproc) {
+  if (attempt == 0) return true;
+  Result<FaultSpec> f = ParseFaultSpec(options.inject_fault, options.nproc, INT64_MAX);
+  return f.ok() && f->permanent && f->rank < nproc;
+}
+
+void LogWorldChange(const std::string& out_dir, const std::string& root, const WorldChange& c, bool deterministic) {
+  const int64_t step = LatestStep(root);
+  std::fprintf(stderr, "lockstep: supervisor: world %d -> %d workers from step %lld: %s\n", c.from, c.to,
+               static_cast<long long>(step), c.reason.c_str());
+  if (!deterministic)
+    std::fprintf(stderr,
+                 "lockstep: supervisor: without --deterministic the numbers from step %lld on follow a %d-worker "
+                 "run (the same global batch, summed in another order)\n",
+                 static_cast<long long>(step), c.to);
+  // The row carries the step the next attempt resumes from, so the resumed run keeps it.
+  if (Result<MetricsLog> log = MetricsLog::Open(out_dir + "/metrics.jsonl", true); log.ok())
+    (void)log->Write(
+        {{"event", "world_changed"}, {"from", c.from}, {"to", c.to}, {"step", step}, {"reason", c.reason}});
 }
 
 }  // namespace
 
-Status RunSupervised(const TrainOptions& options) {
+Status RunSupervised(const TrainOptions& options, const Job& job) {
   const std::string out_dir = OutDirFor(options);
   const std::string heartbeat_dir = out_dir + "/heartbeat";
   const std::string root = out_dir + "/checkpoints";
+  std::optional<ElasticRecovery> elastic;
+  if (options.min_nproc > 0) {
+    LS_ASSIGN_OR_RETURN(ElasticRecovery e, ElasticRecovery::Create(options, job));
+    elastic.emplace(std::move(e));
+    if (std::string why = elastic->LastStand(); !why.empty())
+      std::fprintf(stderr, "lockstep: supervisor: warning: losing a worker will end this run: %s\n", why.c_str());
+  }
   std::error_code ec;
   fs::create_directories(heartbeat_dir, ec);
   if (ec) return Status::IoError("cannot create " + heartbeat_dir + ": " + ec.message());
@@ -156,17 +201,22 @@ Status RunSupervised(const TrainOptions& options) {
   ::sigaction(SIGTERM, &sa, nullptr);
 
   std::string last_cause;
-  for (int attempt = 0; attempt <= options.max_restarts; ++attempt) {
+  int failures = 0;  // attempts that failed; growing the world is no failure
+  for (int attempt = 0;; ++attempt) {
+    const TrainOptions& current = elastic ? elastic->current() : options;
     std::string resume = options.resume;
     if (attempt > 0) resume = LatestIdentity(root) == stale_latest ? options.resume : "auto";
     for (const auto& e : fs::directory_iterator(heartbeat_dir, ec)) fs::remove(e.path(), ec);
-    LS_ASSIGN_OR_RETURN(pid_t pid,
-                        Spawn(ChildArgs(options, out_dir, resume, attempt == 0), heartbeat_dir, attempt > 0));
+    const std::string latest_at_launch = LatestIdentity(root);
+    LS_ASSIGN_OR_RETURN(pid_t pid, Spawn(ChildArgs(current, out_dir, resume, FaultFor(options, attempt, current.nproc)),
+                                         heartbeat_dir, attempt > 0));
     { std::ofstream(out_dir + "/worker.pid", std::ios::trunc) << pid << "\n"; }
     const auto launched = std::chrono::steady_clock::now();
+    std::string latest_seen = latest_at_launch;
     int status = 0;
     bool reaped = false;
     std::string cause;
+    std::optional<WorldChange> grow;
     while (true) {
       pid_t r = ::waitpid(pid, &status, WNOHANG);
       if (r == pid) {
@@ -176,6 +226,15 @@ Status RunSupervised(const TrainOptions& options) {
       if (int sig = stop_signal.load()) {
         StopGroup(pid, false);
         return Status::Aborted(std::string("supervisor stopped by signal SIG") + sigabbrev_np(sig));
+      }
+      // Growing happens at checkpoint boundaries only: right after a commit, from it.
+      if (elastic && elastic->may_grow()) {
+        std::string latest = LatestIdentity(root);
+        if (latest != latest_seen) {
+          latest_seen = latest;
+          grow = elastic->GrowAtCheckpoint(LatestStep(root));
+          if (grow) break;
+        }
       }
       double since_launch = std::chrono::duration<double>(std::chrono::steady_clock::now() - launched).count();
       auto [who, age] = StalestHeartbeat(heartbeat_dir, since_launch);
@@ -192,6 +251,11 @@ Status RunSupervised(const TrainOptions& options) {
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
+    if (grow) {
+      StopGroup(pid, false);
+      LogWorldChange(out_dir, root, *grow, options.deterministic);
+      continue;
+    }
     if (reaped && WIFEXITED(status) && WEXITSTATUS(status) == 0) {
       ::kill(-pid, SIGKILL);  // nothing should be left; make sure
       return Status::Ok();
@@ -203,12 +267,26 @@ Status RunSupervised(const TrainOptions& options) {
     if (cause.empty()) cause = "worker " + DescribeExit(status);
     StopGroup(pid, reaped);
     last_cause = cause;
-    if (attempt == options.max_restarts) break;
+    if (failures++ == options.max_restarts) break;
+    std::optional<WorldChange> change;
+    if (elastic) {
+      const bool progressed = LatestIdentity(root) != latest_at_launch;
+      Result<std::optional<WorldChange>> next = elastic->AfterFailure(progressed, cause);
+      if (!next.ok()) {
+        const int64_t step = LatestStep(root);
+        std::string keep =
+            step > 0 ? "; the checkpoint of step " + std::to_string(step) + " is intact (--resume auto goes on from it)"
+                     : "; no checkpoint was committed";
+        return Status::Unavailable(next.status().message() + keep);
+      }
+      change = *next;
+    }
     std::string from = LatestIdentity(root) == stale_latest ? "step 0" : "the newest valid checkpoint";
-    std::fprintf(stderr, "lockstep: supervisor: %s; restart %d/%d from %s\n", cause.c_str(), attempt + 1,
+    std::fprintf(stderr, "lockstep: supervisor: %s; restart %d/%d from %s\n", cause.c_str(), failures,
                  options.max_restarts, from.c_str());
     if (Result<MetricsLog> log = MetricsLog::Open(out_dir + "/metrics.jsonl", true); log.ok())
-      (void)log->Write({{"event", "restart"}, {"attempt", attempt + 1}, {"cause", cause}});
+      (void)log->Write({{"event", "restart"}, {"attempt", failures}, {"cause", cause}});
+    if (change) LogWorldChange(out_dir, root, *change, options.deterministic);
   }
   return Status::Aborted("training failed " + std::to_string(options.max_restarts + 1) +
                          " times; giving up (last: " + last_cause + ")");

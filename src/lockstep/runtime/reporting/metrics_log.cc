@@ -11,8 +11,14 @@
 namespace lockstep::runtime {
 
 Result<MetricsLog> MetricsLog::Open(const std::string& path, bool append) {
-  std::FILE* f = std::fopen(path.c_str(), append ? "a" : "w");
-  if (f == nullptr) return Status::IoError("cannot open " + path + ": " + std::strerror(errno));
+  // 0644, not fopen's 0666: never writable by others whatever the umask (docs/security.md).
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | (append ? O_APPEND : O_TRUNC), 0644);
+  std::FILE* f = fd < 0 ? nullptr : ::fdopen(fd, append ? "a" : "w");
+  if (f == nullptr) {
+    const int err = errno;
+    if (fd >= 0) ::close(fd);
+    return Status::IoError("cannot open " + path + ": " + std::strerror(err));
+  }
   return MetricsLog(f, path);
 }
 

@@ -27,6 +27,9 @@ Result<GatheredStep> GatherStep(comm::Communicator& comm, const RankStepRecord& 
   double busiest = -1;
   for (const RankStepRecord& r : all) {
     g.loss += r.loss_part;
+    g.compute_ms.push_back(r.compute_ms);
+    g.rank_wait_ms.push_back(r.wait_ms);
+    g.peer_group.push_back(r.peer_group);
     latest = std::max(latest, r.compute_end_ns);
     if (r.pipe_total_ms > 0) {
       g.mean_bubble += 1.0 - r.pipe_busy_ms / r.pipe_total_ms;

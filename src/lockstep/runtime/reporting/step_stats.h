@@ -15,6 +15,10 @@ struct RankStepRecord {
   int64_t compute_end_ns = 0;  // when this rank's backward ended (steady clock)
   double pipe_busy_ms = 0;     // pipeline: time inside this stage's forward/backward passes
   double pipe_total_ms = 0;    // pipeline: the whole schedule (0 without a pipeline)
+  double compute_ms = 0;       // forward + backward (pipeline: the busy time), slow fault included
+  double wait_ms = 0;          // blocked in the gradient collectives (pipeline: also idle in the schedule)
+  int32_t peer_group = 0;      // ranks of one group do the same work (the pipeline stage)
+  int32_t pad = 0;
 };
 
 struct GatheredStep {
@@ -26,6 +30,9 @@ struct GatheredStep {
   // about the imbalance, while the bottleneck stage's idle time is the fill and drain alone.
   double bottleneck_bubble = 0;
   std::vector<double> busy_ms;  // pipeline: every rank's busy time, in rank order
+  // Every rank's compute and collective-wait time and peer group, in rank order (straggler view).
+  std::vector<double> compute_ms, rank_wait_ms;
+  std::vector<int> peer_group;
 };
 
 Result<GatheredStep> GatherStep(comm::Communicator& comm, const RankStepRecord& mine);

@@ -1,7 +1,9 @@
 #include "lockstep/runtime/training/pipeline_runner.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
+#include <thread>
 
 #include "lockstep/core/clock.h"
 
@@ -37,6 +39,12 @@ PipelineRunner::PipelineRunner(parallel::StageModel* model, std::shared_ptr<comm
                                parallel::PipeSchedule schedule)
     : model_(model), pp_(std::move(pp)), schedule_(schedule), stages_(pp_->size()), stage_(pp_->rank()) {}
 
+void PipelineRunner::Stretch(int64_t start_ns) const {
+  if (slow_factor_ <= 1.0) return;
+  const auto pass = std::chrono::nanoseconds(NowNanos() - start_ns);
+  std::this_thread::sleep_for(std::chrono::duration_cast<std::chrono::nanoseconds>(pass * (slow_factor_ - 1.0)));
+}
+
 autograd::Tape& PipelineRunner::TapeFor(int slot) {
   while (static_cast<int>(tapes_.size()) <= slot) tapes_.push_back(std::make_unique<autograd::Tape>());
   return *tapes_[slot];
@@ -66,6 +74,7 @@ Status PipelineRunner::Step(int micros, const std::function<nn::ModelInput(int)>
       }
       const int64_t start = NowNanos();
       m.out = model_->Forward(*m.tape, in, m.x);
+      Stretch(start);
       busy += (NowNanos() - start) * 1e-6;
       if (trace_) trace_->Add("forward", "pipeline", start, NowNanos());
       if (last)
@@ -86,6 +95,7 @@ Status PipelineRunner::Step(int micros, const std::function<nn::ModelInput(int)>
       m.tape->Backward(m.out, loss_scale);
     else
       m.tape->BackwardFrom(m.out, grad.data<float>());
+    Stretch(start);
     busy += (NowNanos() - start) * 1e-6;
     if (trace_) trace_->Add("backward", "pipeline", start, NowNanos());
     m.out = Variable();

@@ -49,12 +49,17 @@ class PipelineRunner {
   // the gaps between them). nullptr: none.
   void set_trace(profile::TraceRecorder* trace) { trace_ = trace; }
 
+  // --inject-fault slow: each forward and backward pass of the next steps is followed by a
+  // sleep of (factor - 1) x its own time, counted as busy (1: none).
+  void set_slow_factor(double factor) { slow_factor_ = factor; }
+
   // Forward of one evaluation batch through the stages; the last stage returns its
   // statistics, the others {}.
   Result<nn::EvalResult> Evaluate(const nn::ModelInput& in);
 
  private:
   autograd::Tape& TapeFor(int slot);
+  void Stretch(int64_t start_ns) const;  // the slow fault's sleep after a pass begun at start_ns
 
   parallel::StageModel* model_;
   std::shared_ptr<comm::Communicator> pp_;
@@ -63,6 +68,7 @@ class PipelineRunner {
   std::vector<std::unique_ptr<autograd::Tape>> tapes_;
   std::vector<float> eval_in_, eval_out_;
   profile::TraceRecorder* trace_ = nullptr;
+  double slow_factor_ = 1.0;
 };
 
 }  // namespace lockstep::runtime

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <limits>
 
+#include "lockstep/core/bf16.h"
 #include "lockstep/core/log.h"
 #include "lockstep/optim/grad_clip.h"
 #include "lockstep/runtime/recovery/fault_injection.h"
@@ -38,6 +39,7 @@ Status Trainer::SingleStageStep(StepCompute* c) {
     loss_sum += ScalarOf(loss) * static_cast<double>(scale);
     Traced("backward", "compute", [&] { tape_.Backward(loss, scale); });
   }
+  SlowDown();  // if the last bucket's launch did not already
   c->compute_end_ns = NowNanos();
   ddp_->Disarm(tape_);
   if (zero_units_) {
@@ -54,6 +56,13 @@ Status Trainer::SingleStageStep(StepCompute* c) {
 // Deterministic mode: the V canonical shard gradients summed in the fixed tree over dp, into
 // the flat gradient buffer (or, ZeRO-2/3, the rank's gradient shard).
 Status Trainer::SyncContributions(parallel::SyncTimes* sync) {
+  // train.grad_dtype = bf16: every canonical shard's gradient is rounded to bf16 before the
+  // tree sums them (in fp32): a fixed point before any reduction, so the bits stay the same
+  // whatever the world size and layout.
+  if (bf16_grads()) {
+    const int64_t n = static_cast<int64_t>(contributions_.size());
+    tensor::RoundThroughBf16(contributions_.data(), n, contributions_.data(), n, 1, n);
+  }
   return Traced("deterministic allreduce", "comm", [&] {
     if (zero_units_) {
       Stopwatch clock;
@@ -94,6 +103,7 @@ Status Trainer::DeterministicStep(StepCompute* c) {
     Traced("backward", "compute", [&] { tape_.Backward(loss, scale); });
     if (!zero_units_) std::memcpy(slot, params.flat_grads(), n * sizeof(float));
   }
+  SlowDown();
   c->compute_end_ns = NowNanos();
   LS_RETURN_IF_ERROR(SyncContributions(&c->sync));
   double total = 0;
@@ -132,6 +142,7 @@ Status Trainer::PipelineStep(StepCompute* c) {
   LS_RETURN_IF_ERROR(tp_->status());
   c->compute_end_ns = NowNanos();
   if (det) {
+    LS_RETURN_IF_ERROR(SumTiedGradients(micros));
     LS_RETURN_IF_ERROR(SyncContributions(&c->sync));
     if (model_->last_stage()) {
       for (int i = 0; i < micros; ++i) shard_losses_[i] = losses[i] * scale;
@@ -147,16 +158,98 @@ Status Trainer::PipelineStep(StepCompute* c) {
     c->sync.comm_ms = c->sync.exposed_ms = sync.ElapsedMs();
   } else if (dims().dp > 1) {
     Stopwatch sync;
-    LS_RETURN_IF_ERROR(Traced("gradient allreduce", "comm", [&] {
-      return mesh_.dp->Allreduce(params.flat_grads(), params.flat_grads(), n, comm::DType::kF32, comm::ReduceOp::kSum)
-          ->Wait();
-    }));
+    LS_RETURN_IF_ERROR(Traced("gradient allreduce", "comm", [&] { return AllreduceGrads(params.flat_grads(), n); }));
     c->sync.comm_ms = c->sync.exposed_ms = sync.ElapsedMs();
     c->sync.buckets = 1;
   }
+  LS_RETURN_IF_ERROR(SumTiedGradients(0));
   if (reports_loss())
     for (float l : losses) c->loss_part += static_cast<double>(l) * scale;
   return Status::Ok();
+}
+
+// Sums the gradients over the dp group in place, in fp32 or (train.grad_dtype = bf16) as bf16.
+Status Trainer::AllreduceGrads(float* grads, int64_t n) {
+  if (!bf16_grads())
+    return mesh_.dp->Allreduce(grads, grads, static_cast<size_t>(n), comm::DType::kF32, comm::ReduceOp::kSum)->Wait();
+  std::vector<uint16_t> wire(static_cast<size_t>(n));
+  tensor::RoundToBf16(grads, n, wire.data(), n, 1, n);
+  LS_RETURN_IF_ERROR(
+      mesh_.dp->Allreduce(wire.data(), wire.data(), wire.size(), comm::DType::kBF16, comm::ReduceOp::kSum)->Wait());
+  Bf16ToF32(wire.data(), grads, wire.size());
+  return Status::Ok();
+}
+
+// The local tensor tied across the pipeline: wte on the first stage, its copy on the last
+// (gpt_shard.h), or -1 (pp = 1, untied, a middle stage).
+int Trainer::TiedParam() const {
+  if (dims().pp == 1 || !plan_.layout.gpt || !plan_.layout.gpt->tie_embeddings) return -1;
+  const nn::ParameterStore& ps = model_->params();
+  for (int i = 0; i < ps.size(); ++i) {
+    const parallel::TensorPlacement& p = model_->placements()[i];
+    if ((model_->first_stage() && p.name == "wte.weight") || (model_->last_stage() && p.tied_copy)) return i;
+  }
+  return -1;
+}
+
+// Tied embeddings over a pipeline: the first stage's wte gradient (the embedding's part) and
+// the last stage's copy's (the head's part) become their sum on both, so both tensors take the
+// same update and stay equal. `slots` > 0 (deterministic mode): done on each canonical shard's
+// contribution before the fixed-tree sum, the very additions a single stage makes
+// (nn/tied_weight.h). 0: on the reduced gradient (the flat buffer, or under ZeRO-2/3 this
+// rank's shard of it, completed from the dp owners first).
+Status Trainer::SumTiedGradients(int slots) {
+  const int tied = TiedParam();
+  if (tied < 0) return Status::Ok();
+  const nn::ParamInfo& p = model_->params().info(tied);
+  comm::Communicator& pp = *mesh_.pp;
+  const int partner = model_->first_stage() ? dims().pp - 1 : 0;
+  std::vector<float> mine(static_cast<size_t>(p.numel)), theirs(mine.size());
+  auto exchange = [&]() -> Status {
+    LS_RETURN_IF_ERROR(pp.Send(mine.data(), mine.size(), comm::DType::kF32, partner, kTiedGradTag)->Wait());
+    LS_RETURN_IF_ERROR(pp.Recv(theirs.data(), theirs.size(), comm::DType::kF32, partner, kTiedGradTag)->Wait());
+    // One IEEE addition each, commutative: both stages get the same bits.
+    for (size_t i = 0; i < mine.size(); ++i) mine[i] += theirs[i];
+    return Status::Ok();
+  };
+  return Traced("tied gradient sum", "comm", [&]() -> Status {
+    const int64_t n = local_numel();
+    for (int s = 0; s < slots; ++s) {
+      float* g = contributions_.data() + s * n + p.offset;
+      std::copy(g, g + p.numel, mine.begin());
+      LS_RETURN_IF_ERROR(exchange());
+      std::copy(mine.begin(), mine.end(), g);
+    }
+    if (slots > 0) return Status::Ok();
+    if (!zero_units_) {
+      float* g = model_->params().flat_grads() + p.offset;
+      std::copy(g, g + p.numel, mine.begin());
+      LS_RETURN_IF_ERROR(exchange());
+      std::copy(mine.begin(), mine.end(), g);
+      return Status::Ok();
+    }
+    // ZeRO-2/3: each dp rank owns a piece of the reduced gradient; every piece is broadcast by
+    // its owner so that the whole tensor is summed, then each keeps its own piece.
+    const int dp = dims().dp;
+    for (int r = 0; r < dp; ++r) {
+      const optim::FlatRange s = parallel::ShardRange(n, r, dp);
+      const int64_t lo = std::max(s.begin, p.offset), hi = std::min(s.end, p.offset + p.numel);
+      if (lo >= hi) continue;
+      if (r == mesh_.coord.dp)
+        std::copy(zero_units_->grad_shard() + (lo - owned_.begin), zero_units_->grad_shard() + (hi - owned_.begin),
+                  mine.begin() + (lo - p.offset));
+      if (dp > 1)
+        LS_RETURN_IF_ERROR(
+            mesh_.dp->Broadcast(mine.data() + (lo - p.offset), static_cast<size_t>(hi - lo), comm::DType::kF32, r)
+                ->Wait());
+    }
+    LS_RETURN_IF_ERROR(exchange());
+    const int64_t lo = std::max(owned_.begin, p.offset), hi = std::min(owned_.end, p.offset + p.numel);
+    if (lo < hi)
+      std::copy(mine.begin() + (lo - p.offset), mine.begin() + (hi - p.offset),
+                zero_units_->grad_shard() + (lo - owned_.begin));
+    return Status::Ok();
+  });
 }
 
 // fn(param index, pointer, count) over the reduced gradient elements this rank counts in the
@@ -173,6 +266,7 @@ void Trainer::ForEachCountedGrad(Fn&& fn) {
   const int64_t base_begin = zero_units_ ? mine.begin : 0;
   for (int i = 0; i < ps.size(); ++i) {
     if (model_->placements()[i].tp_replicated && mesh_.coord.tp != 0) continue;
+    if (model_->placements()[i].tied_copy) continue;  // counted where its owner is
     const nn::ParamInfo& p = ps.info(i);
     const int64_t lo = std::max(mine.begin, p.offset), hi = std::min(mine.end, p.offset + p.numel);
     if (lo < hi) fn(i, base + (lo - base_begin), hi - lo);
@@ -270,6 +364,7 @@ Status Trainer::TrainStep(int64_t step) {
   const double data_ms = data_clock.ElapsedMs();
 
   Stopwatch compute_clock;
+  BeginSlowStep(step);
   StepCompute c;
   if (pipeline_)
     LS_RETURN_IF_ERROR(PipelineStep(&c));
@@ -285,6 +380,11 @@ Status Trainer::TrainStep(int64_t step) {
   const double compute_ms = compute_clock.ElapsedMs() - c.sync.exposed_ms;
 
   RankStepRecord record{c.loss_part, c.compute_end_ns, c.pipe.busy_ms, c.pipe.total_ms};
+  // The straggler view: a pipeline stage's compute is its busy time, its idle time in the
+  // schedule is waiting as much as a blocked collective is.
+  record.compute_ms = pipeline_ ? c.pipe.busy_ms : compute_ms;
+  record.wait_ms = c.sync.exposed_ms + (c.pipe.total_ms - c.pipe.busy_ms);
+  record.peer_group = mesh_.coord.pp;
   LS_ASSIGN_OR_RETURN(GatheredStep gathered,
                       Traced("step stats", "comm", [&] { return GatherStep(*world_comm_, record); }));
 
@@ -301,6 +401,7 @@ Status Trainer::TrainStep(int64_t step) {
   optimizer_->Step(OwnedParams(), owned_grads, lr);
   if (gather_)
     LS_RETURN_IF_ERROR(Traced("param all-gather", "comm", [&] { return gather_->Gather(params.flat_params()); }));
+  RefreshBf16Weights();
   trace_.Add("optimizer", "compute", optim_clock_start, NowNanos());
   const double optim_ms = optim_clock.ElapsedMs();
 
@@ -323,6 +424,8 @@ Status Trainer::TrainStep(int64_t step) {
                           {"wait_ms", std::min(gathered.wait_ms, c.sync.exposed_ms)},
                           {"gflops", model_->TrainFlopsPerSample() * global / (step_ms * 1e-3) * 1e-9}};
     if (!data_->is_text()) row["samples_per_s"] = samples_per_s;
+    row["rank_compute_ms"] = gathered.compute_ms;  // per rank, in rank order (the straggler view)
+    row["rank_wait_ms"] = gathered.rank_wait_ms;
     if (pipeline_) {
       row["pp_bubble"] = gathered.mean_bubble;
       row["pp_bubble_bottleneck"] = gathered.bottleneck_bubble;
@@ -334,6 +437,8 @@ Status Trainer::TrainStep(int64_t step) {
                     data_->is_text()         ? "tok/s"
                     : data_->is_classifier() ? "img/s"
                                              : "samples/s");
+    LS_RETURN_IF_ERROR(WatchStragglers(step, gathered));
+    LS_RETURN_IF_ERROR(WatchStageBalance(step, gathered));
   }
   return Status::Ok();
 }

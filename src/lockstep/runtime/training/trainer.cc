@@ -4,11 +4,14 @@
 #include <cstdlib>
 
 #include "lockstep/core/log.h"
+#include "lockstep/core/version.h"
 #include "lockstep/nn/model.h"
 #include "lockstep/parallel/gpt_shard.h"
+#include "lockstep/profile/machine.h"
 #include "lockstep/runtime/recovery/fault_injection.h"
 #include "lockstep/runtime/recovery/supervisor.h"
 #include "lockstep/runtime/training/eval_loop.h"
+#include "lockstep/tensor/precision.h"
 #include "lockstep/tensor/threads.h"
 
 namespace lockstep::runtime {
@@ -63,14 +66,19 @@ Status Trainer::CheckMemoryLimit() {
   const int64_t params = 4 * (zero_ == 3 ? shard : numel), grads = 4 * (zero_ >= 2 ? shard : numel);
   const int64_t optimizer = 4 * moments * (zero_ >= 1 ? shard : numel);
   const int64_t in_flight = zero_ == 3 ? 3 * 4 * largest_unit : zero_ == 2 ? 4 * largest_unit : 0;
-  const int64_t total = params + grads + optimizer + in_flight;
+  int micro_in_flight = 1;
+  int64_t rows = 0;
+  const int64_t activations = plan_.layout.gpt ? ActivationEstimate(&micro_in_flight, &rows).total() : 0;
+  const int64_t total = params + grads + optimizer + in_flight + activations;
   if (total <= limit) return Status::Ok();
-  return Status::InvalidArgument(
-      "--mem-limit " + Megabytes(limit) + ": worker " + std::to_string(rank_) + "'s model states alone need " +
-      Megabytes(total) + " (parameters " + Megabytes(params) + ", gradients " + Megabytes(grads) + ", optimizer " +
-      Megabytes(optimizer) + (in_flight ? ", layers in flight " + Megabytes(in_flight) : std::string()) +
-      " with --zero " + std::to_string(zero_) + " over dp=" + std::to_string(dims().dp) +
-      "); shard them with a higher --zero over more workers, or raise the limit");
+  return Status::InvalidArgument("--mem-limit " + Megabytes(limit) + ": worker " + std::to_string(rank_) + " needs " +
+                                 Megabytes(total) + " (parameters " + Megabytes(params) + ", gradients " +
+                                 Megabytes(grads) + ", optimizer " + Megabytes(optimizer) +
+                                 (in_flight ? ", layers in flight " + Megabytes(in_flight) : std::string()) +
+                                 (activations ? ", activations " + Megabytes(activations) : std::string()) +
+                                 " with --zero " + std::to_string(zero_) + " over dp=" + std::to_string(dims().dp) +
+                                 "); shard them with a higher --zero over more workers, recompute activations "
+                                 "(train.recompute = \"block\"), or raise the limit");
 }
 
 // The rank's part of the model: its pipeline stage of the GPT split over its tp group, or the
@@ -113,7 +121,28 @@ parallel::GptShardOptions Trainer::StageOptions() const {
   o.end_layer = plan_.layout.partition.begin[s + 1];
   o.has_embedding = s == 0;
   o.has_head = s == dims().pp - 1;
+  o.recompute = plan_.run.train.recompute == "block";
   return o;
+}
+
+parallel::ActivationBytes Trainer::ActivationEstimate(int* in_flight, int64_t* rows) const {
+  const TrainSection& t = plan_.run.train;
+  const int64_t per_rank = t.batch_size / dims().dp;
+  *in_flight = 1;
+  if (dims().pp > 1) {
+    const int micros = plan_.layout.pp_micros;
+    *rows = per_rank / micros;
+    *in_flight = parallel::MaxInFlight(plan_.layout.schedule, dims().pp, mesh_.coord.pp, micros);
+  } else if (plan_.options.deterministic) {
+    *rows = t.batch_size / t.det_shards;  // one canonical shard at a time
+  } else {
+    *rows = per_rank / t.accum_steps;
+  }
+  const int64_t context = plan_.layout.gpt->context;
+  parallel::ActivationBytes one = parallel::EstimateGptActivations(StageOptions(), dims().tp, *rows, context);
+  for (int64_t* f : {&one.embedding, &one.residual, &one.layernorm, &one.attention, &one.mlp, &one.head})
+    *f *= *in_flight;
+  return one;  // the recomputed block is alive once, whatever the micro-batches in flight
 }
 
 float* Trainer::OwnedParams() {
@@ -127,6 +156,7 @@ float* Trainer::OwnedGrads() {
 Status Trainer::Setup() {
   tensor::SetComputeThreads(plan_.threads_per_worker);
   tensor::SetDeterministicCompute(plan_.options.deterministic);
+  tensor::SetComputePrecision(plan_.run.train.precision == "bf16" ? tensor::Precision::kBF16 : tensor::Precision::kF32);
   LS_ASSIGN_OR_RETURN(mesh_, parallel::BuildMesh(world_comm_, dims()));
   tp_ = std::make_unique<parallel::TpContext>(mesh_.tp, plan_.layout.tp_slices, plan_.options.deterministic);
   LS_RETURN_IF_ERROR(CheckMemoryLimit());
@@ -146,12 +176,24 @@ Status Trainer::Setup() {
   LS_ASSIGN_OR_RETURN(optim::LrSchedule sched, optim::LrSchedule::Create(plan_.optim.schedule));
   schedule_.emplace(sched);
   ddp_ = std::make_unique<parallel::DataParallel>(mesh_.dp, &model_->params(), plan_.run.train.bucket_bytes);
+  ddp_->set_bf16_reduction(bf16_grads());
   if (dims().pp > 1) pipeline_ = std::make_unique<PipelineRunner>(model_.get(), mesh_.pp, plan_.layout.schedule);
   if (plan_.run.checkpoint.async && sharded_state()) {
     LS_ASSIGN_OR_RETURN(ckpt_comm_, world_comm_->Split(0, rank_));
   }
-  if (!plan_.resume_dir.empty()) LS_RETURN_IF_ERROR(Resume());
+  if (!plan_.resume_dir.empty()) {
+    LS_RETURN_IF_ERROR(Resume());
+  } else if (plan_.init_weights) {
+    // --init-from: every local element from the canonical tensors, through the placements.
+    const ParamView held = HeldParams();
+    for (const parallel::LocalPiece& p :
+         parallel::PiecesOf(*model_, held.data, held.begin, held.range, 0, /*reading=*/true)) {
+      const std::vector<float>& t = plan_.init_weights->at(p.name);
+      std::copy(t.begin() + p.global_begin, t.begin() + p.global_begin + p.count, const_cast<float*>(p.data));
+    }
+  }
   if (zero_ < 3) LS_RETURN_IF_ERROR(ddp_->BroadcastParameters());
+  RefreshBf16Weights();  // the values are final now (initialised, resumed, broadcast)
   if (trace_.enabled()) {
     ddp_->set_trace(&trace_);
     if (pipeline_) pipeline_->set_trace(&trace_);
@@ -163,6 +205,7 @@ Status Trainer::Setup() {
     contributions_.assign(static_cast<size_t>(per_rank * numel), 0.0f);
     shard_losses_.assign(static_cast<size_t>(per_rank), 0.0f);
   }
+  LS_RETURN_IF_ERROR(GatherHosts());
   nlohmann::json memory = MemoryRow();
   LS_LOG(INFO) << "memory: parameters " << memory["params_bytes"] << " B, gradients " << memory["grads_bytes"]
                << " B, optimizer state " << memory["optimizer_bytes"] << " B (zero=" << zero_ << ")";
@@ -176,6 +219,7 @@ Status Trainer::Setup() {
     progress_.emplace(plan_.total_steps, plan_.run.train.log_every);
     for (const std::string& line : plan_.config_warnings) LS_LOG(WARN) << line;
     LogStart();
+    LS_RETURN_IF_ERROR(metrics_->Write(StartRow()));
     if (start_step_ > 0) {
       LS_LOG(INFO) << "resumed from " << plan_.resume_dir << " at step " << start_step_;
       LS_RETURN_IF_ERROR(
@@ -199,6 +243,14 @@ Status Trainer::Setup() {
   return Status::Ok();
 }
 
+// ", bf16 products (oneDNN avx512_core_bf16)" in bf16 precision, "" in fp32.
+std::string Trainer::Bf16Note() const {
+  if (plan_.run.train.precision != "bf16") return "";
+  const tensor::Bf16Support s = tensor::QueryBf16Support();
+  return std::string(", bf16 products (") + (s.native ? "" : "emulated, ") + "oneDNN " + s.isa + ")" +
+         (bf16_grads() ? ", bf16 gradient reduction" : "");
+}
+
 void Trainer::LogStart() {
   const int64_t params = plan_.layout.gpt ? nn::GptParamCount(*plan_.layout.gpt) : local_numel();
   std::string layout;
@@ -207,7 +259,33 @@ void Trainer::LogStart() {
   LS_LOG(INFO) << "training " << model_->name() << " (" << params << " parameters) on " << world_ << " worker(s)"
                << layout << ", backend " << world_comm_->backend_name() << ", " << plan_.threads_per_worker
                << " compute thread(s) each, " << plan_.total_steps << " steps"
-               << (plan_.options.deterministic ? ", deterministic" : "") << "; output in " << plan_.out_dir;
+               << (plan_.options.deterministic ? ", deterministic" : "") << Bf16Note() << "; output in "
+               << plan_.out_dir;
+}
+
+// What `lockstep report` puts in its header: the run's config, layout, backend and machine. A
+// restarted run writes one per start (its step is where that start began).
+nlohmann::json Trainer::StartRow() const {
+  const int64_t params = plan_.layout.gpt ? nn::GptParamCount(*plan_.layout.gpt) : local_numel();
+  return {{"event", "start"},
+          {"step", start_step_},
+          {"version", LOCKSTEP_VERSION},
+          {"config", plan_.options.config_path},
+          {"overrides", plan_.options.overrides},
+          {"config_toml", config_.ToToml()},
+          {"model", model_->name()},
+          {"parameters", params},
+          {"layout", dims().ToString()},
+          {"zero", zero_},
+          {"backend", world_comm_->backend_name()},
+          {"world", world_},
+          {"threads", plan_.threads_per_worker},
+          {"deterministic", plan_.options.deterministic},
+          {"mem_limit", plan_.options.mem_limit},
+          {"total_steps", plan_.total_steps},
+          {"unit", data_->is_text() ? "tokens" : "samples"},
+          {"processor", profile::ProcessorDescription()},
+          {"host", profile::HostName()}};
 }
 
 // Validation sums of this rank's replica: the rows of its dp shard, through the pipeline when
@@ -270,13 +348,26 @@ Status Trainer::WriteTrace() {
   return Status::Ok();
 }
 
+void Trainer::RefreshBf16Weights() {
+  nn::ParameterStore& ps = model_->params();
+  if (tensor::ComputePrecision() != tensor::Precision::kBF16 || !tensor::UseNativeBf16() || !ps.has_flat_params())
+    return;
+  // Deterministic GPT runs copy each canonical tensor-parallel slice of a weight before its
+  // product (parallel/tp_linear.cc), so they round per product and a copy would go unread.
+  if (plan_.options.deterministic && plan_.layout.gpt) return;
+  Traced("bf16 weight copy", "compute", [&] { bf16_weights_.Refresh(ps.flat_params(), ps.numel()); });
+}
+
 Status Trainer::Run() {
+  // Every product of this rank thread reads the bf16 copy of the weights when there is one.
+  tensor::ScopedBf16Weights bf16_weights(&bf16_weights_);
   LS_RETURN_IF_ERROR(Setup());
   if (start_step_ == plan_.total_steps) LS_RETURN_IF_ERROR(Validate(start_step_));  // nothing left to train
   heartbeat_.Beat();
   for (int64_t step = start_step_; step < plan_.total_steps; ++step) {
     InjectAtStep(plan_.fault, rank_, step);
     LS_RETURN_IF_ERROR(TrainStep(step));
+    if (step == start_step_) LS_RETURN_IF_ERROR(WriteMemoryRows(step + 1));  // the first step's peaks
     heartbeat_.Beat();
     bool last = step + 1 == plan_.total_steps;
     if (last || (plan_.eval_every > 0 && (step + 1) % plan_.eval_every == 0)) LS_RETURN_IF_ERROR(Validate(step + 1));

@@ -26,6 +26,7 @@
 #include "lockstep/optim/lr_schedule.h"
 #include "lockstep/parallel/canonical.h"
 #include "lockstep/parallel/data_parallel.h"
+#include "lockstep/parallel/gpt_memory.h"
 #include "lockstep/parallel/gpt_shard.h"
 #include "lockstep/parallel/mesh.h"
 #include "lockstep/parallel/stage_model.h"
@@ -39,9 +40,11 @@
 #include "lockstep/runtime/reporting/metrics_log.h"
 #include "lockstep/runtime/reporting/progress.h"
 #include "lockstep/runtime/reporting/step_stats.h"
+#include "lockstep/runtime/reporting/straggler.h"
 #include "lockstep/runtime/training/optimizer_state.h"
 #include "lockstep/runtime/training/pipeline_runner.h"
 #include "lockstep/runtime/training/shared_data.h"
+#include "lockstep/tensor/bf16_ops.h"
 #include "lockstep/tensor/memory.h"
 
 namespace lockstep::runtime {
@@ -66,6 +69,8 @@ class Trainer {
   Status BuildModel();
   Status CheckMemoryLimit();
   void LogStart();
+  std::string Bf16Note() const;
+  nlohmann::json StartRow() const;
   Status Validate(int64_t step);
   Result<EvalSums> EvaluateLocal();
   Status WriteTrace();
@@ -76,6 +81,17 @@ class Trainer {
   Status PipelineStep(StepCompute* c);
   Status SumContributions(const float* shard_losses, double* loss);
   Status SyncContributions(parallel::SyncTimes* sync);
+  Status AllreduceGrads(float* grads, int64_t n);
+  // train.precision = bf16: rounds the weights into bf16_weights_ (after set-up and after each
+  // update, the fixed points where they change), when the products run on bf16 kernels and
+  // the rank holds a flat parameter buffer (ZeRO-3 rounds each gathered layer per product,
+  // deterministic GPT runs each gathered slice).
+  void RefreshBf16Weights();
+  bool bf16_grads() const { return plan_.run.train.grad_dtype == "bf16"; }
+  int TiedParam() const;
+  Status SumTiedGradients(int slots);
+  // pp-group tag of the tied gradient exchange: above the pipeline's 2i, 2i+1 micro-batch tags.
+  static constexpr int kTiedGradTag = 32001;
   Result<double> GradNorm();
   template <typename Fn>
   void ForEachCountedGrad(Fn&& fn);
@@ -87,11 +103,21 @@ class Trainer {
   Status Save(int64_t step);
   CheckpointContents Contents(int64_t step);
   nlohmann::json Layout() const;
+  static constexpr int kMemoryFields = 6;  // parameters, params/grads/optimizer bytes, peaks
   nlohmann::json MemoryRow();
+  nlohmann::json MemoryRowOf(int rank, const int64_t* fields) const;
+  Result<std::vector<nlohmann::json>> GatherMemoryRows(int64_t step);
+  Status WriteMemoryRows(int64_t step);
   Status ReportSaves(bool wait);
   Status LogSave(const SaveReport& r);
   Status Finish();
   std::vector<parallel::LocalPiece> WeightPieces();
+  // trainer_stragglers.cc
+  Status GatherHosts();
+  void BeginSlowStep(int64_t step);
+  void SlowDown();
+  Status WatchStragglers(int64_t step, const GatheredStep& g);
+  Status WatchStageBalance(int64_t step, const GatheredStep& g);
 
   // Runs fn() and records it on the trace as [start, end).
   template <typename Fn>
@@ -119,6 +145,10 @@ class Trainer {
   float* OwnedParams();
   float* OwnedGrads();
   parallel::GptShardOptions StageOptions() const;
+  // GPT only: the activations this rank keeps for backward at its peak (one micro-batch's,
+  // times the micro-batches a pipeline stage holds at once), by layer kind
+  // (parallel/gpt_memory.h); `in_flight` and `rows` say how it was counted.
+  parallel::ActivationBytes ActivationEstimate(int* in_flight, int64_t* rows) const;
   // The parameter values this rank holds (the whole local buffer, or the ZeRO-3 shard), and
   // the part of them it writes to checkpoints and the weights hash: everything on dp rank 0,
   // nothing on other replicas, its shard under ZeRO-3.
@@ -146,6 +176,7 @@ class Trainer {
   autograd::Tape tape_;
   std::vector<float> contributions_;  // deterministic mode: one gradient per local shard
   std::vector<float> shard_losses_;
+  tensor::Bf16WeightCopy bf16_weights_;  // train.precision = bf16
   std::optional<MetricsLog> metrics_;
   std::optional<Progress> progress_;
   double last_val_loss_ = NAN;
@@ -161,9 +192,17 @@ class Trainer {
   std::unique_ptr<parallel::ShardedParamGather> gather_;  // ZeRO-1/2: re-assembles the parameters
   std::unique_ptr<parallel::ZeroUnits> zero_units_;       // ZeRO-2/3: unit-wise gradients (and parameters)
   tensor::MemoryTracker* memory_;
-  int64_t optimizer_reserved_ = 0;
-  int64_t consecutive_skips_ = 0;  // non-finite steps skipped in a row (train.skip_nonfinite)  // optimizer-state bytes
-                                   // counted in memory_ (optim/ uses plain vectors)
+  int64_t optimizer_reserved_ = 0;  // optimizer-state bytes counted in memory_ (optim/ uses plain vectors)
+  std::vector<std::string> hosts_;  // every rank's host name, in rank order (rank 0 only)
+  std::optional<StragglerDetector> stragglers_;
+  StageBalanceMeter stage_balance_;
+  bool stage_balance_reported_ = false;
+  // --inject-fault slow: this step's factor on this rank (1: none), when its compute began,
+  // whether it has slept in this step.
+  double slow_factor_ = 1.0;
+  int64_t compute_start_ns_ = 0;
+  bool slept_ = false;
+  int64_t consecutive_skips_ = 0;  // non-finite steps skipped in a row (train.skip_nonfinite)
 };
 
 }  // namespace lockstep::runtime

@@ -5,9 +5,11 @@
 
 #include "lockstep/core/log.h"
 #include "lockstep/nn/gpt.h"
+#include "lockstep/runtime/interop/gpt_weights.h"
 #include "lockstep/runtime/recovery/fault_injection.h"
 #include "lockstep/runtime/recovery/stage_checkpoint.h"
 #include "lockstep/runtime/training/trainer.h"
+#include "lockstep/tensor/precision.h"
 
 namespace lockstep::runtime {
 
@@ -57,6 +59,7 @@ CheckpointContents Trainer::Contents(int64_t step) {
   c.config_hash = TrajectoryHash(plan_.config);
   c.rng = {{"kind", "philox4x32-10"}, {"seed", plan_.run.train.seed}};
   c.layout = Layout();
+  if (plan_.layout.gpt) c.model = GptConfigToJson(*plan_.layout.gpt);
   return c;
 }
 
@@ -132,16 +135,59 @@ Status Trainer::LogSave(const SaveReport& r) {
 // state held now (flat buffers or ZeRO shards; units in flight are released by then), the
 // peak of activation tensors and of everything together so far.
 nlohmann::json Trainer::MemoryRow() {
-  return {{"event", "memory"},
-          {"rank", rank_},
-          {"zero", zero_},
-          {"parameters", local_numel()},
-          {"params_bytes", memory_->Current(tensor::MemoryTag::kParameter)},
-          {"grads_bytes", memory_->Current(tensor::MemoryTag::kGradient)},
-          {"optimizer_bytes", memory_->Current(tensor::MemoryTag::kOptimizer)},
-          {"peak_activation_bytes", memory_->Peak(tensor::MemoryTag::kActivation)},
-          {"peak_bytes", memory_->PeakTotal()},
-          {"mem_limit", plan_.options.mem_limit}};
+  const int64_t mine[kMemoryFields] = {local_numel(),
+                                       memory_->Current(tensor::MemoryTag::kParameter),
+                                       memory_->Current(tensor::MemoryTag::kGradient),
+                                       memory_->Current(tensor::MemoryTag::kOptimizer),
+                                       memory_->Peak(tensor::MemoryTag::kActivation),
+                                       memory_->PeakTotal()};
+  nlohmann::json row = MemoryRowOf(rank_, mine);
+  row["bf16_weights_bytes"] = memory_->Current(tensor::MemoryTag::kParameterCopy);
+  if (plan_.layout.gpt) {
+    int in_flight = 1;
+    int64_t rows = 0;
+    const parallel::ActivationBytes a = ActivationEstimate(&in_flight, &rows);
+    row["activations_estimate"] = {{"embedding", a.embedding}, {"residual", a.residual}, {"layernorm", a.layernorm},
+                                   {"attention", a.attention}, {"mlp", a.mlp},           {"head", a.head},
+                                   {"recompute", a.recompute}, {"total", a.total()},     {"rows", rows},
+                                   {"in_flight", in_flight}};
+  }
+  return row;
+}
+
+nlohmann::json Trainer::MemoryRowOf(int rank, const int64_t* f) const {
+  return {{"event", "memory"},       {"rank", rank},
+          {"zero", zero_},           {"parameters", f[0]},
+          {"params_bytes", f[1]},    {"grads_bytes", f[2]},
+          {"optimizer_bytes", f[3]}, {"peak_activation_bytes", f[4]},
+          {"peak_bytes", f[5]},      {"mem_limit", plan_.options.mem_limit}};
+}
+
+// Every rank's memory row at `step` (rank 0 gets them all, in rank order), so the report can
+// show the ranks side by side: under ZeRO, tp or pp they hold different amounts. Written after
+// the first step of every start (a run killed later still shows its memory) and at the end.
+Result<std::vector<nlohmann::json>> Trainer::GatherMemoryRows(int64_t step) {
+  nlohmann::json row = MemoryRow();
+  row["step"] = step;
+  if (world_ == 1) return std::vector<nlohmann::json>{row};
+  const int64_t mine[kMemoryFields] = {row["parameters"],      row["params_bytes"],          row["grads_bytes"],
+                                       row["optimizer_bytes"], row["peak_activation_bytes"], row["peak_bytes"]};
+  std::vector<int64_t> all(static_cast<size_t>(kMemoryFields * world_));
+  LS_RETURN_IF_ERROR(world_comm_->AllGather(mine, all.data(), kMemoryFields, comm::DType::kI64)->Wait());
+  std::vector<nlohmann::json> rows;
+  for (int r = 0; r < world_; ++r) {
+    // This rank's own row keeps its extra fields (bf16 copy, activation estimate).
+    rows.push_back(r == rank_ ? row : MemoryRowOf(r, all.data() + kMemoryFields * r));
+    rows.back()["step"] = step;
+  }
+  return rows;
+}
+
+Status Trainer::WriteMemoryRows(int64_t step) {
+  LS_ASSIGN_OR_RETURN(std::vector<nlohmann::json> rows, GatherMemoryRows(step));
+  if (lead())
+    for (const nlohmann::json& row : rows) LS_RETURN_IF_ERROR(metrics_->Write(row));
+  return Status::Ok();
 }
 
 // The parameter pieces this rank is the writer of (as for checkpoints).
@@ -153,25 +199,29 @@ std::vector<parallel::LocalPiece> Trainer::WeightPieces() {
 Status Trainer::Finish() {
   LS_RETURN_IF_ERROR(ReportSaves(/*wait=*/true));  // `done` only once the last checkpoint is committed
   if (trace_.enabled()) LS_RETURN_IF_ERROR(WriteTrace());
+  tape_.pool().Release();  // the activations' memory, for the gather and the sample below
   LS_ASSIGN_OR_RETURN(parallel::CanonicalTensors weights, parallel::GatherCanonical(*world_comm_, WeightPieces()));
+  LS_ASSIGN_OR_RETURN(std::vector<nlohmann::json> memory, GatherMemoryRows(plan_.total_steps));
   if (!lead()) return Status::Ok();
   const std::string hash = parallel::CanonicalXxh64(weights);
   progress_->Finish();
-  LS_RETURN_IF_ERROR(metrics_->Write(MemoryRow()));  // before `done`, which stays the last line
+  for (const nlohmann::json& row : memory) LS_RETURN_IF_ERROR(metrics_->Write(row));  // before `done`, the last line
   LS_RETURN_IF_ERROR(metrics_->Write({{"event", "done"}, {"step", plan_.total_steps}, {"weights_xxh64", hash}}));
   std::printf("done: %lld steps, val_loss %.4f", static_cast<long long>(plan_.total_steps), last_val_loss_);
   if (!std::isnan(last_val_acc_)) std::printf(", val_acc %.4f", last_val_acc_);
   std::printf(", weights_xxh64 %s\n", hash.c_str());
-  if (plan_.layout.gpt) {
+  if (plan_.layout.gpt && plan_.layout.gpt->vocab == 256) {  // byte-level: the sample is text
+    // (other vocabularies: `lockstep sample --prompt-tokens`, which prints token ids)
     // The sample comes from a whole nn::Gpt holding the gathered canonical weights. It is a
     // by-product of the finished run, outside this worker's training budget (--mem-limit):
     // counted in the process-wide tracker, not the rank's.
     tensor::ScopedTracker outside_budget(nullptr);
-    nn::Gpt gpt(*plan_.layout.gpt);
+    nn::Gpt gpt(*plan_.layout.gpt, nn::Gpt::InferenceOnly{});
     for (const nn::ParamInfo& p : gpt.params()) {
       const std::vector<float>& v = weights.at(p.name);
       std::memcpy(gpt.params().flat_params() + p.offset, v.data(), v.size() * sizeof(float));
     }
+    tensor::ScopedPrecision fp32(tensor::Precision::kF32);  // the sample reads the fp32 master weights
     std::string sample = gpt.Generate("The ", 240, 0.8f, plan_.run.train.seed);
     std::printf("sample:\n%s\n", sample.c_str());
   }

@@ -1,0 +1,83 @@
+#!/bin/bash
+# How well `lockstep plan` predicts (issue 15). For each model and worker count: run the plan
+# (profile measured fresh), then train a sample of the layouts it lists (the recommended one
+# plus rows spread over its ranking, fp32 without recompute: what trains today) for a few steps,
+# and print predicted vs measured median step_ms (steps after the first two) and rank 0's
+# peak_bytes (the memory row), the error of each, the worst, and whether the recommended
+# layout is within 10% of the fastest one measured.
+# Usage: bench/plan_accuracy.sh [models="gpt-tiny cnn-fashion"] [workers="1 2 4"] [sample=8] [steps=12]
+#        [backend=threads]   (needs scripts/setup.sh first; LOCKSTEP=path picks another binary)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source bench/peer_lib.sh
+MODELS=${1:-"gpt-tiny cnn-fashion"}
+WORKERS=${2:-"1 2 4"}
+SAMPLE=${3:-8}
+STEPS=${4:-12}
+BACKEND=${5:-threads}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+machine_line
+echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg) (other processes share these cores)"
+python3 - "$tmp" "$MODELS" "$WORKERS" "$SAMPLE" "$STEPS" "$BACKEND" <<'PY'
+import json, os, statistics, subprocess, sys, time
+tmp, models, workers, sample, steps, backend = sys.argv[1], sys.argv[2].split(), [int(w) for w in sys.argv[3].split()], int(sys.argv[4]), int(sys.argv[5]), sys.argv[6]
+common = ["--set", "eval.batches=1"]
+
+def run(args):
+    r = subprocess.run([os.environ.get("LOCKSTEP", "build/lockstep")] + args, capture_output=True, text=True, errors="replace")
+    if r.returncode != 0:
+        sys.exit(f"lockstep {' '.join(args)} failed ({r.returncode}): {r.stderr.strip()}")
+    return r
+
+def pick(rows, rec, k):
+    # The recommended row, then rows spread evenly over the ranking (fits first, fastest first).
+    idx = [i for i, r in enumerate(rows) if r["precision"] == "fp32" and r["recompute"] == "none" and r["fits"]]
+    chosen = [rec] if rec >= 0 else []
+    step = max(1, len(idx) / max(1, k))
+    j = 0.0
+    while len(chosen) < k and int(j) < len(idx):
+        if idx[int(j)] not in chosen: chosen.append(idx[int(j)])
+        j += step
+    return chosen
+
+worst_t = worst_m = (0.0, "")
+print(f"{'model':<12}{'N':>3} {'layout':<16}{'zero':>4}{'micro':>6} {'pred ms':>9}{'meas ms':>9}{'err':>7}  {'pred MiB':>9}{'meas MiB':>9}{'err':>7}")
+for model in models:
+    cfg = f"configs/{model}.toml"
+    for n in workers:
+        out = f"{tmp}/{model}-{n}"
+        t0 = time.time()
+        run(["plan", "--config", cfg, "--nproc", str(n), "--backend", backend, "--out", out, "--json", f"{out}/plan.json"] + common)
+        plan_s = time.time() - t0
+        plan = json.load(open(f"{out}/plan.json"))
+        rows, rec = plan["layouts"], plan["recommended"]
+        measured = {}
+        for i in pick(rows, rec, sample):
+            r = rows[i]
+            pp = int(r["layout"].split("pp=")[1])
+            key = "train.pp_microbatches" if pp > 1 else "train.accum_steps"
+            d = f"{out}/run{i}"
+            run(["train", "--config", cfg, "--nproc", str(n), "--backend", backend, "--steps", str(steps), "--out", d,
+                 "--layout", r["layout"], "--zero", str(r["zero"]), "--set", f"{key}={r['microbatches']}"] + common)
+            lines = [json.loads(l) for l in open(f"{d}/metrics.jsonl")]
+            ms = statistics.median([l["step_ms"] for l in lines if "step_ms" in l and l["step"] > 2])
+            peak = next(l for l in lines if l.get("event") == "memory")["peak_bytes"]
+            pm, pb = r["step_ms"], r["rank0"]["peak_bytes"]
+            et, em = pm / ms - 1, pb / peak - 1
+            measured[i] = ms
+            name = f"{model} N={n} {r['layout']} zero {r['zero']} micro {r['microbatches']}"
+            if abs(et) > abs(worst_t[0]): worst_t = (et, name)
+            if abs(em) > abs(worst_m[0]): worst_m = (em, name)
+            mark = "*" if i == rec else " "
+            print(f"{model:<12}{n:>3}{mark}{r['layout']:<16}{r['zero']:>4}{r['microbatches']:>6} {pm:>9.1f}{ms:>9.1f}{100*et:>+6.0f}%  "
+                  f"{pb/2**20:>9.1f}{peak/2**20:>9.1f}{100*em:>+6.0f}%", flush=True)
+        if rec in measured:
+            fastest = min(measured.values())
+            print(f"{'':<12}{n:>3} plan took {plan_s:.1f} s; recommended measured {measured[rec]:.1f} ms, fastest measured "
+                  f"{fastest:.1f} ms ({100*(measured[rec]/fastest-1):+.0f}%); one_worker_faster={plan['one_worker_faster']}, "
+                  f"binding={plan['binding']}", flush=True)
+print(f"worst step_ms error: {100*worst_t[0]:+.0f}% ({worst_t[1]})")
+print(f"worst peak_bytes error: {100*worst_m[0]:+.0f}% ({worst_m[1]})")
+PY
+echo "load average at end: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -1,0 +1,22 @@
+// `lockstep export CHECKPOINT --format hf|llmc --out PATH [--dtype f32|bf16]
+// [--max-shard-size S]` (runtime/interop/export.h).
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <string>
+
+#include "lockstep/core/status.h"
+#include "lockstep/runtime/interop/export.h"
+
+namespace lockstep::cli {
+
+struct ExportArgs {
+  runtime::ExportOptions options;
+  std::string max_shard_size;  // K/M/G suffixes
+};
+
+CLI::App* AddExportCommand(CLI::App& app, ExportArgs* args);
+Status RunExportCommand(ExportArgs args);
+
+}  // namespace lockstep::cli

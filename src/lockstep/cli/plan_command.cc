@@ -1,0 +1,173 @@
+#include "lockstep/cli/plan_command.h"
+
+#include <cstdio>
+#include <sstream>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "lockstep/cli/bench_comm_measure.h"
+#include "lockstep/comm/mpi/launch.h"
+#include "lockstep/comm/threads/threads_world.h"
+#include "lockstep/core/config.h"
+
+namespace lockstep::cli {
+namespace {
+
+using runtime::CommCurve;
+using runtime::CommOp;
+using runtime::CommTable;
+
+constexpr int64_t kMinBytes = 4 << 10, kMaxBytes = 64 << 20;
+
+// Every fourth power of two from 4 KiB to 64 MiB (bench-comm's sizes for the op and group).
+std::vector<int64_t> Sizes(BenchOp op, int n) {
+  std::vector<int64_t> out;
+  for (int64_t b : BenchSizes(op, n, kMinBytes, kMaxBytes))
+    if (out.empty() || b >= 4 * out.back()) out.push_back(b);
+  return out;
+}
+
+// Few iterations: about 16 MiB moved per size, 3 to 50.
+int Iters(int64_t bytes) {
+  return static_cast<int>(std::clamp<int64_t>((16 << 20) / std::max<int64_t>(bytes, 1), 3, 50));
+}
+
+CommOp ToCommOp(BenchOp op) {
+  switch (op) {
+    case BenchOp::kAllreduce:
+      return CommOp::kAllreduce;
+    case BenchOp::kReduceScatter:
+      return CommOp::kReduceScatter;
+    case BenchOp::kAllGather:
+      return CommOp::kAllGather;
+    case BenchOp::kBroadcast:
+      return CommOp::kSend;  // a broadcast between two ranks is one send
+  }
+  return CommOp::kAllreduce;
+}
+
+// `groups` groups of `size` ranks, all measuring at once (the layout runs them side by side);
+// group 0's rank 0 reports.
+Result<std::vector<CommCurve>> MeasureThreadsGroups(int size, int groups, const std::vector<BenchOp>& ops) {
+  std::vector<std::vector<std::shared_ptr<comm::Communicator>>> comms;
+  for (int g = 0; g < groups; ++g) comms.push_back(comm::CreateThreadsGroup(size));
+  std::vector<CommCurve> curves(ops.size());
+  std::vector<Status> status(static_cast<size_t>(size * groups));
+  std::vector<std::thread> threads;
+  for (int g = 0; g < groups; ++g)
+    for (int r = 0; r < size; ++r)
+      threads.emplace_back([&, g, r] {
+        for (size_t i = 0; i < ops.size(); ++i)
+          for (int64_t bytes : Sizes(ops[i], size)) {
+            Result<BenchPoint> p = MeasurePoint(*comms[g][r], ops[i], bytes, Iters(bytes));
+            if (!p.ok()) {
+              status[static_cast<size_t>(g * size + r)] = p.status();
+              return;
+            }
+            if (g == 0 && r == 0) curves[i].Add(bytes, p->time_us * 1e-3);
+          }
+      });
+  for (std::thread& t : threads) t.join();
+  for (const Status& s : status) LS_RETURN_IF_ERROR(s);
+  return curves;
+}
+
+Result<CommTable> MeasureThreads(int nproc, const std::vector<int>& groups, bool send) {
+  CommTable table;
+  const std::vector<BenchOp> ops = {BenchOp::kAllreduce, BenchOp::kReduceScatter, BenchOp::kAllGather};
+  for (int g : groups) {
+    LS_ASSIGN_OR_RETURN(std::vector<CommCurve> curves, MeasureThreadsGroups(g, std::max(1, nproc / g), ops));
+    for (size_t i = 0; i < ops.size(); ++i) table.Set(ToCommOp(ops[i]), g, curves[i]);
+  }
+  if (send) {
+    LS_ASSIGN_OR_RETURN(std::vector<CommCurve> curves, MeasureThreadsGroups(2, 1, {BenchOp::kBroadcast}));
+    table.Set(CommOp::kSend, 2, curves[0]);
+  }
+  return table;
+}
+
+// `lockstep bench-comm --backend mpi --json` under mpirun with `size` ranks, parsed.
+Status MeasureMpiGroup(int size, const std::string& op, int argc, char** argv, CommTable* table) {
+  std::vector<std::string> args = {argv[0],       "bench-comm",
+                                   "--backend",   "mpi",
+                                   "--nproc",     std::to_string(size),
+                                   "--op",        op,
+                                   "--min-bytes", std::to_string(kMinBytes),
+                                   "--max-bytes", std::to_string(kMaxBytes),
+                                   "--json"};
+  std::vector<char*> av;
+  for (std::string& a : args) av.push_back(a.data());
+  av.push_back(nullptr);
+  std::string out;
+  const int rc = comm::RunUnderMpirun(size, static_cast<int>(args.size()), av.data(), {}, {}, &out);
+  if (rc != 0)
+    return Status::Internal("plan: bench-comm under mpirun -np " + std::to_string(size) + " failed (status " +
+                            std::to_string(rc) + ")");
+  std::map<std::string, CommCurve> curves;
+  std::istringstream lines(out);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.empty() || line[0] != '{') continue;
+    nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+    if (j.is_discarded() || !j.contains("op") || !j.contains("bytes") || !j.contains("time_us")) continue;
+    curves[j["op"].get<std::string>()].Add(j["bytes"].get<int64_t>(), j["time_us"].get<double>() * 1e-3);
+  }
+  for (BenchOp b : {BenchOp::kAllreduce, BenchOp::kReduceScatter, BenchOp::kAllGather, BenchOp::kBroadcast}) {
+    auto it = curves.find(BenchOpName(b));
+    if (it != curves.end()) table->Set(ToCommOp(b), size, it->second);
+  }
+  return Status::Ok();
+}
+
+Result<CommTable> MeasureMpi(const std::vector<int>& groups, bool send, int argc, char** argv) {
+  CommTable table;
+  for (int g : groups) {
+    for (const char* op : {"allreduce", "reduce_scatter", "all_gather"})
+      LS_RETURN_IF_ERROR(MeasureMpiGroup(g, op, argc, argv, &table));
+  }
+  if (send) LS_RETURN_IF_ERROR(MeasureMpiGroup(2, "broadcast", argc, argv, &table));
+  return table;
+}
+
+}  // namespace
+
+void AddPlanCommand(CLI::App& app, PlanCommand* cmd) {
+  runtime::PlanOptions& o = cmd->options;
+  CLI::App* p = app.add_subcommand("plan", "profile one worker, predict every layout of N workers, recommend one");
+  p->add_option("--config", o.config_path, "TOML config file (required)");
+  p->add_option("--set", o.overrides, "override a config key: section.key=value (repeatable)");
+  p->add_option("--nproc", o.nproc, "number of workers to plan for (required)")->check(CLI::Range(1, 4096));
+  p->add_option("--backend", o.backend, "threads or mpi: the collectives measured")
+      ->check(CLI::IsMember({"threads", "mpi"}));
+  p->add_option("--mem-limit", cmd->mem_limit, "bytes one worker may hold, e.g. 512M (default: machine memory / N)");
+  p->add_option("--hardware", o.hardware_path, "TOML file describing another machine (instead of measuring this one)");
+  p->add_option("--json", o.json_path, "write the plan as JSON (plan.json)");
+  p->add_option("--out", o.out_dir, "directory of the profile cache (default runs/<config name>)");
+  cmd->app = p;
+}
+
+int RunPlanCommand(PlanCommand& cmd, int argc, char** argv) {
+  runtime::PlanOptions& o = cmd.options;
+  auto fail = [](const std::string& message) {
+    std::fprintf(stderr, "lockstep: error: %s\n", message.c_str());
+    return 2;
+  };
+  if (o.config_path.empty()) return fail("--config is required");
+  if (cmd.app->count("--nproc") == 0) return fail("--nproc is required");
+  if (!cmd.mem_limit.empty()) {
+    Result<int64_t> v = ParseSize(cmd.mem_limit, "--mem-limit");
+    if (!v.ok()) return fail(v.status().message());
+    o.mem_limit = *v;
+  }
+  const int nproc = o.nproc;
+  const bool mpi = o.backend == "mpi";
+  Status s = runtime::RunPlan(o, [&](const std::vector<int>& groups, bool send) -> Result<CommTable> {
+    return mpi ? MeasureMpi(groups, send, argc, argv) : MeasureThreads(nproc, groups, send);
+  });
+  if (s.ok()) return 0;
+  std::fprintf(stderr, "lockstep: error: %s\n", s.message().c_str());
+  return s.code() == StatusCode::kInvalidArgument || s.code() == StatusCode::kNotFound ? 2 : 1;
+}
+
+}  // namespace lockstep::cli

@@ -1,0 +1,26 @@
+// `lockstep plan` on the command line (runtime/planning/planner.h does the planning). The
+// collectives a plan needs are measured here with bench-comm's code: in this process for the
+// threads backend, as `lockstep bench-comm --backend mpi --json` under mpirun for mpi.
+#pragma once
+
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "lockstep/runtime/planning/planner.h"
+
+namespace lockstep::cli {
+
+struct PlanCommand {
+  runtime::PlanOptions options;
+  std::string mem_limit;  // K/M/G suffixes
+  CLI::App* app = nullptr;
+};
+
+// Adds the `plan` subcommand to `app`; its flags land in `cmd`.
+void AddPlanCommand(CLI::App& app, PlanCommand* cmd);
+
+// After parsing, when cmd.app->parsed(): runs the plan; the exit status (2: bad input).
+int RunPlanCommand(PlanCommand& cmd, int argc, char** argv);
+
+}  // namespace lockstep::cli

@@ -1,0 +1,186 @@
+#include "lockstep/data/token_file.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <bit>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <utility>
+#include <vector>
+
+namespace lockstep::data {
+
+static_assert(std::endian::native == std::endian::little, "token files are little-endian; so must the host be");
+
+Result<TokenFormat> ParseTokenFormat(const std::string& text) {
+  if (text == "auto") return TokenFormat::kAuto;
+  if (text == "llmc") return TokenFormat::kLlmc;
+  if (text == "raw") return TokenFormat::kRaw;
+  return Status::InvalidArgument("data.format: expected \"auto\", \"llmc\" or \"raw\", got \"" + text + "\"");
+}
+
+const char* TokenFormatName(TokenFormat f) {
+  switch (f) {
+    case TokenFormat::kAuto:
+      return "auto";
+    case TokenFormat::kLlmc:
+      return "llmc";
+    case TokenFormat::kRaw:
+      return "raw";
+  }
+  return "?";
+}
+
+namespace {
+
+int64_t PageSize() {
+  static const int64_t page = ::sysconf(_SC_PAGESIZE);
+  return page;
+}
+
+}  // namespace
+
+Result<TokenFile> TokenFile::Open(const std::string& path, TokenFormat format) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT) return Status::NotFound("token file " + path + " does not exist");
+    return Status::InvalidArgument("cannot read token file " + path + ": " + std::strerror(errno));
+  }
+  struct stat sb;
+  if (::fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+    ::close(fd);
+    return Status::InvalidArgument("token file " + path + " is not a regular file");
+  }
+  const int64_t bytes = sb.st_size;
+  if (bytes == 0) {
+    ::close(fd);
+    return Status::InvalidArgument("token file " + path + " is empty");
+  }
+  TokenFile f;
+  f.path_ = path;
+  f.map_ = ::mmap(nullptr, static_cast<size_t>(bytes), PROT_READ, MAP_PRIVATE, fd, 0);
+  ::close(fd);  // the mapping keeps the file
+  if (f.map_ == MAP_FAILED) {
+    f.map_ = nullptr;
+    return Status::InvalidArgument("cannot map token file " + path + ": " + std::strerror(errno));
+  }
+  f.map_bytes_ = static_cast<size_t>(bytes);
+  // Windows are read at random places: no read-ahead beyond the page asked for.
+  ::madvise(f.map_, f.map_bytes_, MADV_RANDOM);
+  const auto* base = static_cast<const uint8_t*>(f.map_);
+  int32_t header[3] = {0, 0, 0};
+  std::memcpy(header, base, static_cast<size_t>(std::min<int64_t>(bytes, sizeof(header))));
+  if (format == TokenFormat::kAuto) format = header[0] == kLlmcTokensMagic ? TokenFormat::kLlmc : TokenFormat::kRaw;
+  f.format_ = format;
+  if (format == TokenFormat::kRaw) {
+    if (header[0] == kLlmcModelMagic)
+      return Status::InvalidArgument("token file " + path +
+                                     " is an llm.c model checkpoint (magic 20240326), not tokens");
+    if (bytes % 2 != 0)
+      return Status::InvalidArgument("token file " + path + " is truncated: " + std::to_string(bytes) +
+                                     " bytes is not a whole number of uint16 tokens");
+    f.tokens_ = reinterpret_cast<const uint16_t*>(base);
+    f.count_ = bytes / 2;
+    return f;
+  }
+  if (bytes < kLlmcHeaderBytes)
+    return Status::InvalidArgument("token file " + path + " is truncated: " + std::to_string(bytes) +
+                                   " bytes, shorter than llm.c's 1024-byte header");
+  if (header[0] != kLlmcTokensMagic)
+    return Status::InvalidArgument("token file " + path + " has magic " + std::to_string(header[0]) +
+                                   ", not llm.c's token magic 20240520");
+  if (header[1] != kLlmcTokensVersion)
+    return Status::InvalidArgument("token file " + path + " has llm.c version " + std::to_string(header[1]) +
+                                   ", expected 1 (uint16 tokens)");
+  const int64_t count = header[2], have = (bytes - kLlmcHeaderBytes) / 2;
+  if (count <= 0)
+    return Status::InvalidArgument("token file " + path + " has no tokens (header count " + std::to_string(count) +
+                                   ")");
+  if (bytes != kLlmcHeaderBytes + 2 * count)
+    return Status::InvalidArgument("token file " + path + (have < count ? " is truncated" : " has trailing bytes") +
+                                   ": its header says " + std::to_string(count) + " tokens (" +
+                                   std::to_string(kLlmcHeaderBytes + 2 * count) + " bytes), the file has " +
+                                   std::to_string(bytes) + " bytes");
+  f.tokens_ = reinterpret_cast<const uint16_t*>(base + kLlmcHeaderBytes);
+  f.count_ = count;
+  return f;
+}
+
+TokenFile::TokenFile(TokenFile&& o) noexcept { *this = std::move(o); }
+
+TokenFile& TokenFile::operator=(TokenFile&& o) noexcept {
+  if (this == &o) return *this;
+  Unmap();
+  path_ = std::move(o.path_);
+  format_ = o.format_;
+  map_ = std::exchange(o.map_, nullptr);
+  map_bytes_ = std::exchange(o.map_bytes_, 0);
+  tokens_ = std::exchange(o.tokens_, nullptr);
+  count_ = std::exchange(o.count_, 0);
+  return *this;
+}
+
+TokenFile::~TokenFile() { Unmap(); }
+
+void TokenFile::Unmap() {
+  if (map_ != nullptr) ::munmap(map_, map_bytes_);
+  map_ = nullptr;
+}
+
+void TokenFile::Release(int64_t begin, int64_t end) const {
+  if (map_ == nullptr || begin >= end) return;
+  const auto base = reinterpret_cast<uintptr_t>(map_);
+  const int64_t page = PageSize();
+  // Whole pages inside the mapping that hold any of the range (pages shared with a
+  // neighbouring window only fault in again from the page cache).
+  const uintptr_t lo = reinterpret_cast<uintptr_t>(tokens_ + begin) & ~static_cast<uintptr_t>(page - 1);
+  const uintptr_t hi = std::min<uintptr_t>(reinterpret_cast<uintptr_t>(tokens_ + end), base + map_bytes_);
+  if (lo < base || hi <= lo) return;
+  ::madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_DONTNEED);
+}
+
+TokenFile::MaxTokenAt TokenFile::MaxToken() const {
+  MaxTokenAt best;
+  constexpr int64_t kChunk = int64_t{1} << 24;  // 32 MB of tokens
+  for (int64_t begin = 0; begin < count_; begin += kChunk) {
+    const int64_t end = std::min(count_, begin + kChunk);
+    uint16_t mx = 0;
+    for (int64_t i = begin; i < end; ++i) mx = std::max(mx, tokens_[i]);
+    if (mx > best.value || begin == 0) {
+      best.value = mx;
+      best.index = std::find(tokens_ + begin, tokens_ + end, mx) - tokens_;
+    }
+    Release(begin, end);
+  }
+  return best;
+}
+
+Status WriteLlmcTokenFile(const std::string& path, std::span<const uint16_t> tokens) {
+  if (tokens.size() > static_cast<size_t>(INT32_MAX))
+    return Status::InvalidArgument("llm.c token files hold at most 2^31-1 tokens; got " +
+                                   std::to_string(tokens.size()) + " (write several shards)");
+  const std::string tmp = path + ".tmp";
+  std::FILE* f = std::fopen(tmp.c_str(), "wb");
+  if (f == nullptr) return Status::InvalidArgument("cannot write " + tmp + ": " + std::strerror(errno));
+  std::vector<int32_t> header(kLlmcHeaderInts, 0);
+  header[0] = kLlmcTokensMagic;
+  header[1] = kLlmcTokensVersion;
+  header[2] = static_cast<int32_t>(tokens.size());
+  bool ok = std::fwrite(header.data(), sizeof(int32_t), header.size(), f) == header.size();
+  ok = ok && std::fwrite(tokens.data(), sizeof(uint16_t), tokens.size(), f) == tokens.size();
+  ok = (std::fflush(f) == 0) && ok;
+  ok = (::fsync(::fileno(f)) == 0) && ok;
+  ok = (std::fclose(f) == 0) && ok;
+  if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    return Status::IoError("cannot write token file " + path + ": " + std::strerror(errno));
+  }
+  return Status::Ok();
+}
+
+}  // namespace lockstep::data

@@ -1,0 +1,49 @@
+#include "lockstep/data/window_source.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+
+namespace lockstep::data {
+namespace {
+
+// An internal invariant (the loaders only ask for windows inside the stream): a bug if broken.
+void Require(bool ok, const char* what) {
+  if (ok) return;
+  std::fprintf(stderr, "lockstep: internal error: %s\n", what);
+  std::abort();
+}
+
+}  // namespace
+
+TokenStream::TokenStream(std::vector<std::shared_ptr<const TokenFile>> files, int64_t begin, int64_t size,
+                         std::string name)
+    : files_(std::move(files)), begin_(begin), size_(size), name_(std::move(name)) {
+  int64_t at = 0;
+  for (const auto& f : files_) {
+    starts_.push_back(at);
+    at += f->size();
+  }
+  Require(begin_ >= 0 && size_ >= 0 && begin_ + size_ <= at, "TokenStream range outside its files");
+}
+
+void TokenStream::Read(int64_t begin, int64_t n, int32_t* out) const {
+  Require(begin >= 0 && n >= 0 && begin + n <= size_, "TokenStream::Read outside the stream");
+  int64_t pos = begin_ + begin;
+  // The file holding `pos`: the last one starting at or before it.
+  size_t f = static_cast<size_t>(std::upper_bound(starts_.begin(), starts_.end(), pos) - starts_.begin()) - 1;
+  while (n > 0) {
+    const TokenFile& file = *files_[f];
+    const int64_t local = pos - starts_[f];
+    const int64_t take = std::min(n, file.size() - local);
+    const uint16_t* src = file.tokens().data() + local;
+    for (int64_t i = 0; i < take; ++i) out[i] = src[i];
+    file.Release(local, local + take);
+    out += take;
+    pos += take;
+    n -= take;
+    ++f;
+  }
+}
+
+}  // namespace lockstep::data

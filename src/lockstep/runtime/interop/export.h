@@ -1,0 +1,37 @@
+// `lockstep export` and `lockstep train --init-from`: a GPT's weights to and from Hugging Face
+// (hf_format.h) and llm.c (llmc_format.h) files, and from another lockstep checkpoint.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "lockstep/core/result.h"
+#include "lockstep/nn/gpt.h"
+#include "lockstep/parallel/canonical.h"
+
+namespace lockstep::runtime {
+
+struct ExportOptions {
+  std::string checkpoint;       // any of the four ways to name one
+  std::string format;           // "hf" | "llmc"
+  std::string out;              // hf: a directory; llmc: a file
+  std::string dtype = "f32";    // "f32" | "bf16"
+  int64_t max_shard_bytes = 0;  // hf: split model.safetensors above this (0: 5G, HF's default)
+  std::string config_path;      // for checkpoints that do not describe their model
+  std::vector<std::string> overrides;
+};
+
+// Writes the export and prints one line per file written.
+Status RunExport(const ExportOptions& options);
+
+struct GptWeights;
+// The same for weights already in memory (options.checkpoint, config_path unused).
+Status ExportWeights(const GptWeights& w, const ExportOptions& options);
+
+// --init-from hf:DIR | llmc:FILE | lockstep:CHECKPOINT: the canonical tensors of `target`
+// (full, by lockstep name), read from the source and checked against the model; rows the
+// source lacks (vocabulary padding dropped by HF) keep target's initial values.
+Result<parallel::CanonicalTensors> LoadInitWeights(const std::string& spec, const nn::GptConfig& target);
+
+}  // namespace lockstep::runtime

@@ -1,0 +1,74 @@
+#include "lockstep/runtime/interop/sample.h"
+
+#include <cstdio>
+#include <cstdlib>
+
+#include "lockstep/runtime/interop/gpt_weights.h"
+
+namespace lockstep::runtime {
+namespace {
+
+Result<std::vector<int32_t>> ParseTokens(const std::string& text, int64_t vocab) {
+  std::vector<int32_t> out;
+  size_t at = 0;
+  while (at <= text.size()) {
+    size_t end = text.find(',', at);
+    if (end == std::string::npos) end = text.size();
+    const std::string item = text.substr(at, end - at);
+    char* stop = nullptr;
+    const long long v = std::strtoll(item.c_str(), &stop, 10);
+    if (item.empty() || *stop != '\0' || v < 0 || v >= vocab)
+      return Status::InvalidArgument("--prompt-tokens: \"" + item + "\" is not a token id in [0, " +
+                                     std::to_string(vocab) + ")");
+    out.push_back(static_cast<int32_t>(v));
+    at = end + 1;
+  }
+  return out;
+}
+
+}  // namespace
+
+Status RunSample(const SampleOptions& o) {
+  if (o.tokens < 0) return Status::InvalidArgument("--tokens: expected >= 0");
+  if (o.top_k < 0) return Status::InvalidArgument("--top-k: expected >= 0");
+  if (!o.prompt.empty() && !o.prompt_tokens.empty())
+    return Status::InvalidArgument("--prompt and --prompt-tokens exclude each other");
+  LS_ASSIGN_OR_RETURN(GptWeights w, LoadGptCheckpoint(o.checkpoint, o.config_path, o.overrides));
+  const bool bytes = w.config.vocab == 256;
+  std::vector<int32_t> prompt;
+  if (!o.prompt_tokens.empty()) {
+    LS_ASSIGN_OR_RETURN(prompt, ParseTokens(o.prompt_tokens, w.config.vocab));
+  } else if (!o.prompt.empty()) {
+    if (!bytes)
+      return Status::InvalidArgument("--prompt needs a byte-level model (model.vocab = 256); this one has " +
+                                     std::to_string(w.config.vocab) + " tokens: pass --prompt-tokens");
+    for (unsigned char c : o.prompt) prompt.push_back(c);
+  } else {
+    // Byte models start from a newline, GPT-2 from <|endoftext|>, others from token 0.
+    prompt.push_back(bytes ? '\n' : w.config.vocab == 50257 ? 50256 : 0);
+  }
+  nn::Gpt gpt(w.config, nn::Gpt::InferenceOnly{});
+  CopyInto(w, &gpt);
+  const std::vector<int32_t> out = gpt.GenerateTokens(prompt, o.tokens, o.temperature, o.seed, o.top_k);
+  if (bytes) {
+    std::string text(prompt.begin(), prompt.end());
+    for (int32_t t : out) text.push_back(static_cast<char>(t));
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    std::printf("\n");
+  } else {
+    std::string line;
+    for (int32_t t : prompt) {
+      if (!line.empty()) line += ',';
+      line += std::to_string(t);
+    }
+    line += " |";
+    for (int32_t t : out) {
+      line += ' ';
+      line += std::to_string(t);
+    }
+    std::printf("%s\n", line.c_str());
+  }
+  return Status::Ok();
+}
+
+}  // namespace lockstep::runtime

@@ -1,0 +1,144 @@
+#include "lockstep/runtime/launch/hosts.h"
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "lockstep/runtime/launch/train_plan.h"
+#include "lockstep/runtime/recovery/heartbeat.h"
+#include "lockstep/runtime/recovery/supervisor.h"
+
+namespace lockstep::runtime {
+namespace {
+
+bool ParseSlots(const std::string& s, int* out) {
+  if (s.empty() || s.size() > 5) return false;
+  for (char c : s)
+    if (c < '0' || c > '9') return false;
+  *out = std::stoi(s);
+  return *out > 0;
+}
+
+bool ValidName(const std::string& name) {
+  if (name.empty()) return false;
+  for (char c : name)
+    if (c <= ' ' || c == ',' || c == ':' || c == '#' || c == '\'' || c == '"') return false;
+  return true;
+}
+
+Status CheckUnique(const std::vector<Host>& hosts, const std::string& where) {
+  for (size_t i = 0; i < hosts.size(); ++i)
+    for (size_t j = 0; j < i; ++j)
+      if (hosts[i].name == hosts[j].name)
+        return Status::InvalidArgument(where + ": host '" + hosts[i].name + "' is listed twice");
+  if (hosts.empty()) return Status::InvalidArgument(where + ": no hosts");
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<std::vector<Host>> ParseHosts(const std::string& text) {
+  std::vector<Host> hosts;
+  std::stringstream ss(text);
+  for (std::string entry; std::getline(ss, entry, ',');) {
+    Host h;
+    const size_t colon = entry.rfind(':');
+    h.name = entry.substr(0, colon);
+    if (colon != std::string::npos && !ParseSlots(entry.substr(colon + 1), &h.slots))
+      return Status::InvalidArgument("--hosts '" + text + "': '" + entry + "': slots must be a positive integer");
+    if (!ValidName(h.name))
+      return Status::InvalidArgument("--hosts '" + text + "': '" + entry + "' is not HOST or HOST:SLOTS");
+    hosts.push_back(h);
+  }
+  LS_RETURN_IF_ERROR(CheckUnique(hosts, "--hosts '" + text + "'"));
+  return hosts;
+}
+
+Result<std::vector<Host>> ReadHostfile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return Status::NotFound("--hostfile '" + path + "': cannot read it");
+  std::vector<Host> hosts;
+  int number = 0;
+  for (std::string line; std::getline(in, line);) {
+    ++number;
+    line = line.substr(0, line.find('#'));
+    std::istringstream words(line);
+    Host h;
+    if (!(words >> h.name)) continue;
+    if (!ValidName(h.name))
+      return Status::InvalidArgument("--hostfile " + path + ":" + std::to_string(number) + ": bad host name '" +
+                                     h.name + "'");
+    for (std::string w; words >> w;) {
+      if (w.rfind("slots=", 0) == 0 && !ParseSlots(w.substr(6), &h.slots))
+        return Status::InvalidArgument("--hostfile " + path + ":" + std::to_string(number) + ": '" + w +
+                                       "': slots must be a positive integer");
+    }
+    hosts.push_back(h);
+  }
+  LS_RETURN_IF_ERROR(CheckUnique(hosts, "--hostfile " + path));
+  return hosts;
+}
+
+std::string FormatHosts(const std::vector<Host>& hosts) {
+  std::string s;
+  for (const Host& h : hosts) s += (s.empty() ? "" : ",") + h.name + ":" + std::to_string(h.slots);
+  return s;
+}
+
+int TotalSlots(const std::vector<Host>& hosts) {
+  int n = 0;
+  for (const Host& h : hosts) n += h.slots;
+  return n;
+}
+
+Result<std::vector<Host>> HostsOf(const TrainOptions& options) {
+  if (!options.hosts.empty()) return ParseHosts(options.hosts);
+  if (!options.hostfile.empty()) return ReadHostfile(options.hostfile);
+  return std::vector<Host>{};
+}
+
+Status ApplyHostsToNproc(TrainOptions* o, bool nproc_given) {
+  if (!o->hosts.empty() && !o->hostfile.empty()) return Status::InvalidArgument("give --hosts or --hostfile, not both");
+  if ((o->min_nproc > 0 || o->max_nproc > 0) && o->max_restarts == 0)
+    return Status::InvalidArgument(std::string(o->min_nproc > 0 ? "--min-nproc" : "--max-nproc") +
+                                   " changes the world on a restart: it needs --max-restarts R");
+  if (o->max_nproc > 0 && o->min_nproc == 0)
+    return Status::InvalidArgument("--max-nproc needs --min-nproc (the elastic mode it grows back in)");
+  LS_ASSIGN_OR_RETURN(std::vector<Host> hosts, HostsOf(*o));
+  if (hosts.empty()) return Status::Ok();
+  if (o->backend != "mpi")
+    return Status::InvalidArgument(std::string(o->hosts.empty() ? "--hostfile" : "--hosts") +
+                                   " places MPI processes: it needs --backend mpi");
+  if (!nproc_given) o->nproc = TotalSlots(hosts);
+  return Status::Ok();
+}
+
+Status PrepareHostfileForMpirun(const TrainOptions& options) {
+  LS_ASSIGN_OR_RETURN(std::vector<Host> hosts, HostsOf(options));
+  if (hosts.empty()) return Status::Ok();
+  if (options.nproc > TotalSlots(hosts))
+    return Status::InvalidArgument("--nproc " + std::to_string(options.nproc) + " is more than the " +
+                                   std::to_string(TotalSlots(hosts)) + " slots of the hosts " + FormatHosts(hosts));
+  const std::string dir = std::filesystem::absolute(OutDirFor(options)).string();
+  if (dir.find_first_of(" \t\n") != std::string::npos)
+    return Status::InvalidArgument("--out '" + dir + "': with hosts the path must not contain white space");
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  const std::string path = dir + "/hostfile";
+  {
+    std::ofstream out(path, std::ios::trunc);
+    out << "# written by lockstep train: the hosts of this attempt, ranks in this order\n";
+    for (const Host& h : hosts) out << h.name << " slots=" << h.slots << "\n";
+    if (!out) return Status::IoError("cannot write " + path);
+  }
+  std::string args = std::getenv("LOCKSTEP_MPIRUN_ARGS") ? std::getenv("LOCKSTEP_MPIRUN_ARGS") : "";
+  args += " --hostfile " + path;
+  // mpirun passes its environment to the ranks of its own host only.
+  for (const char* var : {kHeartbeatDirEnv, kRestartEnv})
+    if (std::getenv(var) != nullptr) args += std::string(" -x ") + var;
+  ::setenv("LOCKSTEP_MPIRUN_ARGS", args.c_str(), 1);
+  return Status::Ok();
+}
+
+}  // namespace lockstep::runtime

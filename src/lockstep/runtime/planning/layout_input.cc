@@ -1,0 +1,76 @@
+// BuildLayoutInput: a candidate layout's stages composed from the profiled pieces.
+#include "lockstep/runtime/planning/planner.h"
+
+#include <algorithm>
+
+namespace lockstep::runtime {
+
+int64_t EvalRows(const Candidate& c, const PlanSetup& s) {
+  const int64_t batch = s.run.data.eval_batch_size > 0 ? s.run.data.eval_batch_size : s.run.train.batch_size;
+  return std::max<int64_t>(1, (batch + c.dims.dp - 1) / c.dims.dp);
+}
+
+Result<LayoutInput> BuildLayoutInput(const Candidate& c, const PlanSetup& s, const ComputeProfile& profile,
+                                     const CommTable& comm) {
+  LayoutInput in;
+  in.dp = c.dims.dp;
+  in.tp = c.dims.tp;
+  in.pp = c.dims.pp;
+  in.zero = c.zero;
+  in.micros = c.micros;
+  in.schedule = c.schedule;
+  in.bucket_bytes = s.run.train.bucket_bytes;
+  in.optimizer_moments = s.optim.kind == optim::OptimizerKind::kAdamW ? 2 : (s.optim.sgd.momentum != 0.0 ? 1 : 0);
+  in.optimizer_ns_per_element = profile.optimizer_ns_per_element;
+  const bool bf16 = c.precision == "bf16";
+  in.weight_copy_bytes = bf16 ? 2 : 0;
+  const ComputeOptions co{bf16, c.recompute == "block", 1.0};
+  const ShapeKey key{c.micro_rows, s.gpt ? c.dims.tp : 1};
+  if (!profile.Has(key, s.gpt.has_value()))
+    return Status::Internal("plan: the profile lacks " + std::to_string(c.micro_rows) +
+                            " rows at tp=" + std::to_string(key.second));
+  const ShapeKey eval_key{EvalRows(c, s), key.second};
+  if (!profile.Has(eval_key, s.gpt.has_value()))
+    return Status::Internal("plan: the profile lacks " + std::to_string(eval_key.first) + " evaluation rows");
+  for (const StageLayout& sl : c.stages) {
+    StagePieces p;
+    if (s.gpt) {
+      const GptPieceCosts& g = profile.gpt.at(key);
+      // Evaluation reuses its buffers from piece to piece (same-sized activations): about the
+      // largest piece's (measured: gpt-tiny within 10% of the memory row's evaluation share).
+      const GptPieceCosts& e = profile.gpt.at(eval_key);
+      p.eval_bytes = std::max({sl.has_embedding ? e.embedding.eval_peak_bytes : 0,
+                               sl.blocks > 0 ? e.block.eval_peak_bytes : 0, sl.has_head ? e.head.eval_peak_bytes : 0});
+      p.has_embedding = sl.has_embedding;
+      p.has_head = sl.has_head;
+      p.blocks = sl.blocks;
+      p.embedding = g.embedding;
+      p.block = g.block;
+      p.head = g.head;
+      const int64_t act = 4 * c.micro_rows * s.gpt->context * s.gpt->width;  // [rows, T, C] in fp32
+      p.block_input_bytes = act;
+      p.send_bytes = sl.has_head ? 0 : act;
+    } else {
+      p.has_embedding = true;  // the whole model as one piece
+      p.embedding = profile.whole.at(c.micro_rows);
+      p.eval_bytes = profile.whole.at(eval_key.first).eval_peak_bytes;
+    }
+    StageCost sc = ComposeStage(p, co);
+    sc.param_numels = sl.param_numels;
+    sc.units = sl.units;
+    if (s.gpt && c.dims.tp > 1) {
+      // Megatron's count: each block allreduces its [rows, T, C] activation twice forward (after
+      // attention and after the MLP) and its input gradient twice backward; the embedding's
+      // lookup and the head's input gradient once each. Measured inside fwd/bwd already; kept
+      // to report the communication share.
+      const int64_t bytes = (bf16 ? 2 : 4) * c.micro_rows * s.gpt->context * s.gpt->width;
+      const int n = 4 * sl.blocks + (sl.has_embedding ? 1 : 0) + (sl.has_head ? 1 : 0);
+      sc.tp_comm_ms = n * comm.Ms(CommOp::kAllreduce, c.dims.tp, bytes);
+    }
+    sc.tp_comm_in_compute = true;
+    in.stages.push_back(std::move(sc));
+  }
+  return in;
+}
+
+}  // namespace lockstep::runtime

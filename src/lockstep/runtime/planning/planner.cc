@@ -1,0 +1,226 @@
+#include "lockstep/runtime/planning/planner.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <thread>
+
+#include "lockstep/core/clock.h"
+#include "lockstep/core/version.h"
+#include "lockstep/runtime/launch/config_keys.h"
+#include "lockstep/runtime/launch/train_plan.h"
+#include "lockstep/runtime/planning/hardware.h"
+
+namespace lockstep::runtime {
+namespace {
+
+// What a cached profile was measured for: the model's shape, the optimizer, this build and
+// machine. Anything else (batch, layouts) only changes which shapes are needed.
+std::string ModelKey(const PlanSetup& s) {
+  char host[256] = {};
+  gethostname(host, sizeof(host) - 1);
+  char model[256];
+  if (s.gpt) {
+    const nn::GptConfig& g = *s.gpt;
+    std::snprintf(model, sizeof(model), "gpt vocab %lld context %lld layers %lld heads %lld width %lld mlp %lld",
+                  static_cast<long long>(g.vocab), static_cast<long long>(g.context), static_cast<long long>(g.layers),
+                  static_cast<long long>(g.heads), static_cast<long long>(g.width),
+                  static_cast<long long>(g.mlp_ratio));
+  } else {
+    Result<std::string> kind = s.config.GetString("model.kind", "");
+    std::snprintf(model, sizeof(model), "model %s", kind.ok() ? kind->c_str() : "");
+  }
+  char key[768];
+  std::snprintf(key, sizeof(key), "lockstep %s on %s, %s, optimizer %s", LOCKSTEP_VERSION, host, model,
+                optim::OptimizerName(s.optim.kind));
+  return key;
+}
+
+// The cache file: {"key", "compute": {"w<workers>-t<threads>": profile}, "comm": {"<backend>-<N>": table}}.
+nlohmann::json LoadCache(const std::string& path, const std::string& key) {
+  std::ifstream in(path);
+  if (!in) return {{"key", key}, {"compute", nlohmann::json::object()}, {"comm", nlohmann::json::object()}};
+  nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+  if (j.is_discarded() || !j.is_object() || j.value("key", "") != key || !j.contains("compute") || !j.contains("comm"))
+    return {{"key", key}, {"compute", nlohmann::json::object()}, {"comm", nlohmann::json::object()}};
+  return j;
+}
+
+Status SaveCache(const std::string& path, const nlohmann::json& j) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp);
+    out << j.dump(1) << "\n";
+    if (!out) return Status::IoError("cannot write '" + tmp + "'");
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) return Status::IoError("cannot rename '" + tmp + "': " + ec.message());
+  return Status::Ok();
+}
+
+Result<ComputeProfile> Profile(const PlanSetup& s, const std::vector<Candidate>& cands, int workers, int threads,
+                               nlohmann::json* cache, bool* measured) {
+  char slot_name[48];
+  std::snprintf(slot_name, sizeof(slot_name), "w%d-t%d", workers, threads);
+  const std::string slot = slot_name;
+  ComputeProfile prof;
+  prof.workers = workers;
+  prof.threads_per_worker = threads;
+  if (cache->at("compute").contains(slot)) {
+    Result<ComputeProfile> cached = ComputeProfile::FromJson(cache->at("compute").at(slot));
+    if (cached.ok()) prof = *cached;
+  }
+  ProfileRequest req;
+  req.config = s.config;
+  req.gpt = s.gpt;
+  req.optim = s.optim;
+  req.workers = workers;
+  req.threads_per_worker = threads;
+  int64_t largest = 0;
+  for (const Candidate& c : cands) {
+    req.shapes.push_back({c.micro_rows, s.gpt ? c.dims.tp : 1});
+    req.shapes.push_back({EvalRows(c, s), s.gpt ? c.dims.tp : 1});
+    int64_t numel = 0;
+    for (int64_t n : c.stages.front().param_numels) numel += n;
+    largest = std::max(largest, numel);
+  }
+  req.optimizer_elements = std::min<int64_t>(largest, int64_t{1} << 22);
+  const size_t before = prof.gpt.size() + prof.whole.size();
+  const bool had_optimizer = prof.optimizer_ns_per_element > 0;
+  LS_RETURN_IF_ERROR(MeasureCompute(req, &prof));
+  if (prof.gpt.size() + prof.whole.size() != before || !had_optimizer) {
+    (*cache)["compute"][slot] = prof.ToJson();
+    *measured = true;
+  }
+  return prof;
+}
+
+Result<std::vector<PlanRow>> Predict(const std::vector<Candidate>& cands, const PlanSetup& s,
+                                     const ComputeProfile& prof, const CommTable& comm) {
+  std::vector<PlanRow> rows;
+  const double batch_units = static_cast<double>(s.run.train.batch_size * s.units_per_row());
+  for (const Candidate& c : cands) {
+    LS_ASSIGN_OR_RETURN(LayoutInput in, BuildLayoutInput(c, s, prof, comm));
+    LS_ASSIGN_OR_RETURN(Prediction p, PredictLayout(in, comm));
+    PlanRow row{c, p, false, p.step_ms > 0 ? batch_units / (p.step_ms * 1e-3) : 0};
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
+int64_t MachineMemory() {
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && page > 0 ? static_cast<int64_t>(pages) * page : int64_t{1} << 40;
+}
+
+// --hardware: the described machine; nothing is measured or cached.
+Status RunHardwarePlan(const PlanOptions& o) {
+  LS_ASSIGN_OR_RETURN(Config config, LoadConfigWithOverrides(o.config_path, o.overrides));
+  LS_ASSIGN_OR_RETURN(ModelShape shape, ReadModelShape(config));
+  LS_ASSIGN_OR_RETURN(int64_t batch, config.GetInt("train.batch_size", 16));
+  if (batch < 1) return Status::InvalidArgument("train.batch_size must be at least 1");
+  LS_RETURN_IF_ERROR(CheckConfigKeys(config).status());
+  LS_ASSIGN_OR_RETURN(Hardware hw, ReadHardware(o.hardware_path));
+  LS_ASSIGN_OR_RETURN(PlanResult r, PlanForHardware(hw, shape, batch, o.nproc, o.mem_limit));
+  std::printf("%s, %.2fB parameters, %d devices of %s, global batch %lld x %lld tokens\n\n",
+              shape.llama ? "llama" : "gpt", static_cast<double>(shape.TotalParams()) * 1e-9, o.nproc, hw.name.c_str(),
+              static_cast<long long>(batch), static_cast<long long>(shape.context));
+  // The table lists the best 40; plan.json has them all.
+  PlanResult shown = r;
+  if (shown.rows.size() > 40) shown.rows.resize(40);
+  PrintPlan(shown, stdout);
+  if (!o.json_path.empty()) {
+    std::ofstream out(o.json_path);
+    out << r.ToJson().dump(1) << "\n";
+    if (!out) return Status::InvalidArgument("--json: cannot write '" + o.json_path + "'");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status RunPlan(const PlanOptions& o, const CommMeasurer& measure) {
+  if (o.nproc < 1) return Status::InvalidArgument("--nproc must be at least 1");
+  if (o.mem_limit < 0) return Status::InvalidArgument("--mem-limit must not be negative");
+  if (!o.hardware_path.empty()) return RunHardwarePlan(o);
+  LS_ASSIGN_OR_RETURN(PlanSetup s, ReadPlanSetup(o.config_path, o.overrides, o.nproc));
+  LS_ASSIGN_OR_RETURN(std::vector<Candidate> cands, EnumerateCandidates(s));
+  std::vector<Candidate> ones;
+  if (o.nproc > 1) {
+    LS_ASSIGN_OR_RETURN(ones, OneWorkerCandidates(s));
+  }
+
+  const std::string out_dir =
+      o.out_dir.empty() ? "runs/" + std::filesystem::path(o.config_path).stem().string() : o.out_dir;
+  std::error_code ec;
+  std::filesystem::create_directories(out_dir, ec);
+  if (ec) return Status::InvalidArgument("cannot create directory '" + out_dir + "': " + ec.message());
+  const std::string cache_path = out_dir + "/plan-profile.json";
+  nlohmann::json cache = LoadCache(cache_path, ModelKey(s));
+
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int threads_n = s.run.train.threads > 0 ? static_cast<int>(s.run.train.threads) : std::max(1, cores / o.nproc);
+  const int threads_1 = s.run.train.threads > 0 ? static_cast<int>(s.run.train.threads) : cores;
+  Stopwatch clock;
+  bool measured = false;
+  LS_ASSIGN_OR_RETURN(ComputeProfile prof, Profile(s, cands, o.nproc, threads_n, &cache, &measured));
+  ComputeProfile prof1;
+  if (!ones.empty()) {
+    LS_ASSIGN_OR_RETURN(prof1, Profile(s, ones, 1, threads_1, &cache, &measured));
+  }
+
+  std::set<int> groups;
+  bool send = false;
+  for (const Candidate& c : cands) {
+    if (c.dims.dp > 1) groups.insert(c.dims.dp);
+    if (c.dims.tp > 1) groups.insert(c.dims.tp);
+    send = send || c.dims.pp > 1;
+  }
+  const std::string comm_slot = o.backend + "-" + std::to_string(o.nproc);
+  CommTable comm;
+  bool have_comm = false;
+  if (cache["comm"].contains(comm_slot)) {
+    Result<CommTable> t = CommTable::FromJson(cache["comm"][comm_slot]);
+    if (t.ok()) {
+      comm = *t;
+      have_comm = std::all_of(groups.begin(), groups.end(), [&](int g) { return comm.Has(CommOp::kAllreduce, g); }) &&
+                  (!send || comm.Has(CommOp::kSend, 2));
+    }
+  }
+  if (!have_comm && (!groups.empty() || send)) {
+    LS_ASSIGN_OR_RETURN(comm, measure(std::vector<int>(groups.begin(), groups.end()), send));
+    cache["comm"][comm_slot] = comm.ToJson();
+    measured = true;
+  }
+  if (measured) LS_RETURN_IF_ERROR(SaveCache(cache_path, cache));
+  std::printf("profile: %s (%s; %d workers x %d threads)\n", measured ? "measured" : "cached", cache_path.c_str(),
+              o.nproc, threads_n);
+  if (measured) std::printf("profiled in %.1f s\n", clock.ElapsedSeconds());
+
+  LS_ASSIGN_OR_RETURN(std::vector<PlanRow> rows, Predict(cands, s, prof, comm));
+  std::vector<PlanRow> one_rows;
+  if (!ones.empty()) {
+    LS_ASSIGN_OR_RETURN(one_rows, Predict(ones, s, prof1, CommTable()));
+  }
+  const int64_t machine = MachineMemory();
+  const int64_t limit = o.mem_limit > 0 ? o.mem_limit : machine / o.nproc;
+  const int64_t one_limit = o.mem_limit > 0 ? o.mem_limit : machine;
+  PlanResult r = Decide(o.nproc, s.gpt.has_value(), limit, one_limit, std::move(rows), one_rows);
+  std::printf("%s, %d workers (%s backend), global batch %lld, memory limit %.1f MiB per worker (%s)\n\n",
+              s.gpt ? "gpt" : "model", o.nproc, o.backend.c_str(), static_cast<long long>(s.run.train.batch_size),
+              static_cast<double>(limit) / 1048576.0, o.mem_limit > 0 ? "--mem-limit" : "machine memory / workers");
+  PrintPlan(r, stdout);
+  if (!o.json_path.empty()) {
+    std::ofstream out(o.json_path);
+    out << r.ToJson().dump(1) << "\n";
+    if (!out) return Status::InvalidArgument("--json: cannot write '" + o.json_path + "'");
+  }
+  return Status::Ok();
+}
+
+}  // namespace lockstep::runtime

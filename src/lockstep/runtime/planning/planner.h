@@ -1,0 +1,74 @@
+// `lockstep plan` (docs/planning.md): profile one worker (cached), predict every valid layout
+// of N workers, decide which fit, which is fastest, what binds and whether one worker is
+// faster, print the table and the verdict, and write plan.json.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "lockstep/core/status.h"
+#include "lockstep/runtime/planning/candidates.h"
+#include "lockstep/runtime/planning/comm_curve.h"
+#include "lockstep/runtime/planning/profile.h"
+#include "lockstep/runtime/planning/step_model.h"
+
+namespace lockstep::runtime {
+
+struct PlanOptions {
+  std::string config_path;
+  std::vector<std::string> overrides;
+  int nproc = 1;
+  std::string backend = "threads";
+  int64_t mem_limit = 0;      // bytes per worker; 0: the machine's memory shared by the workers
+  std::string hardware_path;  // a described machine instead of the measured profile
+  std::string json_path;
+  std::string out_dir;  // profile cache; empty: runs/<config name>
+};
+
+// Measures the collectives a plan needs on options.backend: allreduce, reduce-scatter and
+// all-gather for each group size in `groups`, and (send) a send between two ranks. Supplied by
+// cli/, which owns bench-comm's measuring code.
+using CommMeasurer = std::function<Result<CommTable>(const std::vector<int>& groups, bool send)>;
+
+// One predicted layout.
+struct PlanRow {
+  Candidate candidate;
+  Prediction prediction;
+  bool fits = false;
+  double units_per_s = 0;  // tokens (GPT) or samples per second, all workers together
+};
+
+struct PlanResult {
+  int workers = 1;
+  bool tokens = true;  // tokens_per_s (GPT) or samples_per_s
+  int64_t mem_limit = 0;
+  std::vector<PlanRow> rows;  // sorted: fitting rows by step time first, then the others
+  int recommended = -1;       // index into rows; -1 when nothing fits
+  std::string binding;        // "memory" | "compute" | "communication"
+  bool one_worker_faster = false;
+  double one_worker_step_ms = 0;  // the best one-worker layout that fits (0: none fits)
+  nlohmann::ordered_json ToJson() const;
+};
+
+// Decides over the predicted rows: they fit in `mem_limit` bytes per worker; `one_worker` are
+// the one-worker rows (empty if N = 1), which fit in `one_worker_limit`.
+PlanResult Decide(int workers, bool tokens, int64_t mem_limit, int64_t one_worker_limit, std::vector<PlanRow> rows,
+                  const std::vector<PlanRow>& one_worker);
+
+// The candidate's pieces from the profile, composed into a LayoutInput.
+Result<LayoutInput> BuildLayoutInput(const Candidate& c, const PlanSetup& s, const ComputeProfile& profile,
+                                     const CommTable& comm);
+
+// Rows of one replica's evaluation batch (eval.batch_size, default train.batch_size, over dp).
+int64_t EvalRows(const Candidate& c, const PlanSetup& s);
+
+// Prints the table and the verdict.
+void PrintPlan(const PlanResult& r, std::FILE* out);
+
+Status RunPlan(const PlanOptions& options, const CommMeasurer& measure);
+
+}  // namespace lockstep::runtime

@@ -1,0 +1,341 @@
+#include "lockstep/runtime/planning/profile.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <thread>
+
+#include "lockstep/comm/threads/threads_world.h"
+#include "lockstep/core/clock.h"
+#include "lockstep/nn/model.h"
+#include "lockstep/optim/exact_square_sum.h"
+#include "lockstep/optim/grad_clip.h"
+#include "lockstep/parallel/gpt_shard.h"
+#include "lockstep/parallel/stage_model.h"
+#include "lockstep/runtime/training/optimizer_state.h"
+#include "lockstep/tensor/memory.h"
+#include "lockstep/tensor/threads.h"
+
+namespace lockstep::runtime {
+namespace {
+
+using autograd::Variable;
+using tensor::MemoryTag;
+
+double Median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// Inputs of one micro-batch: token ids, targets, images and labels from a fixed sequence.
+struct Batch {
+  std::vector<int32_t> tokens, targets, labels;
+  std::vector<float> images;
+  nn::ModelInput in;
+};
+Batch MakeBatch(int64_t rows, int64_t seq, int64_t vocab, int64_t image_floats) {
+  Batch b;
+  uint64_t s = 0x9e3779b97f4a7c15ull;
+  auto next = [&] { return static_cast<uint32_t>((s = s * 6364136223846793005ull + 1442695040888963407ull) >> 33); };
+  if (seq > 0) {
+    b.tokens.resize(static_cast<size_t>(rows * seq));
+    b.targets.resize(b.tokens.size());
+    for (size_t i = 0; i < b.tokens.size(); ++i) {
+      b.tokens[i] = static_cast<int32_t>(next() % vocab);
+      b.targets[i] = static_cast<int32_t>(next() % vocab);
+    }
+    b.in.tokens = b.tokens.data();
+    b.in.targets = b.targets.data();
+  } else {
+    b.images.resize(static_cast<size_t>(rows * image_floats));
+    b.labels.resize(static_cast<size_t>(rows));
+    for (float& x : b.images) x = static_cast<float>(next() % 256) / 255.0f;
+    for (int32_t& l : b.labels) l = static_cast<int32_t>(next() % 10);
+    b.in.features = b.images.data();
+    b.in.labels = b.labels.data();
+  }
+  b.in.batch = rows;
+  b.in.seq = seq > 0 ? seq : 1;
+  return b;
+}
+
+// One piece (a stage model) and its micro-batch: the first pass, on a fresh tape, gives its
+// memory (what the forward leaves for the backward, the most it holds at once, and an
+// evaluation pass without gradients); later passes are timed. The piece's input activation and
+// the gradient arriving at its output belong to the neighbouring pieces, allocated before
+// counting starts.
+class PieceRun {
+ public:
+  PieceRun(parallel::StageModel* m, const nn::ModelInput* in) : m_(m), in_(in) {}
+
+  void Pass(tensor::MemoryTracker& mem, bool first_pass) {
+    const bool first = m_->first_stage(), last = m_->last_stage();
+    Variable x;
+    tensor::Tensor grad;
+    if (!first) {
+      x = tape_.NewActivation(m_->ActivationShape(*in_), true);
+      float* p = x.data();
+      for (int64_t i = 0; i < x.numel(); ++i) p[i] = 0.01f * static_cast<float>((i * 7919) % 201 - 100);
+    }
+    if (!last) {
+      grad = tape_.NewBuffer(m_->ActivationShape(*in_));
+      std::fill(grad.data<float>(), grad.data<float>() + grad.numel(), 1e-3f);
+    }
+    const int64_t before = mem.Current(MemoryTag::kActivation);
+    mem.ResetPeak();
+    Stopwatch clock;
+    Variable out = m_->Forward(tape_, *in_, x);
+    const double f = clock.ElapsedMs();
+    const int64_t after = mem.Current(MemoryTag::kActivation);
+    clock.Reset();
+    if (last)
+      tape_.Backward(out, 1.0f);
+    else
+      tape_.BackwardFrom(out, grad.data<float>());
+    const double b = clock.ElapsedMs();
+    if (first_pass) {
+      cost_.saved_bytes = after - before;
+      cost_.peak_bytes = std::max(cost_.saved_bytes, mem.Peak(MemoryTag::kActivation) - before);
+      MeasureEvaluation(mem);
+    } else {
+      fwd_.push_back(f);
+      bwd_.push_back(b);
+    }
+  }
+
+  // The median pass, as `train` reports the median step: with more workers than cores the
+  // fastest pass would be one where the others happened to wait, not the contended time.
+  PieceCost Cost() const {
+    PieceCost c = cost_;
+    c.fwd_ms = Median(fwd_);
+    c.bwd_ms = Median(bwd_);
+    return c;
+  }
+
+ private:
+  void MeasureEvaluation(tensor::MemoryTracker& mem) {
+    const bool first = m_->first_stage(), last = m_->last_stage();
+    const size_t n = static_cast<size_t>(tensor::NumElements(m_->ActivationShape(*in_)));
+    std::vector<float> x_in(first ? 0 : n), x_out(last ? 0 : n);
+    const int64_t before = mem.Current(MemoryTag::kActivation);
+    mem.ResetPeak();
+    m_->Evaluate(*in_, first ? nullptr : x_in.data(), last ? nullptr : x_out.data());
+    cost_.eval_peak_bytes = mem.Peak(MemoryTag::kActivation) - before;
+  }
+
+  parallel::StageModel* m_;
+  const nn::ModelInput* in_;
+  autograd::Tape tape_;
+  PieceCost cost_;
+  std::vector<double> fwd_, bwd_;
+};
+
+// Norm, clip and update over n elements of a one-tensor store, per element.
+double OptimizerNsPerElement(const optim::OptimConfig& cfg, int64_t n, int reps) {
+  nn::ParameterStore ps;
+  ps.Add("w", {n}, nn::Init::Zeros(), true);
+  ps.Allocate();
+  std::fill(ps.flat_grads(), ps.flat_grads() + n, 1e-3f);
+  Result<OptimizerState> opt = OptimizerState::Create(cfg, ps, {0, n});
+  if (!opt.ok()) return 0;
+  std::vector<double> ns;
+  for (int rep = 0; rep <= reps; ++rep) {
+    Stopwatch clock;
+    optim::ExactSquareSum sum;
+    sum.Add(ps.flat_grads(), n);
+    const double norm = optim::NormOf(sum);
+    optim::ClipByGlobalNorm(ps.flat_grads(), n, 1.0, norm);
+    opt->Step(ps.flat_params(), ps.flat_grads(), 1e-3f);
+    if (rep > 0) ns.push_back(clock.ElapsedMs() * 1e6 / static_cast<double>(n));
+  }
+  return Median(ns);
+}
+
+parallel::GptShardOptions PieceOptions(const nn::GptConfig& c, int piece) {
+  parallel::GptShardOptions o;
+  o.model = c;
+  o.first_layer = 0;
+  o.end_layer = piece == 1 ? 1 : 0;
+  o.has_embedding = piece == 0;
+  o.has_head = piece == 2;
+  return o;
+}
+
+// What one worker thread measured: per rows, the GPT's three pieces or the whole model.
+struct WorkerResult {
+  Status status;
+  std::vector<GptPieceCosts> gpt;
+  std::vector<PieceCost> whole;
+  double optimizer_ns = 0;
+};
+
+// One worker of a tp group: every rows value of `rows` at this tp degree. The timed passes go
+// round all of them in turn, so a burst of load from other processes hits every shape alike.
+WorkerResult MeasureOnWorker(const ProfileRequest& req, int tp_degree, const std::vector<int64_t>& rows,
+                             std::shared_ptr<comm::Communicator> tp, bool optimizer) {
+  WorkerResult r;
+  tensor::MemoryTracker mem;
+  tensor::ScopedTracker scope(&mem);
+  tensor::SetComputeThreads(req.threads_per_worker);
+  parallel::TpContext ctx(tp, tp_degree, false);
+  std::vector<std::unique_ptr<Batch>> batches;
+  std::vector<std::unique_ptr<parallel::StageModel>> models;
+  std::vector<std::unique_ptr<PieceRun>> runs;
+  for (int64_t n : rows) {
+    if (req.gpt) {
+      const nn::GptConfig& c = *req.gpt;
+      batches.push_back(std::make_unique<Batch>(MakeBatch(n, c.context, c.vocab, 0)));
+      for (int piece = 0; piece < 3; ++piece) {
+        Result<std::unique_ptr<parallel::GptShard>> shard = parallel::GptShard::Create(PieceOptions(c, piece), &ctx);
+        if (!shard.ok()) {
+          r.status = shard.status();
+          return r;
+        }
+        models.push_back(std::move(*shard));
+        runs.push_back(std::make_unique<PieceRun>(models.back().get(), &batches.back()->in));
+      }
+    } else {
+      Result<std::unique_ptr<nn::Model>> model = nn::MakeModel(req.config);
+      if (!model.ok()) {
+        r.status = model.status();
+        return r;
+      }
+      batches.push_back(std::make_unique<Batch>(MakeBatch(n, 0, 0, 28 * 28)));
+      models.push_back(std::make_unique<parallel::WholeModel>(std::move(*model)));
+      runs.push_back(std::make_unique<PieceRun>(models.back().get(), &batches.back()->in));
+    }
+  }
+  for (int pass = 0; pass <= req.reps; ++pass)
+    for (auto& run : runs) {
+      run->Pass(mem, pass == 0);
+      if (!ctx.status().ok()) {
+        r.status = ctx.status();
+        return r;
+      }
+    }
+  for (size_t i = 0; i < rows.size(); ++i) {
+    if (req.gpt)
+      r.gpt.push_back({runs[3 * i]->Cost(), runs[3 * i + 1]->Cost(), runs[3 * i + 2]->Cost()});
+    else
+      r.whole.push_back(runs[i]->Cost());
+  }
+  if (optimizer) r.optimizer_ns = OptimizerNsPerElement(req.optim, req.optimizer_elements, req.reps);
+  return r;
+}
+
+PieceCost MedianOf(const std::vector<PieceCost>& v) {
+  std::vector<double> f, b;
+  PieceCost out;
+  for (const PieceCost& c : v) {
+    f.push_back(c.fwd_ms);
+    b.push_back(c.bwd_ms);
+    out.saved_bytes = std::max(out.saved_bytes, c.saved_bytes);
+    out.peak_bytes = std::max(out.peak_bytes, c.peak_bytes);
+    out.eval_peak_bytes = std::max(out.eval_peak_bytes, c.eval_peak_bytes);
+  }
+  out.fwd_ms = Median(f);
+  out.bwd_ms = Median(b);
+  return out;
+}
+
+nlohmann::json PieceJson(const PieceCost& c) {
+  return {{"fwd_ms", c.fwd_ms},
+          {"bwd_ms", c.bwd_ms},
+          {"saved_bytes", c.saved_bytes},
+          {"peak_bytes", c.peak_bytes},
+          {"eval_peak_bytes", c.eval_peak_bytes}};
+}
+PieceCost PieceFromJson(const nlohmann::json& j) {
+  return {j.at("fwd_ms").get<double>(), j.at("bwd_ms").get<double>(), j.at("saved_bytes").get<int64_t>(),
+          j.at("peak_bytes").get<int64_t>(), j.at("eval_peak_bytes").get<int64_t>()};
+}
+
+}  // namespace
+
+Status MeasureCompute(const ProfileRequest& req, ComputeProfile* into) {
+  into->workers = req.workers;
+  into->threads_per_worker = req.threads_per_worker;
+  bool optimizer = into->optimizer_ns_per_element <= 0 && req.optimizer_elements > 0;
+  std::vector<ShapeKey> todo;
+  for (const ShapeKey& k : req.shapes)
+    if (!into->Has(k, req.gpt.has_value()) && std::find(todo.begin(), todo.end(), k) == todo.end()) todo.push_back(k);
+  if (todo.empty() && optimizer) todo.push_back(req.shapes.empty() ? ShapeKey{1, 1} : req.shapes.front());
+  // Shapes by tp degree: one set of worker threads per degree.
+  std::map<int, std::vector<int64_t>> by_tp;
+  for (const ShapeKey& k : todo) by_tp[req.gpt ? k.second : 1].push_back(k.first);
+  for (const auto& [tp, rows] : by_tp) {
+    // All workers at once: workers / tp groups of tp threads (tp = 1: independent workers).
+    const int groups = std::max(1, req.workers / tp);
+    std::vector<std::unique_ptr<comm::ThreadsWorld>> worlds;
+    for (int g = 0; g < groups; ++g) worlds.push_back(std::make_unique<comm::ThreadsWorld>(tp));
+    std::vector<WorkerResult> results(static_cast<size_t>(groups * tp));
+    std::vector<std::thread> threads;
+    for (int g = 0; g < groups; ++g)
+      for (int t = 0; t < tp; ++t)
+        threads.emplace_back([&, g, t, tp = tp] {
+          results[static_cast<size_t>(g * tp + t)] = MeasureOnWorker(req, tp, rows, worlds[g]->Rank(t), optimizer);
+        });
+    for (std::thread& t : threads) t.join();
+    for (const WorkerResult& r : results)
+      if (!r.status.ok()) return r.status;
+    for (size_t i = 0; i < rows.size(); ++i) {
+      std::vector<PieceCost> emb, block, head, whole;
+      for (const WorkerResult& r : results) {
+        if (req.gpt) {
+          emb.push_back(r.gpt[i].embedding);
+          block.push_back(r.gpt[i].block);
+          head.push_back(r.gpt[i].head);
+        } else {
+          whole.push_back(r.whole[i]);
+        }
+      }
+      if (req.gpt)
+        into->gpt[{rows[i], tp}] = {MedianOf(emb), MedianOf(block), MedianOf(head)};
+      else
+        into->whole[rows[i]] = MedianOf(whole);
+    }
+    if (optimizer) {
+      std::vector<double> opt;
+      for (const WorkerResult& r : results) opt.push_back(r.optimizer_ns);
+      into->optimizer_ns_per_element = Median(opt);
+      optimizer = false;
+    }
+  }
+  return Status::Ok();
+}
+
+nlohmann::json ComputeProfile::ToJson() const {
+  nlohmann::json g = nlohmann::json::array(), w = nlohmann::json::array();
+  for (const auto& [k, c] : gpt)
+    g.push_back({{"rows", k.first},
+                 {"tp", k.second},
+                 {"embedding", PieceJson(c.embedding)},
+                 {"block", PieceJson(c.block)},
+                 {"head", PieceJson(c.head)}});
+  for (const auto& [rows, c] : whole) w.push_back({{"rows", rows}, {"model", PieceJson(c)}});
+  return {{"workers", workers},
+          {"threads_per_worker", threads_per_worker},
+          {"optimizer_ns_per_element", optimizer_ns_per_element},
+          {"gpt", g},
+          {"whole", w}};
+}
+
+Result<ComputeProfile> ComputeProfile::FromJson(const nlohmann::json& j) {
+  try {
+    ComputeProfile p;
+    p.workers = j.at("workers").get<int>();
+    p.threads_per_worker = j.at("threads_per_worker").get<int>();
+    p.optimizer_ns_per_element = j.at("optimizer_ns_per_element").get<double>();
+    for (const nlohmann::json& e : j.at("gpt"))
+      p.gpt[{e.at("rows").get<int64_t>(), e.at("tp").get<int>()}] = {
+          PieceFromJson(e.at("embedding")), PieceFromJson(e.at("block")), PieceFromJson(e.at("head"))};
+    for (const nlohmann::json& e : j.at("whole")) p.whole[e.at("rows").get<int64_t>()] = PieceFromJson(e.at("model"));
+    return p;
+  } catch (const nlohmann::json::exception& e) {
+    return Status::InvalidArgument(std::string("plan profile cache: ") + e.what());
+  }
+}
+
+}  // namespace lockstep::runtime

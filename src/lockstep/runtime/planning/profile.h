@@ -1,0 +1,60 @@
+// The compute profile of `lockstep plan`: what each piece of the model costs on this machine
+// for one micro-batch, measured by running it (forward and backward, with the memory tracker
+// counting its activations), on `workers` concurrent workers with the threads each would get,
+// so the times include the contention of N workers sharing the cores and memory bandwidth.
+//   GPT: per (rows, tp) the embeddings (a first stage without blocks), one transformer block
+//        (a middle stage of one block) and the head with its loss (a last stage without
+//        blocks), each a parallel::GptShard; tp > 1 runs a real tensor-parallel group of tp
+//        threads, so its collectives (threads backend) are inside the times.
+//   other models (CNN): the whole model per rows (data parallelism only).
+//   optimizer: norm, clip and update per element (AdamW or SGD, the config's).
+// Profiles are cached as JSON (ComputeProfile::ToJson) under the output directory.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "lockstep/core/config.h"
+#include "lockstep/nn/gpt.h"
+#include "lockstep/optim/optim_config.h"
+#include "lockstep/runtime/planning/step_model.h"
+
+namespace lockstep::runtime {
+
+struct GptPieceCosts {
+  PieceCost embedding, block, head;
+};
+
+using ShapeKey = std::pair<int64_t, int>;  // (rows per micro-batch, tp degree)
+
+struct ComputeProfile {
+  int workers = 1, threads_per_worker = 1;
+  std::map<ShapeKey, GptPieceCosts> gpt;
+  std::map<int64_t, PieceCost> whole;  // rows -> the whole model (non-GPT)
+  double optimizer_ns_per_element = 0;
+
+  bool Has(const ShapeKey& k, bool is_gpt) const { return is_gpt ? gpt.count(k) > 0 : whole.count(k.first) > 0; }
+  nlohmann::json ToJson() const;
+  static Result<ComputeProfile> FromJson(const nlohmann::json& j);
+};
+
+struct ProfileRequest {
+  Config config;  // model.* (and data.kind) after --set
+  std::optional<nn::GptConfig> gpt;
+  optim::OptimConfig optim;
+  int workers = 1, threads_per_worker = 1;
+  std::vector<ShapeKey> shapes;    // to measure (those already in `into` are skipped)
+  int64_t optimizer_elements = 0;  // elements of the optimizer measurement (capped)
+  int reps = 5;                    // timed passes per piece (round-robin over shapes), after one untimed pass
+};
+
+// Measures what `into` lacks. Failures (a model that cannot be built) are InvalidArgument.
+Status MeasureCompute(const ProfileRequest& req, ComputeProfile* into);
+
+}  // namespace lockstep::runtime

@@ -1,0 +1,214 @@
+#include "lockstep/runtime/planning/step_model.h"
+
+#include <algorithm>
+#include <numeric>
+
+#include "lockstep/parallel/grad_buckets.h"
+
+namespace lockstep::runtime {
+namespace {
+
+constexpr int64_t kF32 = 4;
+
+// A collective issued when its data is ready (at `ready` ms into a window), run one after
+// another: returns when the last one ends, relative to the window's start.
+struct Launch {
+  double ready = 0, ms = 0;
+};
+double RunSerial(const std::vector<Launch>& launches) {
+  double t = 0;
+  for (const Launch& l : launches) t = std::max(t, l.ready) + l.ms;
+  return t;
+}
+
+// Where the gradient of flat element `begin` onward is final, as a share of the backward:
+// backward walks the parameters from last to first, at a rate proportional to their size.
+double ReadyShare(int64_t begin, int64_t numel) {
+  return numel > 0 ? static_cast<double>(numel - begin) / static_cast<double>(numel) : 1.0;
+}
+
+std::vector<int64_t> Offsets(const std::vector<int64_t>& numels) {
+  std::vector<int64_t> off(numels.size(), 0);
+  for (size_t i = 1; i < numels.size(); ++i) off[i] = off[i - 1] + numels[i - 1];
+  return off;
+}
+
+struct UnitRange {
+  int64_t begin = 0, numel = 0;
+};
+std::vector<UnitRange> UnitRanges(const StageCost& s) {
+  const std::vector<int64_t> off = Offsets(s.param_numels);
+  std::vector<UnitRange> out;
+  for (auto [first, end] : s.units) {
+    if (first >= end) continue;
+    const int64_t b = off[first], e = off[end - 1] + s.param_numels[end - 1];
+    out.push_back({b, e - b});
+  }
+  return out;
+}
+
+// Data-parallel communication of one stage in one step: what is not hidden behind the
+// backward passes, and everything together.
+struct DpComm {
+  double exposed_ms = 0, total_ms = 0;
+};
+
+DpComm DataParallelComm(const LayoutInput& in, const StageCost& s, const CommTable& comm) {
+  DpComm out;
+  const int dp = in.dp;
+  if (dp <= 1) return out;
+  const int64_t numel = s.numel();
+  const int m = in.micros;
+  if (in.zero <= 1) {
+    if (in.pp > 1) {  // one allreduce of the whole gradient after the pipeline
+      out.total_ms = out.exposed_ms = comm.Ms(CommOp::kAllreduce, dp, kF32 * numel);
+    } else {  // DDP buckets launched as the last micro-batch's backward finalises them
+      const parallel::BucketPlan plan = parallel::PlanBuckets(Offsets(s.param_numels), s.param_numels, in.bucket_bytes);
+      std::vector<Launch> launches;
+      for (const parallel::GradBucket& b : plan.buckets) {
+        const double ms = comm.Ms(CommOp::kAllreduce, dp, kF32 * (b.end - b.begin));
+        launches.push_back({ReadyShare(b.begin, numel) * s.bwd_ms, ms});
+        out.total_ms += ms;
+      }
+      out.exposed_ms = std::max(0.0, RunSerial(launches) - s.bwd_ms);
+    }
+  } else {  // ZeRO-2/3: each unit's gradient reduce-scattered after its backward, every micro-batch
+    std::vector<Launch> launches;
+    double per_micro = 0;
+    const std::vector<UnitRange> units = UnitRanges(s);
+    for (auto it = units.rbegin(); it != units.rend(); ++it) {
+      const double ms = comm.Ms(CommOp::kReduceScatter, dp, kF32 * it->numel);
+      launches.push_back({ReadyShare(it->begin, numel) * s.bwd_ms, ms});
+      per_micro += ms;
+    }
+    out.total_ms += m * per_micro;
+    out.exposed_ms += m * std::max(0.0, RunSerial(launches) - s.bwd_ms);
+    if (in.zero == 3) {  // parameters gathered before each unit's forward and backward, one unit ahead
+      for (double pass_ms : {s.fwd_ms, s.bwd_ms}) {
+        double exposed = 0, prev_compute = 0;
+        for (const UnitRange& u : units) {
+          const double g = comm.Ms(CommOp::kAllGather, dp, kF32 * ZeroShard(u.numel, dp) * dp);
+          exposed += std::max(0.0, g - prev_compute);
+          out.total_ms += m * g;
+          prev_compute = numel > 0 ? pass_ms * static_cast<double>(u.numel) / static_cast<double>(numel) : 0;
+        }
+        out.exposed_ms += m * exposed;
+      }
+    }
+  }
+  if (in.zero == 1 || in.zero == 2) {  // the updated shards all-gathered after the optimizer
+    const double g = comm.Ms(CommOp::kAllGather, dp, kF32 * ZeroShard(numel, dp) * dp);
+    out.total_ms += g;
+    out.exposed_ms += g;
+  }
+  return out;
+}
+
+StageMemory MemoryOf(const LayoutInput& in, const StageCost& s, int stage) {
+  StageMemory mem;
+  const int64_t numel = s.numel(), shard = ZeroShard(numel, in.dp), unit = s.largest_unit();
+  mem.params_bytes = kF32 * (in.zero == 3 ? shard : numel);
+  mem.grads_bytes = kF32 * (in.zero >= 2 ? shard : numel);
+  mem.optimizer_bytes = kF32 * in.optimizer_moments * (in.zero >= 1 ? shard : numel);
+  // At the activation peak (the end of a forward): ZeRO-2 holds about two units of gradients
+  // (one being reduced, one being filled), ZeRO-3 one gathered unit of parameters.
+  if (in.zero == 2) mem.in_flight_bytes = 2 * kF32 * unit;
+  if (in.zero == 3) mem.in_flight_bytes = kF32 * unit;
+  mem.in_flight_bytes += in.weight_copy_bytes * (in.zero == 3 ? unit : numel);
+  const int in_flight = in.pp > 1 ? parallel::MaxInFlight(in.schedule, in.pp, stage, in.micros) : 1;
+  mem.activation_bytes = in_flight * s.saved_bytes + s.workspace_bytes + s.eval_bytes;
+  mem.peak_bytes =
+      mem.params_bytes + mem.grads_bytes + mem.optimizer_bytes + mem.in_flight_bytes + mem.activation_bytes;
+  return mem;
+}
+
+}  // namespace
+
+int64_t ZeroShard(int64_t numel, int dp) { return dp <= 1 ? numel : (numel + dp - 1) / dp; }
+
+int64_t StageCost::numel() const { return std::accumulate(param_numels.begin(), param_numels.end(), int64_t{0}); }
+
+int64_t StageCost::largest_unit() const {
+  int64_t best = 0;
+  for (auto [first, end] : units) {
+    int64_t n = 0;
+    for (int i = first; i < end; ++i) n += param_numels[static_cast<size_t>(i)];
+    best = std::max(best, n);
+  }
+  return best;
+}
+
+StageCost ComposeStage(const StagePieces& p, const ComputeOptions& o) {
+  StageCost s;
+  auto add = [&](const PieceCost& c, int times, bool recompute) {
+    if (times <= 0) return;
+    const int64_t kept = recompute ? p.block_input_bytes : c.saved_bytes;
+    s.fwd_ms += times * c.fwd_ms;
+    s.bwd_ms += times * (c.bwd_ms + (recompute ? c.fwd_ms : 0.0));
+    s.saved_bytes += times * kept;
+    s.workspace_bytes = std::max(s.workspace_bytes, c.peak_bytes - kept);
+  };
+  if (p.has_embedding) add(p.embedding, 1, false);
+  add(p.block, p.blocks, o.recompute_blocks);
+  if (p.has_head) add(p.head, 1, false);
+  s.send_bytes = p.send_bytes;
+  s.eval_bytes = p.eval_bytes;
+  if (o.bf16) {
+    const double speed = o.bf16_speedup > 0 ? o.bf16_speedup : 1.0;
+    s.fwd_ms /= speed;
+    s.bwd_ms /= speed;
+    s.saved_bytes /= 2;
+    s.workspace_bytes /= 2;
+    s.send_bytes /= 2;
+    s.eval_bytes /= 2;
+  }
+  return s;
+}
+
+Result<Prediction> PredictLayout(const LayoutInput& in, const CommTable& comm) {
+  if (in.stages.empty() || static_cast<int>(in.stages.size()) != in.pp || in.micros < 1 || in.dp < 1 || in.tp < 1)
+    return Status::InvalidArgument("PredictLayout: " + std::to_string(in.stages.size()) +
+                                   " stages for pp=" + std::to_string(in.pp) + ", micros=" + std::to_string(in.micros));
+  Prediction pr;
+  const int m = in.micros;
+  for (int s = 0; s < in.pp; ++s) {
+    pr.memory.push_back(MemoryOf(in, in.stages[static_cast<size_t>(s)], s));
+    pr.peak_bytes = std::max(pr.peak_bytes, pr.memory.back().peak_bytes);
+  }
+  // Forward and backward of all micro-batches; described machines add the tp collectives.
+  std::vector<double> fwd, bwd;
+  double tp_ms = 0, send_ms = 0;
+  for (const StageCost& s : in.stages) {
+    const double extra = s.tp_comm_in_compute ? 0.0 : s.tp_comm_ms;
+    fwd.push_back(s.fwd_ms + extra / 2);
+    bwd.push_back(s.bwd_ms + extra / 2);
+    tp_ms = std::max(tp_ms, m * s.tp_comm_ms);
+    send_ms = std::max(send_ms, comm.Ms(CommOp::kSend, 2, s.send_bytes));
+  }
+  if (in.pp == 1) {
+    pr.pipeline_ms = pr.compute_ms = m * (fwd[0] + bwd[0]);
+  } else {
+    LS_ASSIGN_OR_RETURN(parallel::PipeSimulation sim, parallel::SimulatePipeline(in.schedule, m, fwd, bwd, send_ms));
+    pr.pipeline_ms = sim.makespan;
+    pr.bubble = sim.mean_bubble;
+    pr.compute_ms = *std::max_element(sim.busy.begin(), sim.busy.end());
+  }
+  // After the pipeline: the stage that finishes last sets the step.
+  double tail = 0, dp_exposed = 0;
+  for (const StageCost& s : in.stages) {
+    const DpComm c = DataParallelComm(in, s, comm);
+    const int64_t owned = in.zero >= 1 ? ZeroShard(s.numel(), in.dp) : s.numel();
+    const double opt = in.optimizer_ns_per_element * static_cast<double>(owned) * 1e-6;
+    if (c.exposed_ms + opt >= tail) {
+      tail = c.exposed_ms + opt;
+      dp_exposed = c.exposed_ms;
+      pr.optimizer_ms = opt;
+    }
+    pr.comm_total_ms = std::max(pr.comm_total_ms, c.total_ms + m * s.tp_comm_ms + 2.0 * m * send_ms);
+  }
+  pr.comm_exposed_ms = dp_exposed + tp_ms;
+  pr.step_ms = pr.pipeline_ms + tail;
+  return pr;
+}
+
+}  // namespace lockstep::runtime

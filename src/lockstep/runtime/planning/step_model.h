@@ -1,0 +1,110 @@
+// The prediction model of `lockstep plan` (docs/planning.md): from what one micro-batch of
+// each piece of the model costs (measured on this machine by the profile, or described by a
+// hardware file) and what the collectives cost (CommTable), the peak memory and the step time
+// of one layout. Pure arithmetic: no tensors, no communication.
+//
+//   step = pipeline makespan of the micro-batches (compute; with pp > 1 the schedule's
+//          simulation, so the bubble and the sends between stages are in it)
+//        + exposed data-parallel communication (DDP buckets or ZeRO units overlapped with the
+//          last backward; ZeRO-3's parameter gathers overlapped with the previous unit)
+//        + optimizer (norm, clip, update over the owned elements) + ZeRO-1/2's all-gather
+//   peak = model states (the ZeRO paper's accounting, exactly as the memory row counts them)
+//        + ZeRO units in flight + activations of the micro-batches in flight + workspace
+#pragma once
+
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "lockstep/core/result.h"
+#include "lockstep/parallel/pipeline_schedule.h"
+#include "lockstep/runtime/planning/comm_curve.h"
+
+namespace lockstep::runtime {
+
+// One piece of a model (the embeddings, one transformer block, the head and loss, or a whole
+// model) for one micro-batch on one worker.
+struct PieceCost {
+  double fwd_ms = 0, bwd_ms = 0;
+  int64_t saved_bytes = 0;      // activations its forward leaves for its backward
+  int64_t peak_bytes = 0;       // most activation bytes it holds at once in forward + backward (>= saved)
+  int64_t eval_peak_bytes = 0;  // most bytes a forward without gradients (evaluation) holds
+};
+
+// train.precision and train.recompute as the model applies them (the assumptions are in
+// docs/planning.md: bf16 halves activations and the bytes sent between ranks and runs compute
+// `bf16_speedup` times faster; block recompute keeps only each block's input and runs the
+// block's forward again in backward).
+struct ComputeOptions {
+  bool bf16 = false;
+  bool recompute_blocks = false;
+  double bf16_speedup = 1.0;
+};
+
+// A pipeline stage's pieces: embeddings on the first, `blocks` blocks, head on the last.
+struct StagePieces {
+  bool has_embedding = false, has_head = false;
+  int blocks = 0;
+  PieceCost embedding, block, head;
+  int64_t block_input_bytes = 0;  // fp32 bytes of a block's input (what recompute keeps)
+  int64_t send_bytes = 0;         // fp32 bytes of the activation a stage sends on (pp > 1)
+  int64_t eval_bytes = 0;         // fp32 evaluation peak of the stage (StageCost::eval_bytes)
+};
+
+// One stage on one tensor-parallel rank, one micro-batch.
+struct StageCost {
+  double fwd_ms = 0, bwd_ms = 0;   // compute (with the tp collectives when measured in)
+  double tp_comm_ms = 0;           // tp collectives of the micro-batch (forward + backward)
+  bool tp_comm_in_compute = true;  // measured inside fwd/bwd (a profile) or to add (a described machine)
+  int64_t saved_bytes = 0;         // activations held per micro-batch in flight
+  int64_t workspace_bytes = 0;     // on top of them while a piece runs
+  // Evaluation's forward without gradients, through buffers of its own, while the training
+  // buffers stay pooled for the next step: on top of the training peak.
+  int64_t eval_bytes = 0;
+  int64_t send_bytes = 0;                  // activation sent to the next stage (and its gradient back)
+  std::vector<int64_t> param_numels;       // local parameters in forward order (exact)
+  std::vector<std::pair<int, int>> units;  // ZeRO units: parameter index ranges [first, end)
+  int64_t numel() const;
+  int64_t largest_unit() const;
+};
+
+StageCost ComposeStage(const StagePieces& p, const ComputeOptions& o);
+
+struct LayoutInput {
+  int dp = 1, tp = 1, pp = 1, zero = 0;
+  int micros = 1;  // pipeline micro-batches (pp > 1) or accumulation steps (pp = 1)
+  parallel::PipeSchedule schedule = parallel::PipeSchedule::k1F1B;
+  int64_t bucket_bytes = 25 << 20;
+  int optimizer_moments = 2;            // AdamW 2, SGD 1
+  double optimizer_ns_per_element = 0;  // norm + clip + update, per owned element
+  int64_t weight_copy_bytes = 0;        // per parameter, beside the fp32 master (bf16: 2)
+  std::vector<StageCost> stages;        // pp entries
+};
+
+// One rank's bytes (stage s, tp rank 0, dp rank 0: the largest ZeRO shard).
+struct StageMemory {
+  int64_t params_bytes = 0, grads_bytes = 0, optimizer_bytes = 0;  // as the memory row counts them
+  int64_t in_flight_bytes = 0;  // ZeRO-2 gradient units, ZeRO-3 gathered units (and bf16 copies)
+  int64_t activation_bytes = 0;
+  int64_t peak_bytes = 0;
+};
+
+struct Prediction {
+  std::vector<StageMemory> memory;  // per stage
+  int64_t peak_bytes = 0;           // max over stages
+  double compute_ms = 0;            // busiest stage: forward + backward of all its micro-batches
+  double pipeline_ms = 0;           // makespan of forward + backward (compute, bubble, sends)
+  double bubble = 0;                // mean idle share of the stages in the pipeline part
+  double comm_exposed_ms = 0;       // dp communication not hidden, ZeRO gathers, tp (described)
+  double comm_total_ms = 0;         // all collectives, hidden or not
+  double optimizer_ms = 0;
+  double step_ms = 0;
+};
+
+// InvalidArgument for an inconsistent input (no stages, pp != stages, micros < 1).
+Result<Prediction> PredictLayout(const LayoutInput& in, const CommTable& comm);
+
+// The shard of `numel` elements the largest ZeRO rank holds: ceil(numel / dp).
+int64_t ZeroShard(int64_t numel, int dp);
+
+}  // namespace lockstep::runtime

@@ -1,0 +1,273 @@
+// Export and import of GPT weights (runtime/interop): a hand-built tiny GPT-2 with known values
+// exported to Hugging Face files and read back by a safetensors reader written here, from the
+// format's definition (8-byte length, JSON header, data), checking every name, shape, dtype,
+// offset and the Conv1D transposes; llm.c's file checked the same way; and the round trips
+// lockstep -> hf -> lockstep and lockstep -> llmc -> lockstep giving back the same bits.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "lockstep/runtime/interop/export.h"
+#include "lockstep/runtime/interop/gpt_weights.h"
+
+namespace lockstep::runtime {
+namespace {
+
+// A value no two elements of the model share: tensor number * 1000 + element index.
+GptWeights KnownWeights(bool tied) {
+  GptWeights w;
+  w.config = nn::GptConfig{10, 4, 2, 2, 4, 4, 7, 8, tied};  // vocab 10 padded to 16 rows
+  w.source = "test";
+  nn::Gpt probe(w.config, nn::Gpt::InferenceOnly{});
+  int k = 1;
+  for (const nn::ParamInfo& p : probe.params()) {
+    std::vector<float>& v = w.tensors[p.name];
+    for (int64_t i = 0; i < p.numel; ++i) v.push_back(static_cast<float>(k * 1000 + i));
+    ++k;
+  }
+  return w;
+}
+
+std::string TempDir() {
+  char tmpl[] = "/tmp/lockstep-interop-XXXXXX";
+  return ::mkdtemp(tmpl);
+}
+
+std::vector<char> ReadAll(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  return std::vector<char>(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+}
+
+// The independent reader: name -> (shape, values), checking the framing on the way.
+struct Read {
+  std::vector<int64_t> shape;
+  std::vector<float> values;
+};
+std::map<std::string, Read> ReadSafetensorsIndependently(const std::string& path, nlohmann::json* metadata) {
+  const std::vector<char> bytes = ReadAll(path);
+  EXPECT_GE(bytes.size(), 8u);
+  uint64_t n = 0;
+  std::memcpy(&n, bytes.data(), 8);
+  EXPECT_EQ((8 + n) % 8, 0u) << "data must start 8-aligned";
+  const nlohmann::json h = nlohmann::json::parse(std::string(bytes.data() + 8, n));
+  *metadata = h.at("__metadata__");
+  std::map<std::string, Read> out;
+  int64_t expect_begin = 0;
+  std::vector<std::pair<int64_t, std::string>> order;
+  for (const auto& [name, e] : h.items())
+    if (name != "__metadata__") order.push_back({e.at("data_offsets")[0].get<int64_t>(), name});
+  std::sort(order.begin(), order.end());
+  for (const auto& [begin, name] : order) {
+    const nlohmann::json& e = h.at(name);
+    EXPECT_EQ(e.at("dtype"), "F32") << name;
+    Read r;
+    r.shape = e.at("shape").get<std::vector<int64_t>>();
+    int64_t count = 1;
+    for (int64_t d : r.shape) count *= d;
+    const int64_t end = e.at("data_offsets")[1].get<int64_t>();
+    EXPECT_EQ(begin, expect_begin) << name << ": tensors must tile the data section";
+    EXPECT_EQ(end - begin, count * 4) << name;
+    expect_begin = end;
+    r.values.resize(static_cast<size_t>(count));
+    std::memcpy(r.values.data(), bytes.data() + 8 + n + begin, static_cast<size_t>(count) * 4);
+    out[name] = std::move(r);
+  }
+  EXPECT_EQ(static_cast<size_t>(8 + n + expect_begin), bytes.size()) << "no bytes after the last tensor";
+  return out;
+}
+
+TEST(Interop, HfExportHasHfNamesShapesAndTransposes) {
+  for (bool tied : {true, false}) {
+    const GptWeights w = KnownWeights(tied);
+    const int64_t C = 4, V = 10, L = 2;
+    const std::string dir = TempDir();
+    ExportOptions o;
+    o.format = "hf";
+    o.out = dir + "/hf";
+    ASSERT_TRUE(ExportWeights(w, o).ok());
+    nlohmann::json meta;
+    auto t = ReadSafetensorsIndependently(o.out + "/model.safetensors", &meta);
+    EXPECT_EQ(meta, nlohmann::json({{"format", "pt"}}));
+    // Every name HF's GPT2LMHeadModel has, with its shape; nothing else.
+    std::map<std::string, std::vector<int64_t>> expect = {{"transformer.wte.weight", {V, C}},
+                                                          {"transformer.wpe.weight", {4, C}},
+                                                          {"transformer.ln_f.weight", {C}},
+                                                          {"transformer.ln_f.bias", {C}}};
+    for (int l = 0; l < L; ++l) {
+      const std::string h = "transformer.h." + std::to_string(l) + ".";
+      for (const char* ln : {"ln_1", "ln_2"}) {
+        expect[h + ln + ".weight"] = {C};
+        expect[h + ln + ".bias"] = {C};
+      }
+      expect[h + "attn.c_attn.weight"] = {C, 3 * C};
+      expect[h + "attn.c_attn.bias"] = {3 * C};
+      expect[h + "attn.c_proj.weight"] = {C, C};
+      expect[h + "attn.c_proj.bias"] = {C};
+      expect[h + "mlp.c_fc.weight"] = {C, 4 * C};
+      expect[h + "mlp.c_fc.bias"] = {4 * C};
+      expect[h + "mlp.c_proj.weight"] = {4 * C, C};
+      expect[h + "mlp.c_proj.bias"] = {C};
+    }
+    if (!tied) expect["lm_head.weight"] = {V, C};
+    ASSERT_EQ(t.size(), expect.size()) << "tied " << tied;
+    for (const auto& [name, shape] : expect) {
+      ASSERT_TRUE(t.count(name)) << name;
+      EXPECT_EQ(t[name].shape, shape) << name;
+    }
+    // Values: HF Conv1D weights are [in, out], element (i, o) = lockstep's (o, i).
+    auto ours = [&](const std::string& name, int64_t row, int64_t col, int64_t cols) {
+      return w.tensors.at(name)[static_cast<size_t>(row * cols + col)];
+    };
+    for (int l = 0; l < L; ++l) {
+      const std::string h = "transformer.h." + std::to_string(l) + ".", b = "blocks." + std::to_string(l) + ".";
+      struct Conv {
+        const char* hf;
+        const char* ours;
+        int64_t in, out;
+      };
+      for (const Conv& c :
+           {Conv{"attn.c_attn.weight", "qkv.weight", C, 3 * C}, Conv{"attn.c_proj.weight", "proj.weight", C, C},
+            Conv{"mlp.c_fc.weight", "fc.weight", C, 4 * C}, Conv{"mlp.c_proj.weight", "fc2.weight", 4 * C, C}})
+        for (int64_t i = 0; i < c.in; ++i)
+          for (int64_t out = 0; out < c.out; ++out)
+            ASSERT_EQ(t[h + c.hf].values[i * c.out + out], ours(b + c.ours, out, i, c.in)) << h << c.hf;
+      EXPECT_EQ(t[h + "attn.c_attn.bias"].values, w.tensors.at(b + "qkv.bias"));
+      EXPECT_EQ(t[h + "ln_2.weight"].values, w.tensors.at(b + "ln2.weight"));
+      EXPECT_EQ(t[h + "mlp.c_proj.bias"].values, w.tensors.at(b + "fc2.bias"));
+    }
+    // wte without its 6 padding rows.
+    const std::vector<float>& wte = w.tensors.at("wte.weight");
+    EXPECT_EQ(t["transformer.wte.weight"].values, std::vector<float>(wte.begin(), wte.begin() + V * C));
+    if (!tied) {
+      const std::vector<float>& head = w.tensors.at("head.weight");
+      EXPECT_EQ(t["lm_head.weight"].values, std::vector<float>(head.begin(), head.begin() + V * C));
+    }
+    std::ifstream cfg(o.out + "/config.json");
+    const nlohmann::json c = nlohmann::json::parse(cfg);
+    EXPECT_EQ(c["model_type"], "gpt2");
+    EXPECT_EQ(c["architectures"], nlohmann::json({"GPT2LMHeadModel"}));
+    EXPECT_EQ(c["vocab_size"], V);
+    EXPECT_EQ(c["n_positions"], 4);
+    EXPECT_EQ(c["n_embd"], C);
+    EXPECT_EQ(c["n_layer"], L);
+    EXPECT_EQ(c["n_head"], 2);
+    EXPECT_EQ(c["n_inner"], 4 * C);
+    EXPECT_EQ(c["activation_function"], "gelu_new");
+    EXPECT_EQ(c["layer_norm_epsilon"], 1e-5);
+    EXPECT_EQ(c["tie_word_embeddings"], tied);
+    std::filesystem::remove_all(dir);
+  }
+}
+
+TEST(Interop, ShardedHfExportHasAnIndex) {
+  const GptWeights w = KnownWeights(true);
+  const std::string dir = TempDir();
+  ExportOptions o;
+  o.format = "hf";
+  o.out = dir + "/hf";
+  o.max_shard_bytes = 400;
+  ASSERT_TRUE(ExportWeights(w, o).ok());
+  std::ifstream index(o.out + "/model.safetensors.index.json");
+  const nlohmann::json j = nlohmann::json::parse(index);
+  std::set<std::string> files;
+  for (const auto& [name, file] : j["weight_map"].items()) files.insert(file.get<std::string>());
+  ASSERT_GT(files.size(), 1u);
+  EXPECT_EQ(*files.begin(), "model-00001-of-" + std::string(files.size() < 10 ? "0000" : "000") +
+                                std::to_string(files.size()) + ".safetensors");
+  int64_t total = 0, tensors = 0;
+  for (const std::string& f : files) {
+    nlohmann::json meta;
+    for (const auto& [name, r] : ReadSafetensorsIndependently(o.out + "/" + f, &meta)) {
+      EXPECT_EQ(j["weight_map"][name], f);
+      total += static_cast<int64_t>(r.values.size()) * 4;
+      ++tensors;
+    }
+  }
+  EXPECT_EQ(j["metadata"]["total_size"], total);
+  EXPECT_EQ(tensors, 4 + 2 * 12);
+  // And it loads back.
+  auto back = LoadInitWeights("hf:" + o.out, w.config);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Interop, LlmcFileIsLlmcsLayout) {
+  const GptWeights w = KnownWeights(true);
+  const std::string dir = TempDir();
+  ExportOptions o;
+  o.format = "llmc";
+  o.out = dir + "/model.bin";
+  ASSERT_TRUE(ExportWeights(w, o).ok());
+  const std::vector<char> bytes = ReadAll(o.out);
+  int32_t h[8];
+  std::memcpy(h, bytes.data(), sizeof(h));
+  EXPECT_EQ(std::vector<int32_t>(h, h + 8), (std::vector<int32_t>{20240326, 3, 4, 10, 2, 2, 4, 16}));
+  const float* p = reinterpret_cast<const float*>(bytes.data() + 1024);
+  // llm.c's order: wte (Vp, C), wpe, then every layer's ln1w, then every layer's ln1b, ...
+  size_t at = 0;
+  auto expect = [&](const std::string& name) {
+    const std::vector<float>& v = w.tensors.at(name);
+    for (size_t i = 0; i < v.size(); ++i) ASSERT_EQ(p[at + i], v[i]) << name << " " << i;
+    at += v.size();
+  };
+  expect("wte.weight");
+  expect("wpe.weight");
+  for (const char* s : {"ln1.weight", "ln1.bias", "qkv.weight", "qkv.bias", "proj.weight", "proj.bias", "ln2.weight",
+                        "ln2.bias", "fc.weight", "fc.bias", "fc2.weight", "fc2.bias"})
+    for (int l = 0; l < 2; ++l) expect("blocks." + std::to_string(l) + "." + s);
+  expect("lnf.weight");
+  expect("lnf.bias");
+  EXPECT_EQ(1024 + at * 4, bytes.size());
+  // An untied model has no llm.c form.
+  o.out = dir + "/untied.bin";
+  Status s = ExportWeights(KnownWeights(false), o);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("untied"), std::string::npos);
+  std::filesystem::remove_all(dir);
+}
+
+// lockstep -> hf -> lockstep and lockstep -> llmc -> lockstep: the same bits (HF drops the
+// padding rows, which come back as the model's initial values; llm.c keeps them).
+TEST(Interop, RoundTripsGiveBackTheSameBits) {
+  const GptWeights w = KnownWeights(true);
+  const std::string dir = TempDir();
+  ExportOptions o;
+  o.format = "hf";
+  o.out = dir + "/hf";
+  ASSERT_TRUE(ExportWeights(w, o).ok());
+  o.format = "llmc";
+  o.out = dir + "/model.bin";
+  ASSERT_TRUE(ExportWeights(w, o).ok());
+  auto llmc = LoadInitWeights("llmc:" + o.out, w.config);
+  ASSERT_TRUE(llmc.ok()) << llmc.status().ToString();
+  EXPECT_EQ(*llmc, w.tensors);
+  auto hf = LoadInitWeights("hf:" + dir + "/hf", w.config);
+  ASSERT_TRUE(hf.ok()) << hf.status().ToString();
+  nn::Gpt fresh(w.config, nn::Gpt::InferenceOnly{});
+  const nn::ParamInfo& wte = fresh.params().info(0);
+  for (const auto& [name, values] : w.tensors) {
+    const std::vector<float>& got = hf->at(name);
+    for (size_t i = 0; i < values.size(); ++i) {
+      const bool padding = name == "wte.weight" && static_cast<int64_t>(i) >= 10 * 4;
+      ASSERT_EQ(got[i], padding ? fresh.params().flat_params()[wte.offset + i] : values[i]) << name << " " << i;
+    }
+  }
+  // A model of another shape is refused, naming the key.
+  nn::GptConfig other = w.config;
+  other.layers = 3;
+  auto bad = LoadInitWeights("hf:" + dir + "/hf", other);
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("model.layers is 2, the config's is 3"), std::string::npos)
+      << bad.status().message();
+  EXPECT_EQ(LoadInitWeights("hf:" + dir + "/none", w.config).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(LoadInitWeights("tf:" + dir, w.config).status().code(), StatusCode::kInvalidArgument);
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace lockstep::runtime

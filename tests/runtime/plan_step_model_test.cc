@@ -1,0 +1,194 @@
+// The prediction model of `lockstep plan` on synthetic profiles: the collective curves, the
+// ZeRO accounting of model states (ceil(numel/dp) shards, as the memory row counts them),
+// activations in flight under 1F1B and GPipe, DDP bucket overlap, ZeRO-3's gathers, the
+// pipeline makespan and bubble, accumulation, the optimizer term, recompute and bf16.
+#include <gtest/gtest.h>
+
+#include "lockstep/runtime/planning/step_model.h"
+
+namespace lockstep::runtime {
+namespace {
+
+CommCurve Linear(double latency_ms, double ms_per_mb) {
+  CommCurve c;
+  for (int64_t b = 1024; b <= (int64_t{64} << 20); b *= 4)
+    c.Add(b, latency_ms + ms_per_mb * static_cast<double>(b) / 1048576.0);
+  return c;
+}
+
+CommTable Table(int group) {
+  CommTable t;
+  t.Set(CommOp::kAllreduce, group, Linear(0.1, 1.0));
+  t.Set(CommOp::kReduceScatter, group, Linear(0.1, 0.5));
+  t.Set(CommOp::kAllGather, group, Linear(0.1, 0.5));
+  t.Set(CommOp::kSend, 2, Linear(0.05, 0.25));
+  return t;
+}
+
+// A stage of three parameters (one ZeRO unit each) computing fwd/bwd ms per micro-batch.
+StageCost Stage(double fwd, double bwd, std::vector<int64_t> numels = {1000, 700, 301}) {
+  StageCost s;
+  s.fwd_ms = fwd;
+  s.bwd_ms = bwd;
+  s.saved_bytes = 1000;
+  s.workspace_bytes = 100;
+  s.param_numels = numels;
+  for (int i = 0; i < static_cast<int>(numels.size()); ++i) s.units.push_back({i, i + 1});
+  return s;
+}
+
+TEST(PlanCommCurve, InterpolatesBetweenPointsFloorsBelowAndExtrapolatesAtTheLastBandwidth) {
+  CommCurve c;
+  c.Add(1000, 1.0);
+  c.Add(3000, 2.0);
+  EXPECT_DOUBLE_EQ(c.Ms(0), 0.0);
+  EXPECT_DOUBLE_EQ(c.Ms(10), 1.0);
+  EXPECT_DOUBLE_EQ(c.Ms(2000), 1.5);
+  EXPECT_DOUBLE_EQ(c.Ms(6000), 4.0);
+  CommTable t;
+  t.Set(CommOp::kAllreduce, 4, c);
+  EXPECT_DOUBLE_EQ(t.Ms(CommOp::kAllreduce, 1, 1 << 20), 0.0);  // a group of one
+  EXPECT_DOUBLE_EQ(t.Ms(CommOp::kAllreduce, 4, 2000), 1.5);
+  EXPECT_FALSE(t.Has(CommOp::kAllreduce, 2));
+  Result<CommTable> back = CommTable::FromJson(t.ToJson());
+  ASSERT_TRUE(back.ok());
+  EXPECT_DOUBLE_EQ(back->Ms(CommOp::kAllreduce, 4, 2000), 1.5);
+}
+
+TEST(PlanStepModel, ModelStatesFollowTheZeroAccountingWithCeilShards) {
+  const int64_t numel = 2002;  // 3 replicas: shards of ceil(2002/3) = 668
+  for (int zero = 0; zero <= 3; ++zero) {
+    LayoutInput in;
+    in.dp = 3;
+    in.zero = zero;
+    in.stages = {Stage(1, 2, {1000, 700, 302})};
+    Result<Prediction> p = PredictLayout(in, Table(3));
+    ASSERT_TRUE(p.ok());
+    const StageMemory& m = p->memory[0];
+    EXPECT_EQ(m.params_bytes, 4 * (zero == 3 ? 668 : numel)) << zero;
+    EXPECT_EQ(m.grads_bytes, 4 * (zero >= 2 ? 668 : numel)) << zero;
+    EXPECT_EQ(m.optimizer_bytes, 8 * (zero >= 1 ? 668 : numel)) << zero;
+    const int64_t in_flight = zero == 2 ? 2 * 4 * 1000 : zero == 3 ? 4 * 1000 : 0;  // largest unit: 1000
+    EXPECT_EQ(m.in_flight_bytes, in_flight) << zero;
+    EXPECT_EQ(m.activation_bytes, 1100) << zero;
+    EXPECT_EQ(p->peak_bytes, m.params_bytes + m.grads_bytes + m.optimizer_bytes + in_flight + 1100) << zero;
+  }
+}
+
+TEST(PlanStepModel, PipelineStagesHoldTheirMicroBatchesInFlight) {
+  LayoutInput in;
+  in.pp = 4;
+  in.micros = 8;
+  for (int s = 0; s < 4; ++s) in.stages.push_back(Stage(1, 2));
+  in.schedule = parallel::PipeSchedule::k1F1B;
+  Result<Prediction> p = PredictLayout(in, CommTable());
+  ASSERT_TRUE(p.ok());
+  for (int s = 0; s < 4; ++s) EXPECT_EQ(p->memory[s].activation_bytes, (4 - s) * 1000 + 100) << s;
+  in.schedule = parallel::PipeSchedule::kGPipe;
+  p = PredictLayout(in, CommTable());
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->memory[3].activation_bytes, 8 * 1000 + 100);
+}
+
+TEST(PlanStepModel, EqualStagesGiveTheClosedFormMakespanAndBubble) {
+  LayoutInput in;
+  in.pp = 4;
+  in.micros = 8;
+  for (int s = 0; s < 4; ++s) in.stages.push_back(Stage(1, 2));
+  Result<Prediction> p = PredictLayout(in, CommTable());  // no sends cost anything
+  ASSERT_TRUE(p.ok());
+  EXPECT_NEAR(p->pipeline_ms, (8 + 4 - 1) * 3.0, 1e-9);
+  EXPECT_NEAR(p->bubble, 3.0 / 11.0, 1e-9);
+  EXPECT_NEAR(p->compute_ms, 8 * 3.0, 1e-9);
+  EXPECT_NEAR(p->step_ms, p->pipeline_ms, 1e-9);
+}
+
+TEST(PlanStepModel, AccumulationRunsEveryMicroBatchAndTheOptimizerCountsOwnedElements) {
+  LayoutInput in;
+  in.micros = 4;
+  in.optimizer_ns_per_element = 1000;  // 1 us per element
+  in.stages = {Stage(1, 2)};
+  Result<Prediction> p = PredictLayout(in, CommTable());
+  ASSERT_TRUE(p.ok());
+  EXPECT_NEAR(p->compute_ms, 12.0, 1e-9);
+  EXPECT_NEAR(p->optimizer_ms, 2001 * 1e-3, 1e-9);
+  EXPECT_NEAR(p->step_ms, 12.0 + 2.001, 1e-9);
+  in.dp = 2;
+  in.zero = 1;  // the optimizer updates its shard (1001), then the shards are all-gathered
+  const CommTable t = Table(2);
+  p = PredictLayout(in, t);
+  ASSERT_TRUE(p.ok());
+  EXPECT_NEAR(p->optimizer_ms, 1001 * 1e-3, 1e-9);
+  EXPECT_GT(p->comm_exposed_ms, t.Ms(CommOp::kAllGather, 2, 4 * 1001 * 2) - 1e-12);
+}
+
+TEST(PlanStepModel, DdpHidesBucketsBehindBackwardExceptWhatFinishesAfterIt) {
+  const CommTable t = Table(2);
+  LayoutInput in;
+  in.dp = 2;
+  in.bucket_bytes = 1;           // one bucket per parameter
+  in.stages = {Stage(1, 1000)};  // a long backward hides all but the last bucket
+  Result<Prediction> p = PredictLayout(in, t);
+  ASSERT_TRUE(p.ok());
+  // The first parameter's gradient (1000 elements) is final only when backward ends.
+  EXPECT_NEAR(p->comm_exposed_ms, t.Ms(CommOp::kAllreduce, 2, 4000), 1e-9);
+  in.bucket_bytes = int64_t{25} << 20;  // one bucket: everything waits for the end
+  p = PredictLayout(in, t);
+  ASSERT_TRUE(p.ok());
+  EXPECT_NEAR(p->comm_exposed_ms, t.Ms(CommOp::kAllreduce, 2, 4 * 2001), 1e-9);
+  EXPECT_NEAR(p->step_ms, 1001 + t.Ms(CommOp::kAllreduce, 2, 4 * 2001), 1e-9);
+}
+
+TEST(PlanStepModel, ZeroThreeGathersEveryUnitTwicePerMicroBatch) {
+  const CommTable t = Table(2);
+  LayoutInput in;
+  in.dp = 2;
+  in.zero = 3;
+  in.micros = 2;
+  in.stages = {Stage(0, 0)};  // no compute to hide anything behind
+  Result<Prediction> p = PredictLayout(in, t);
+  ASSERT_TRUE(p.ok());
+  double gathers = 0, reduces = 0;
+  for (int64_t n : {1000, 700, 301}) {
+    gathers += t.Ms(CommOp::kAllGather, 2, 4 * ((n + 1) / 2) * 2);
+    reduces += t.Ms(CommOp::kReduceScatter, 2, 4 * n);
+  }
+  EXPECT_NEAR(p->comm_exposed_ms, 2 * (2 * gathers + reduces), 1e-9);
+  EXPECT_NEAR(p->comm_total_ms, 2 * (2 * gathers + reduces), 1e-9);
+}
+
+TEST(PlanStepModel, RecomputeKeepsBlockInputsAndRunsTheirForwardAgain) {
+  StagePieces p;
+  p.has_embedding = p.has_head = true;
+  p.blocks = 3;
+  p.embedding = {1, 1, 100, 150, 0};
+  p.block = {10, 20, 1000, 1600, 0};
+  p.head = {2, 3, 200, 500, 0};
+  p.block_input_bytes = 64;
+  StageCost plain = ComposeStage(p, {});
+  EXPECT_DOUBLE_EQ(plain.fwd_ms, 33);
+  EXPECT_DOUBLE_EQ(plain.bwd_ms, 64);
+  EXPECT_EQ(plain.saved_bytes, 3300);
+  EXPECT_EQ(plain.workspace_bytes, 600);
+  StageCost rec = ComposeStage(p, {false, true, 1.0});
+  EXPECT_DOUBLE_EQ(rec.fwd_ms, 33);
+  EXPECT_DOUBLE_EQ(rec.bwd_ms, 94);
+  EXPECT_EQ(rec.saved_bytes, 100 + 3 * 64 + 200);
+  EXPECT_EQ(rec.workspace_bytes, 1600 - 64);
+  StageCost half = ComposeStage(p, {true, false, 2.0});
+  EXPECT_DOUBLE_EQ(half.fwd_ms, 16.5);
+  EXPECT_EQ(half.saved_bytes, 1650);
+}
+
+TEST(PlanStepModel, RejectsInconsistentInput) {
+  LayoutInput in;
+  in.pp = 2;
+  in.stages = {Stage(1, 1)};
+  EXPECT_EQ(PredictLayout(in, CommTable()).status().code(), StatusCode::kInvalidArgument);
+  in.pp = 1;
+  in.micros = 0;
+  EXPECT_EQ(PredictLayout(in, CommTable()).status().code(), StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace lockstep::runtime
