@@ -1,5 +1,6 @@
 #include "lockstep/api/train.h"
 
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -10,6 +11,7 @@
 #include "lockstep/comm/mpi/launch.h"
 #include "lockstep/runtime/launch/hosts.h"
 #include "lockstep/runtime/launch/train.h"
+#include "lockstep/runtime/recovery/fault_injection.h"
 #include "lockstep/runtime/recovery/heartbeat.h"
 #include "lockstep/runtime/recovery/supervisor.h"
 
@@ -72,8 +74,13 @@ Launched Launch(const Job& job, const TrainOptions& given) {
   if (Status s = runtime::ApplyHostsToNproc(&options, /*nproc_given=*/true); !s.ok()) return {s};
   const bool supervised = std::getenv(runtime::kHeartbeatDirEnv) != nullptr;
   // A restart attempt does not inject the first attempt's fault again (the supervisor passes
-  // no --inject-fault then; options built in code would still carry it).
-  if (std::getenv(runtime::kRestartEnv) != nullptr) options.inject_fault.clear();
+  // no --inject-fault then; options built in code would still carry it), except a permanent
+  // kill whose rank is still in this world: a lost machine stays lost (the supervisor's
+  // FaultFor passes it on for the same reason).
+  if (std::getenv(runtime::kRestartEnv) != nullptr) {
+    Result<runtime::FaultSpec> f = runtime::ParseFaultSpec(options.inject_fault, options.nproc, INT64_MAX);
+    if (!(f.ok() && f->permanent && f->rank < options.nproc)) options.inject_fault.clear();
+  }
   if (options.print_config) return {runtime::RunTrain(job, options)};  // plans only, in this process
   // The supervisor comes first: it runs the whole job (mpirun included) as its child.
   if (options.max_restarts > 0 && !supervised && !comm::InsideMpirun()) {
