@@ -32,6 +32,11 @@ add_library(lockstep_lib INTERFACE)
 target_link_libraries(lockstep_lib INTERFACE ${LOCKSTEP_LAYER_TARGETS})
 set_target_properties(lockstep_lib PROPERTIES EXPORT_NAME lockstep)
 
+# Shared libraries find each other, and the command finds them, wherever the prefix is.
+if(BUILD_SHARED_LIBS)
+  set_target_properties(${LOCKSTEP_LAYER_TARGETS} PROPERTIES INSTALL_RPATH "$ORIGIN")
+  set_target_properties(lockstep PROPERTIES INSTALL_RPATH "$ORIGIN/../${CMAKE_INSTALL_LIBDIR}")
+endif()
 install(TARGETS ${LOCKSTEP_LAYER_TARGETS} lockstep_lib EXPORT lockstepTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
