@@ -75,17 +75,22 @@ std::string NetnsPair::Create() {
       "ip link add " + veth_a_ + " type veth peer name " + veth_b_,
       "ip link set " + veth_a_ + " netns " + ns_a_,
       "ip link set " + veth_b_ + " netns " + ns_b_,
-      "ip -n " + ns_a_ + " addr add " + kAddrA + "/24 dev " + veth_a_,
-      "ip -n " + ns_b_ + " addr add " + kAddrB + "/24 dev " + veth_b_,
+      // The same interface name on both "hosts", as real machines usually have (eth0): the one
+      // name --mpi-if takes must exist on every host.
+      "ip -n " + ns_a_ + " link set " + veth_a_ + " name " + Common(),
+      "ip -n " + ns_b_ + " link set " + veth_b_ + " name " + Common(),
+      "ip -n " + ns_a_ + " addr add " + kAddrA + "/24 dev " + Common(),
+      "ip -n " + ns_b_ + " addr add " + kAddrB + "/24 dev " + Common(),
       "ip -n " + ns_a_ + " link set lo up",
       "ip -n " + ns_b_ + " link set lo up",
-      "ip -n " + ns_a_ + " link set " + veth_a_ + " up",
-      "ip -n " + ns_b_ + " link set " + veth_b_ + " up",
+      "ip -n " + ns_a_ + " link set " + Common() + " up",
+      "ip -n " + ns_b_ + " link set " + Common() + " up",
   };
   for (const std::string& s : steps) {
     Shell r = Sh(s);
     if (r.code != 0) return "`" + s + "` failed: " + r.out;
   }
+  veth_a_ = veth_b_ = Common();
   return "";
 }
 

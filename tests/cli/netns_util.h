@@ -3,6 +3,8 @@
 // Needs root (ip netns); tests skip with the reason otherwise.
 #pragma once
 
+#include <unistd.h>
+
 #include <string>
 #include <vector>
 
@@ -45,6 +47,8 @@ class NetnsPair {
   const std::string& ns_b() const { return ns_b_; }
   const std::string& veth_a() const { return veth_a_; }
   const std::string& veth_b() const { return veth_b_; }
+  // The name both ends of the veth carry inside their namespaces (what --mpi-if names).
+  std::string Common() const { return "lsmh" + std::to_string(getpid()); }
 
   // "net:[inode]" of a namespace, as /proc/<pid>/ns/net of a process inside it reads.
   static std::string Id(const std::string& ns);

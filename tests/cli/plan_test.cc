@@ -30,12 +30,15 @@ nlohmann::json ReadJson(const std::string& path) {
   return nlohmann::json::parse(in, nullptr, false);
 }
 
+// Rank 0's last memory row: the end-of-run one (every rank also writes one after its first
+// step, while ZeRO's last reductions may still hold transient buffers).
 nlohmann::json MemoryRow(const std::string& dir) {
+  nlohmann::json last;
   for (const std::string& l : ReadLines(dir + "/metrics.jsonl")) {
     auto j = nlohmann::json::parse(l);
-    if (j.value("event", "") == "memory") return j;
+    if (j.value("event", "") == "memory" && j.value("rank", 0) == 0) last = j;
   }
-  return {};
+  return last;
 }
 
 // The plan's row for a layout (fp32, no recompute).

@@ -62,6 +62,8 @@ std::vector<std::string> ChildArgs(const TrainOptions& o, const std::string& out
   if (with_fault && !o.inject_fault.empty()) a.insert(a.end(), {"--inject-fault", o.inject_fault});
   if (!o.hosts.empty()) a.insert(a.end(), {"--hosts", o.hosts});
   if (!o.hostfile.empty()) a.insert(a.end(), {"--hostfile", o.hostfile});
+  if (!o.mpi_interface.empty()) a.insert(a.end(), {"--mpi-if", o.mpi_interface});
+  if (o.mem_limit > 0) a.insert(a.end(), {"--mem-limit", std::to_string(o.mem_limit)});
   return a;
 }
 
