@@ -150,8 +150,10 @@ TEST(Elastic, GrowsBackAtCheckpointsAndStillMatches) {
   const std::string want = DoneHash(TrainTiny("el-grow-full", kLongSteps, 4, four));
   const std::string dir = MakeTempDir("el-grow");
   std::vector<std::string> extra = four;
+  // Synchronous checkpoints: each boundary is committed before the next step, so the kill at
+  // step 6 always finds step 4's (an async write could still be in flight under load).
   extra.insert(extra.end(), {"--max-restarts", "20", "--min-nproc", "2", "--max-nproc", "4", "--inject-fault",
-                             "kill:rank=3:step=6:permanent"});
+                             "kill:rank=3:step=6:permanent", "--set", "checkpoint.async=false"});
   CommandResult r = RunLockstep(TinyTrainArgs(dir, kLongSteps, 4, extra));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(DoneHash(dir), want) << r.err;
