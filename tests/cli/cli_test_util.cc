@@ -163,4 +163,30 @@ std::string TrainTiny(const std::string& prefix, int steps, int checkpoint_every
   return dir;
 }
 
+std::vector<nlohmann::json> Events(const std::string& run_dir, const std::string& kind) {
+  std::vector<nlohmann::json> rows;
+  for (const std::string& l : ReadLines(run_dir + "/metrics.jsonl")) {
+    auto j = nlohmann::json::parse(l);
+    if (j.value("event", "") == kind) rows.push_back(j);
+  }
+  return rows;
+}
+
+nlohmann::json LastMemoryRow(const std::string& run_dir) {
+  nlohmann::json last;
+  for (const nlohmann::json& j : Events(run_dir, "memory"))
+    if (j.value("rank", -1) == 0) last = j;
+  return last;
+}
+
+void ExpectEachStepOnce(const std::string& run_dir, int64_t steps) {
+  std::vector<int64_t> seen, want;
+  for (const std::string& l : ReadLines(run_dir + "/metrics.jsonl")) {
+    auto j = nlohmann::json::parse(l);
+    if (j.contains("loss")) seen.push_back(j["step"].get<int64_t>());
+  }
+  for (int64_t s = 1; s <= steps; ++s) want.push_back(s);
+  EXPECT_EQ(seen, want);
+}
+
 }  // namespace lockstep::testing

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 namespace lockstep::testing {
 
 struct CommandResult {
@@ -22,6 +24,17 @@ std::string MakeTempDir(const std::string& prefix);
 
 // Lines of a file.
 std::vector<std::string> ReadLines(const std::string& path);
+
+// The rows of <dir>/metrics.jsonl whose "event" is `kind`, in file order.
+std::vector<nlohmann::json> Events(const std::string& run_dir, const std::string& kind);
+
+// Rank 0's memory row at the end of the run: the last of its rows (every rank also writes one
+// after its first step, while ZeRO's last reductions may still hold transient buffers).
+nlohmann::json LastMemoryRow(const std::string& run_dir);
+
+// Expects exactly one training (loss) row for each step 1..steps, in order, whatever was lost
+// and redone by restarts.
+void ExpectEachStepOnce(const std::string& run_dir, int64_t steps);
 
 // The weights_xxh64 of the done line of <dir>/metrics.jsonl, or "" if there is none.
 std::string DoneHash(const std::string& run_dir);

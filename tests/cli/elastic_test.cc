@@ -20,25 +20,6 @@ std::vector<std::string> Args(const std::string& out, std::vector<std::string> e
   return TinyTrainArgs(out, kSteps, 4, extra);
 }
 
-std::vector<nlohmann::json> Events(const std::string& dir, const std::string& kind) {
-  std::vector<nlohmann::json> rows;
-  for (const std::string& l : ReadLines(dir + "/metrics.jsonl")) {
-    auto j = nlohmann::json::parse(l);
-    if (j.value("event", "") == kind) rows.push_back(j);
-  }
-  return rows;
-}
-
-void ExpectEachStepOnce(const std::string& dir) {
-  std::vector<int64_t> steps, want;
-  for (const std::string& l : ReadLines(dir + "/metrics.jsonl")) {
-    auto j = nlohmann::json::parse(l);
-    if (j.contains("loss")) steps.push_back(j["step"].get<int64_t>());
-  }
-  for (int s = 1; s <= kSteps; ++s) want.push_back(s);
-  EXPECT_EQ(steps, want);
-}
-
 // The world size of the attempt that finished: the last start line names it.
 int LastWorld(const std::string& err) {
   const size_t at = err.rfind(" worker(s)");
@@ -77,7 +58,7 @@ TEST(Elastic, RankLostForGoodFinishesOnTwoWithTheFourWorkerHash) {
             std::string::npos)
       << r.err;
   EXPECT_EQ(LastWorld(r.err), 2) << r.err;
-  ExpectEachStepOnce(dir);
+  ExpectEachStepOnce(dir, kSteps);
   ExpectResumedAt(dir, changed[0]["step"].get<int64_t>());
 }
 
@@ -97,7 +78,7 @@ TEST(Elastic, DefaultModeGoesOnWithThreeAndSaysSo) {
       std::string::npos)
       << r.err;
   EXPECT_EQ(LastWorld(r.err), 3) << r.err;
-  ExpectEachStepOnce(dir);
+  ExpectEachStepOnce(dir, kSteps);
 }
 
 // --min-nproc 4: losing a worker ends the run with one line naming the lost capacity and

@@ -30,17 +30,6 @@ nlohmann::json ReadJson(const std::string& path) {
   return nlohmann::json::parse(in, nullptr, false);
 }
 
-// Rank 0's last memory row: the end-of-run one (every rank also writes one after its first
-// step, while ZeRO's last reductions may still hold transient buffers).
-nlohmann::json MemoryRow(const std::string& dir) {
-  nlohmann::json last;
-  for (const std::string& l : ReadLines(dir + "/metrics.jsonl")) {
-    auto j = nlohmann::json::parse(l);
-    if (j.value("event", "") == "memory" && j.value("rank", 0) == 0) last = j;
-  }
-  return last;
-}
-
 // The plan's row for a layout (fp32, no recompute).
 nlohmann::json Row(const nlohmann::json& plan, const std::string& layout, int zero, int micro) {
   for (const nlohmann::json& r : plan["layouts"])
@@ -63,7 +52,7 @@ void ExpectModelStatesMatch(const std::vector<std::string>& config, const nlohma
                                 "--layout", layout, "--zero", std::to_string(zero), "--set",
                                 (pipeline ? "train.pp_microbatches=" : "train.accum_steps=") + std::to_string(micro)}));
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  const nlohmann::json mem = MemoryRow(out);
+  const nlohmann::json mem = LastMemoryRow(out);
   ASSERT_FALSE(mem.is_null());
   EXPECT_EQ(mem["params_bytes"], row["rank0"]["params_bytes"]);
   EXPECT_EQ(mem["grads_bytes"], row["rank0"]["grads_bytes"]);

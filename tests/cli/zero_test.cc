@@ -20,23 +20,13 @@ std::vector<std::string> With(std::vector<std::string> a, const std::vector<std:
 
 const std::vector<std::string> kDet = {"--deterministic"};
 
-// Rank 0's memory row at the end of the run (the last of its rows; one follows the first step).
-nlohmann::json MemoryRow(const std::string& dir) {
-  nlohmann::json last;
-  for (const std::string& l : ReadLines(dir + "/metrics.jsonl")) {
-    auto j = nlohmann::json::parse(l);
-    if (j.value("event", "") == "memory" && j.value("rank", -1) == 0) last = j;
-  }
-  return last;
-}
-
 TEST(Zero1, MatchesOneWorkerAndShardsTheOptimizerState) {
   const std::string one = TrainTiny("zero-one", kSteps, 4, kDet);
   const std::string four = TrainTiny("zero-four", kSteps, 4, With(kDet, {"--nproc", "4", "--zero", "1"}));
   EXPECT_EQ(DoneHash(four), DoneHash(one));
 
   // Rank 0's AdamW moments: 8 bytes per element of its ceil(Ψ/4)-element shard, against 8Ψ.
-  nlohmann::json full = MemoryRow(one), shard = MemoryRow(four);
+  nlohmann::json full = LastMemoryRow(one), shard = LastMemoryRow(four);
   ASSERT_FALSE(full.empty());
   ASSERT_FALSE(shard.empty());
   const int64_t psi = full["parameters"].get<int64_t>();
@@ -90,13 +80,13 @@ TEST(Zero1, MpiTwoRanksMatchOneWorker) {
 // of one worker, and the shards resume elsewhere.
 TEST(Zero23, ShardGradientsAndParametersAndMatchOneWorker) {
   const std::string one = TrainTiny("zero23-one", kSteps, 4, kDet);
-  const int64_t psi = MemoryRow(one)["parameters"].get<int64_t>();
+  const int64_t psi = LastMemoryRow(one)["parameters"].get<int64_t>();
   const int64_t shard = (psi + 3) / 4;
   const std::string z2 = TrainTiny("zero23-z2", kSteps, 4, With(kDet, {"--nproc", "4", "--zero", "2"}));
   const std::string z3 = TrainTiny("zero23-z3", kSteps, 4, With(kDet, {"--nproc", "4", "--zero", "3"}));
   EXPECT_EQ(DoneHash(z2), DoneHash(one));
   EXPECT_EQ(DoneHash(z3), DoneHash(one));
-  nlohmann::json m2 = MemoryRow(z2), m3 = MemoryRow(z3);
+  nlohmann::json m2 = LastMemoryRow(z2), m3 = LastMemoryRow(z3);
   EXPECT_EQ(m2["params_bytes"].get<int64_t>(), 4 * psi);
   EXPECT_EQ(m2["grads_bytes"].get<int64_t>(), 4 * shard);
   EXPECT_EQ(m2["optimizer_bytes"].get<int64_t>(), 8 * shard);
