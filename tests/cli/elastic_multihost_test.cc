@@ -38,11 +38,6 @@ int64_t NewestCheckpointStep(const std::string& out) {
 }
 
 TEST(ElasticMultiHost, HostLostMidRunFinishesOnTheOtherWithTheSameHash) {
-  // Merged with issue 18's --mpi-if (required over hosts, pins OpenMPI's channels): with the
-  // interface pinned, the workers of this two-namespace job exit with status 1 and the
-  // supervisor gives up. Skipped until that is understood (see the session's closing note);
-  // MultiHost.TwoNamespacesOverTcpMatchOneProcess still covers MPI across the namespaces.
-  GTEST_SKIP() << "elastic across namespace hosts with --mpi-if: workers exit 1 (open, issue 19)";
 
   if (std::string why = WhyNoNamespaces(); !why.empty()) GTEST_SKIP() << why;
   RemoveStaleNamespaces();

@@ -147,7 +147,14 @@ std::vector<std::string> MpirunCommandLine(int nproc, int argc, char** argv,
     for (const char* a : {"--mca", "btl", hosts ? "self,vader,tcp" : "self,vader"}) cmd.push_back(a);
   }
   if (hosts && !g_interface.empty()) {
+    const std::vector<std::string> user = MpirunArgsWords();
     for (const char* channel : {"oob_tcp_if_include", "btl_tcp_if_include"}) {
+      // What LOCKSTEP_MPIRUN_ARGS sets itself wins (mpirun refuses a parameter listed twice),
+      // as OMPI_MCA_btl does for the transports above.
+      bool set_by_user = false;
+      for (size_t i = 0; i + 1 < user.size(); ++i)
+        set_by_user = set_by_user || (user[i] == "--mca" && user[i + 1] == channel);
+      if (set_by_user) continue;
       cmd.push_back("--mca");
       cmd.push_back(channel);
       cmd.push_back(g_interface);
