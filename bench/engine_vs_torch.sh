@@ -4,13 +4,20 @@
 # RSS of each process, and lockstep's achieved GFLOP/s of the training step (causal attention
 # counted as the kernel computes it) against dnnl_sgemm's peak measured in the same run.
 # The peer's BLAS is printed and must be OpenBLAS (the benchmark fails otherwise).
-# Usage: bench/engine_vs_torch.sh [gpt_steps=40] [cnn_steps=200] [threads=1]
+# Then gpt-small (GPT-2-small's shape on bytes, batch 8, configs/gpt-small.toml) with 2 compute
+# threads on both sides: fp32, bf16 (lockstep train.precision = bf16 against torch's bf16
+# autocast) and activation recompute (train.recompute = block against lockstep's own "none":
+# step time and the activation bytes of the memory row).
+# Usage: bench/engine_vs_torch.sh [gpt_steps=40] [cnn_steps=200] [threads=1] [small_steps=6]
+# (small_steps=0 skips gpt-small, which takes about 8 minutes on a 2-core machine).
 # Needs scripts/setup.sh (installs the peer's packages itself when missing).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 GPT_STEPS=${1:-40}
 CNN_STEPS=${2:-200}
 THREADS=${3:-1}
+SMALL_STEPS=${4:-6}
+SMALL_THREADS=2
 source bench/peer_lib.sh
 peer_setup
 tmp=$(mktemp -d)
@@ -50,4 +57,55 @@ print(f"{'gpt-tiny':<14}{lt:>10.0f} t/s{pt:>10.0f} t/s{lt/pt:>7.2f}x{lgr/1024:>1
 print(f"{'cnn-fashion':<14}{li:>10.0f} i/s{pi:>10.0f} i/s{li/pi:>7.2f}x{lcr/1024:>11.0f} MiB{pcr/1024:>9.0f} MiB{lcr/pcr:>6.2f}x")
 print(f"achieved GFLOP/s of the training step: gpt-tiny {lg:.1f}, cnn-fashion {cg:.1f}; "
       f"dnnl_sgemm 1024^3 peak {peak:.1f} -> {100*lg/peak:.0f}% / {100*cg/peak:.0f}% of peak")
+PY
+
+[ "$SMALL_STEPS" -gt 0 ] || exit 0
+
+# gpt-small: one lockstep run per mode; prints "tokens/s gflops peak_rss_kb activation_bytes".
+small_run() {
+  local name=$1
+  shift
+  local rss
+  rss=$(rss_run $LS train --config configs/gpt-small.toml --steps "$SMALL_STEPS" --set train.threads="$SMALL_THREADS" \
+    --set eval.batches=1 --set checkpoint.keep=1 --out "$tmp/$name" "$@")
+  python3 - "$tmp/$name/metrics.jsonl" "$rss" <<'PY'
+import json, statistics, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+train = [r for r in rows if "loss" in r and "tokens_per_s" in r][2:]  # after warm-up
+mem = [r for r in rows if r.get("event") == "memory"][-1]
+print(statistics.median(r["tokens_per_s"] for r in train), statistics.median(r["gflops"] for r in train),
+      sys.argv[2], mem["peak_activation_bytes"])
+PY
+}
+read -r s_tok s_gf s_rss s_act < <(small_run fp32)
+read -r b_tok _ b_rss _ < <(small_run bf16 --set train.precision=bf16)
+read -r r_tok _ r_rss r_act < <(small_run recompute --set train.recompute=block)
+small_args=(--steps "$SMALL_STEPS" --layers 12 --embd 768 --heads 12 --block 256 --batch 8)
+pt_small=$(peer_run "$SMALL_THREADS" "$PEERS/torch_gpt.py" "${small_args[@]}")
+peer_check_blas "$pt_small" >/dev/null
+pt_small_bf16=$(peer_run "$SMALL_THREADS" "$PEERS/torch_gpt.py" --bf16 "${small_args[@]}")
+peak2=$(OMP_NUM_THREADS=$SMALL_THREADS build/gemm_bench --benchmark_filter='^dnnl_sgemm/M:1024/N:1024/K:1024' \
+  --benchmark_format=json 2>/dev/null |
+  python3 -c "import json,sys; print(max(b['GFLOP/s'] for b in json.load(sys.stdin)['benchmarks']) / 1e9)")
+bf16_isa=$(grep -qw 'avx512_bf16\|amx_bf16' /proc/cpuinfo && echo "bf16 instructions present" ||
+  echo "no AVX512_BF16/AMX: lockstep's bf16 products run emulated")
+
+echo
+echo "gpt-small (85.6M parameters, batch 8 x 256), $SMALL_THREADS compute threads on both sides, median of steps 3..$SMALL_STEPS; $bf16_isa"
+python3 - "$s_tok" "$(peer_field "$pt_small" tokens/s)" "$s_rss" "$(peer_field "$pt_small" peak_rss_kb)" \
+  "$b_tok" "$(peer_field "$pt_small_bf16" tokens/s)" "$b_rss" "$(peer_field "$pt_small_bf16" peak_rss_kb)" \
+  "$r_tok" "$r_rss" "$s_act" "$r_act" "$s_gf" "$peak2" <<'PY'
+import sys
+st, pt, sr, pr, bt, pbt, br, pbr, rt, rr, sa, ra, gf, peak = map(float, sys.argv[1:])
+print(f"{'workload':<22}{'lockstep':>12}{'pytorch':>12}{'ratio':>8}{'RSS lockstep':>15}{'RSS pytorch':>13}{'ratio':>7}")
+def row(name, l, p, lr, pr):
+    print(f"{name:<22}{l:>8.0f} t/s{p:>8.0f} t/s{l/p:>7.2f}x{lr/1024:>11.0f} MiB{pr/1024:>9.0f} MiB{lr/pr:>6.2f}x")
+row("gpt-small fp32", st, pt, sr, pr)
+row("gpt-small bf16", bt, pbt, br, pbr)
+print(f"{'gpt-small recompute':<22}{rt:>8.0f} t/s{'':>12}{'':>8}{rr/1024:>11.0f} MiB")
+print(f"bf16 tokens/s {bt/st:.2f}x lockstep fp32's; "
+      f"recompute=block: step {st/rt:.2f}x the none step, activation bytes {ra/1e6:.0f} MB vs {sa/1e6:.0f} MB "
+      f"({ra/sa:.2f}x)")
+print(f"achieved GFLOP/s of the gpt-small fp32 step: {gf:.1f}; dnnl_sgemm 1024^3 peak (same threads) {peak:.1f} "
+      f"-> {100*gf/peak:.0f}% of peak")
 PY

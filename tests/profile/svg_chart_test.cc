@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <fstream>
 #include <regex>
+#include <sstream>
 
 #include "lockstep/profile/run_metrics.h"
 #include "lockstep/profile/run_report.h"
@@ -48,16 +49,24 @@ std::string SeriesGroup(const std::string& svg, const std::string& name) {
   return svg.substr(at, svg.find("</g>", at) - at);
 }
 
-// Every polyline's points in a fragment, one vector per polyline.
+// Every polyline's points in a fragment, one vector per polyline. Parsed by hand: libstdc++'s
+// std::regex recurses once per character of `[^"]*`, which overflows the stack (under ASan's
+// larger frames) on a points attribute of thousands of pairs.
 std::vector<std::vector<ChartPoint>> Polylines(const std::string& fragment) {
   std::vector<std::vector<ChartPoint>> lines;
-  const std::regex polyline("<polyline[^>]* points=\"([^\"]*)\"");
-  for (auto it = std::sregex_iterator(fragment.begin(), fragment.end(), polyline); it != std::sregex_iterator(); ++it) {
+  for (size_t at = fragment.find("<polyline"); at != std::string::npos; at = fragment.find("<polyline", at + 1)) {
+    const size_t tag_end = fragment.find('>', at);
+    const size_t attr = fragment.find(" points=\"", at);
+    if (attr == std::string::npos || attr > tag_end) continue;
+    const size_t begin = attr + 9;
+    std::istringstream text(fragment.substr(begin, fragment.find('"', begin) - begin));
     std::vector<ChartPoint> pts;
-    const std::string text = (*it)[1];
-    const std::regex pair("(-?[0-9.]+),(-?[0-9.]+)");
-    for (auto p = std::sregex_iterator(text.begin(), text.end(), pair); p != std::sregex_iterator(); ++p)
-      pts.push_back({std::stod((*p)[1]), std::stod((*p)[2])});
+    double x = 0, y = 0;
+    char comma = 0;
+    while (text >> x >> comma >> y) {
+      EXPECT_EQ(comma, ',');
+      pts.push_back({x, y});
+    }
     lines.push_back(pts);
   }
   return lines;

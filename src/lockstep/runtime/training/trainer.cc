@@ -366,7 +366,17 @@ Status Trainer::Run() {
   heartbeat_.Beat();
   for (int64_t step = start_step_; step < plan_.total_steps; ++step) {
     InjectAtStep(plan_.fault, rank_, step);
-    LS_RETURN_IF_ERROR(TrainStep(step));
+    if (Status s = TrainStep(step); !s.ok()) {
+      // Every rank stops at the same non-finite step: let the save in flight (the last good
+      // checkpoint) commit first, or the ranks' exits would abort its collective commit and
+      // leave `latest` one checkpoint older.
+      if (s.code() == StatusCode::kNonFinite) {
+        if (Status saved = ReportSaves(/*wait=*/true); !saved.ok()) {
+          LS_LOG(WARN) << saved.ToString();
+        }
+      }
+      return s;
+    }
     if (step == start_step_) LS_RETURN_IF_ERROR(WriteMemoryRows(step + 1));  // the first step's peaks
     heartbeat_.Beat();
     bool last = step + 1 == plan_.total_steps;
