@@ -111,6 +111,32 @@ TEST(Zero23, DefaultModeEqualsTheReplicatedRun) {
   EXPECT_EQ(DoneHash(TrainTiny("zero23-z3d", kSteps, 4, {"--nproc", "2", "--zero", "3"})), DoneHash(dp));
 }
 
+// The 10k test images end in a batch of 16 split over 2 workers of 32 rows each: rank 1's
+// share is all padding. Under ZeRO-3 its forward still joins the parameter all-gathers (it
+// once skipped the batch and rank 0 waited forever), and the validation loss is the
+// replicated run's.
+TEST(Zero23, AValidationShareOfOnlyPaddingStillJoinsTheGathers) {
+  auto run = [](const std::string& prefix, const std::vector<std::string>& extra) {
+    const std::string dir = MakeTempDir(prefix);
+    std::vector<std::string> args = {"train", "--config", "configs/cnn-fashion.toml", "--nproc", "2",
+                                     "--steps", "2", "--set", "train.threads=1", "--out", dir};
+    args.insert(args.end(), extra.begin(), extra.end());
+    CommandResult r = RunLockstep(args);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    const std::vector<nlohmann::json> evals = [&] {
+      std::vector<nlohmann::json> v;
+      for (const std::string& l : ReadLines(dir + "/metrics.jsonl"))
+        if (auto j = nlohmann::json::parse(l); j.contains("val_loss")) v.push_back(j);
+      return v;
+    }();
+    EXPECT_EQ(evals.size(), 1u) << prefix;
+    return evals.empty() ? std::string() : evals[0]["val_loss"].dump();
+  };
+  const std::string z3 = run("zero3-eval-pad", {"--zero", "3", "--set", "eval.batches=0"});
+  EXPECT_FALSE(z3.empty());
+  EXPECT_EQ(z3, run("zero0-eval-pad", {"--set", "eval.batches=0"}));
+}
+
 // --mem-limit: a limit the unsharded model states cannot fit is refused up front (exit 2, one
 // line saying what does not fit); ZeRO-3 over 4 workers trains under the same limit, and the
 // limit changes nothing about the arithmetic: the same run without it ends with the same hash.

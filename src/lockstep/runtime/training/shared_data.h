@@ -32,6 +32,7 @@ class RankData {
   Status StartEval();
   Result<bool> NextEval();
   int64_t eval_rows() const { return eval_batch_.valid; }  // real rows (masked excluded)
+  int64_t eval_batch_size() const { return eval_batch_.B; }  // real and masked rows
   nn::ModelInput EvalRows(int64_t begin, int64_t n) const { return Rows(eval_batch_, begin, n); }
 
   const SampleLayout& layout() const { return layout_; }
