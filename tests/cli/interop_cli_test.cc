@@ -37,7 +37,10 @@ TEST(InteropCli, ExportedFormsStartTheSameRunAndSampleReproduces) {
   const std::vector<std::vector<std::string>> starts = {
       {"--init-from", "lockstep:" + dir + "/base"},
       {"--init-from", "hf:" + dir + "/hf", "--nproc", "2", "--layout", "pp=2"},
-      {"--init-from", "llmc:" + dir + "/m.bin", "--nproc", "2", "--layout", "tp=2"}};
+      {"--init-from", "llmc:" + dir + "/m.bin", "--nproc", "2", "--layout", "tp=2"},
+      // Under the supervisor, killed in its first step (before any checkpoint): the restart
+      // starts from the same weights again, not from a fresh model.
+      {"--init-from", "lockstep:" + dir + "/base", "--max-restarts", "1", "--inject-fault", "kill:rank=0:step=1"}};
   for (size_t i = 0; i < starts.size(); ++i) {
     std::vector<std::string> extra = {"--steps", "2", "--deterministic"};
     extra.insert(extra.end(), starts[i].begin(), starts[i].end());
@@ -48,6 +51,7 @@ TEST(InteropCli, ExportedFormsStartTheSameRunAndSampleReproduces) {
   }
   EXPECT_EQ(hashes[1], hashes[0]) << "hf";
   EXPECT_EQ(hashes[2], hashes[0]) << "llmc";
+  EXPECT_EQ(hashes[3], hashes[0]) << "supervised, restarted";
   // Not the fresh model's: the runs did start from the checkpoint.
   CommandResult fresh = RunLockstep(Tiny(dir + "/fresh", bin, {"--steps", "2", "--deterministic"}));
   ASSERT_EQ(fresh.exit_code, 0) << fresh.err;

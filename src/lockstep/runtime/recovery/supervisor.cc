@@ -64,6 +64,9 @@ std::vector<std::string> ChildArgs(const TrainOptions& o, const std::string& out
   if (!o.hostfile.empty()) a.insert(a.end(), {"--hostfile", o.hostfile});
   if (!o.mpi_interface.empty()) a.insert(a.end(), {"--mpi-if", o.mpi_interface});
   if (o.mem_limit > 0) a.insert(a.end(), {"--mem-limit", std::to_string(o.mem_limit)});
+  // Every attempt: a restart that finds no checkpoint yet starts from these weights again
+  // (one that resumes ignores them).
+  if (!o.init_from.empty()) a.insert(a.end(), {"--init-from", o.init_from});
   return a;
 }
 
