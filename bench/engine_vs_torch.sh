@@ -42,7 +42,7 @@ epochs=$(python3 -c "print($CNN_STEPS*64/60000)")
 pt_cnn=$(peer_run "$THREADS" "$PEERS/torch_cnn.py" --epochs "$epochs")
 peer_check_blas "$pt_cnn" >/dev/null
 
-peak=$(OMP_NUM_THREADS=$THREADS build/gemm_bench --benchmark_filter='^dnnl_sgemm/M:1024/N:1024/K:1024' \
+peak=$(GEMM_BENCH_THREADS=$THREADS build/gemm_bench --benchmark_filter='^dnnl_sgemm/M:1024/N:1024/K:1024' \
   --benchmark_format=json 2>/dev/null |
   python3 -c "import json,sys; print(max(b['GFLOP/s'] for b in json.load(sys.stdin)['benchmarks']) / 1e9)")
 
@@ -84,7 +84,7 @@ small_args=(--steps "$SMALL_STEPS" --layers 12 --embd 768 --heads 12 --block 256
 pt_small=$(peer_run "$SMALL_THREADS" "$PEERS/torch_gpt.py" "${small_args[@]}")
 peer_check_blas "$pt_small" >/dev/null
 pt_small_bf16=$(peer_run "$SMALL_THREADS" "$PEERS/torch_gpt.py" --bf16 "${small_args[@]}")
-peak2=$(OMP_NUM_THREADS=$SMALL_THREADS build/gemm_bench --benchmark_filter='^dnnl_sgemm/M:1024/N:1024/K:1024' \
+peak2=$(GEMM_BENCH_THREADS=$SMALL_THREADS build/gemm_bench --benchmark_filter='^dnnl_sgemm/M:1024/N:1024/K:1024' \
   --benchmark_format=json 2>/dev/null |
   python3 -c "import json,sys; print(max(b['GFLOP/s'] for b in json.load(sys.stdin)['benchmarks']) / 1e9)")
 bf16_isa=$(grep -qw 'avx512_bf16\|amx_bf16' /proc/cpuinfo && echo "bf16 instructions present" ||

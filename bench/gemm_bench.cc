@@ -5,6 +5,8 @@
 // GFLOP/s counters are per CPU-second (benchmark's default), so they stay meaningful on a
 // loaded machine; compare rows measured in the same run.
 #include <benchmark/benchmark.h>
+
+#include <cstdlib>
 #include <dnnl.h>
 
 #include <vector>
@@ -38,9 +40,16 @@ void Shapes(benchmark::internal::Benchmark* b) {
   b->ArgNames({"M", "N", "K", "ta", "tb"})->Unit(benchmark::kMicrosecond);
 }
 
+// GEMM_BENCH_THREADS=N runs the GEMM rows on N compute threads (default 1): the peak that a
+// step on N threads is compared with (bench/engine_vs_torch.sh's gpt-small rows).
+int GemmThreads() {
+  const char* env = std::getenv("GEMM_BENCH_THREADS");
+  return env != nullptr && std::atoi(env) > 0 ? std::atoi(env) : 1;
+}
+
 template <int kMode>  // 0 = raw dnnl_sgemm, 1 = Gemm, 2 = Gemm deterministic
 void BM_Gemm(benchmark::State& state) {
-  SetComputeThreads(1);
+  SetComputeThreads(GemmThreads());
   const int64_t M = state.range(0), N = state.range(1), K = state.range(2);
   const bool ta = state.range(3), tb = state.range(4);
   auto A = Random(M * K, 1), B = Random(K * N, 2);
@@ -57,6 +66,7 @@ void BM_Gemm(benchmark::State& state) {
   }
   state.counters["GFLOP/s"] = benchmark::Counter(2.0 * M * N * K * state.iterations(), benchmark::Counter::kIsRate,
                                                  benchmark::Counter::kIs1000);
+  SetComputeThreads(1);
 }
 BENCHMARK(BM_Gemm<0>)->Name("dnnl_sgemm")->Apply(Shapes);
 BENCHMARK(BM_Gemm<1>)->Name("Gemm")->Apply(Shapes);
