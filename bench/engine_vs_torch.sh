@@ -42,9 +42,13 @@ epochs=$(python3 -c "print($CNN_STEPS*64/60000)")
 pt_cnn=$(peer_run "$THREADS" "$PEERS/torch_cnn.py" --epochs "$epochs")
 peer_check_blas "$pt_cnn" >/dev/null
 
-peak=$(GEMM_BENCH_THREADS=$THREADS build/gemm_bench --benchmark_filter='^dnnl_sgemm/M:1024/N:1024/K:1024' \
-  --benchmark_format=json 2>/dev/null |
-  python3 -c "import json,sys; print(max(b['GFLOP/s'] for b in json.load(sys.stdin)['benchmarks']) / 1e9)")
+# dnnl_sgemm's GFLOP/s on a 1024^3 product with T compute threads: the peak a step is compared with.
+sgemm_peak() {
+  GEMM_BENCH_THREADS=$1 build/gemm_bench --benchmark_filter='^dnnl_sgemm/M:1024/N:1024/K:1024' \
+    --benchmark_format=json 2>/dev/null |
+    python3 -c "import json,sys; print(max(b['GFLOP/s'] for b in json.load(sys.stdin)['benchmarks']) / 1e9)"
+}
+peak=$(sgemm_peak "$THREADS")
 
 echo "peer: $(head -c 60 <<<"$pt_gpt" | cut -d' ' -f1-2), BLAS $blas; $THREADS compute thread(s) on both sides"
 python3 - "$ls_tok" "$(peer_field "$pt_gpt" tokens/s)" "$ls_img" "$(peer_field "$pt_cnn" images/s)" \
@@ -84,9 +88,7 @@ small_args=(--steps "$SMALL_STEPS" --layers 12 --embd 768 --heads 12 --block 256
 pt_small=$(peer_run "$SMALL_THREADS" "$PEERS/torch_gpt.py" "${small_args[@]}")
 peer_check_blas "$pt_small" >/dev/null
 pt_small_bf16=$(peer_run "$SMALL_THREADS" "$PEERS/torch_gpt.py" --bf16 "${small_args[@]}")
-peak2=$(GEMM_BENCH_THREADS=$SMALL_THREADS build/gemm_bench --benchmark_filter='^dnnl_sgemm/M:1024/N:1024/K:1024' \
-  --benchmark_format=json 2>/dev/null |
-  python3 -c "import json,sys; print(max(b['GFLOP/s'] for b in json.load(sys.stdin)['benchmarks']) / 1e9)")
+peak2=$(sgemm_peak "$SMALL_THREADS")
 bf16_isa=$(grep -qw 'avx512_bf16\|amx_bf16' /proc/cpuinfo && echo "bf16 instructions present" ||
   echo "no AVX512_BF16/AMX: lockstep's bf16 products run emulated")
 

@@ -47,7 +47,7 @@ function(lockstep_tests layer)
     endforeach()
   endif()
   # The layer's test helpers are compiled once and linked into each of its test executables.
-  set(test_deps ${lib} GTest::gtest)
+  set(test_deps ${lib})
   if(helpers)
     add_library(${layer}_test_helpers OBJECT ${helpers})
     target_link_libraries(${layer}_test_helpers PUBLIC ${lib} GTest::gtest)

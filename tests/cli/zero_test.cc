@@ -123,12 +123,9 @@ TEST(Zero23, AValidationShareOfOnlyPaddingStillJoinsTheGathers) {
     args.insert(args.end(), extra.begin(), extra.end());
     CommandResult r = RunLockstep(args);
     EXPECT_EQ(r.exit_code, 0) << r.err;
-    const std::vector<nlohmann::json> evals = [&] {
-      std::vector<nlohmann::json> v;
-      for (const std::string& l : ReadLines(dir + "/metrics.jsonl"))
-        if (auto j = nlohmann::json::parse(l); j.contains("val_loss")) v.push_back(j);
-      return v;
-    }();
+    std::vector<nlohmann::json> evals;
+    for (const std::string& l : ReadLines(dir + "/metrics.jsonl"))
+      if (auto j = nlohmann::json::parse(l); j.contains("val_loss")) evals.push_back(j);
     EXPECT_EQ(evals.size(), 1u) << prefix;
     return evals.empty() ? std::string() : evals[0]["val_loss"].dump();
   };

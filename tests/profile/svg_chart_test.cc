@@ -54,11 +54,12 @@ std::string SeriesGroup(const std::string& svg, const std::string& name) {
 // larger frames) on a points attribute of thousands of pairs.
 std::vector<std::vector<ChartPoint>> Polylines(const std::string& fragment) {
   std::vector<std::vector<ChartPoint>> lines;
+  const std::string points = " points=\"";
   for (size_t at = fragment.find("<polyline"); at != std::string::npos; at = fragment.find("<polyline", at + 1)) {
     const size_t tag_end = fragment.find('>', at);
-    const size_t attr = fragment.find(" points=\"", at);
+    const size_t attr = fragment.find(points, at);
     if (attr == std::string::npos || attr > tag_end) continue;
-    const size_t begin = attr + 9;
+    const size_t begin = attr + points.size();
     std::istringstream text(fragment.substr(begin, fragment.find('"', begin) - begin));
     std::vector<ChartPoint> pts;
     double x = 0, y = 0;
