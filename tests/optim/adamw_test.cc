@@ -1,6 +1,7 @@
 #include "lockstep/optim/adamw.h"
 
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <cmath>
 #include <cstring>
@@ -128,6 +129,30 @@ TEST(AdamW, SubRangeSteppingIsBitIdenticalToFullStepping) {
   EXPECT_EQ(0, std::memcmp(full->v().data() + 301, hi->v().data(), (kN - 301) * sizeof(float)));
   EXPECT_EQ(lo->m().size(), 301u);  // a shard owner holds state only for its shard
   EXPECT_NE(pa, RandomVector(kN, 0));
+}
+
+// A model-sized range is split over the compute threads: the bits must not depend on how
+// many there are (a split that moved work between threads with different code, or an element
+// updated twice or never, would show here).
+TEST(AdamW, ThreadCountDoesNotChangeABit) {
+  constexpr int64_t n = (int64_t{1} << 20) + 13;  // many pieces and a ragged tail
+  const std::vector<ParamGroupSpan> groups = {{0, 700000, true}, {700000, n - 700000, false}};
+  std::vector<std::vector<float>> params, m;
+  for (int threads : {1, 2, 3}) {
+    omp_set_num_threads(threads);
+    auto a = AdamW::Create({}, groups, {0, n});
+    ASSERT_TRUE(a.ok());
+    std::vector<float> p = RandomVector(n, 0);
+    for (int step = 0; step < 3; ++step) a->Step(p.data(), RandomVector(n, 10 + step).data(), 0.01f);
+    params.push_back(p);
+    m.emplace_back(a->m().begin(), a->m().end());
+  }
+  omp_set_num_threads(1);
+  EXPECT_NE(params[0], RandomVector(n, 0));
+  for (size_t i = 1; i < params.size(); ++i) {
+    EXPECT_EQ(0, std::memcmp(params[0].data(), params[i].data(), n * sizeof(float))) << i;
+    EXPECT_EQ(0, std::memcmp(m[0].data(), m[i].data(), n * sizeof(float))) << i;
+  }
 }
 
 TEST(AdamW, ExportImportContinuesIdentically) {

@@ -1,6 +1,9 @@
 #include "lockstep/optim/grad_clip.h"
 
 #include <gtest/gtest.h>
+#include <omp.h>
+
+#include <algorithm>
 
 #include <cmath>
 #include <limits>
@@ -83,6 +86,36 @@ TEST(ExactSquareSum, AnyPartitionGivesTheSameBits) {
   }
   // The huge element dominates: the norm is 3e38 to double precision.
   EXPECT_NEAR(whole, 3e38, 3e38 * 1e-7);
+}
+
+// A gradient-sized Add runs on the compute threads with per-thread partial sums: the words
+// must equal those of small serial pieces merged, for any thread count, and the value the
+// long-double sum (which is exact to ~1e-19 here).
+TEST(ExactSquareSum, ThreadCountDoesNotChangeABit) {
+  std::vector<float> g = Random((int64_t{1} << 20) + 7);
+  g[1000] = 1e-40f;  // subnormal
+  g[300000] = 3e20f;
+  g[999999] = -7e-25f;
+  ExactSquareSum pieces;
+  for (size_t at = 0; at < g.size(); at += 4099) {
+    ExactSquareSum piece;
+    piece.Add(g.data() + at, std::min<int64_t>(4099, static_cast<int64_t>(g.size() - at)));
+    pieces.Merge(piece);
+  }
+  int64_t want[ExactSquareSum::kWords];
+  pieces.ToWords(want);
+  for (int threads : {1, 2, 3, 4}) {
+    omp_set_num_threads(threads);
+    ExactSquareSum s;
+    s.Add(g.data(), static_cast<int64_t>(g.size()));
+    int64_t got[ExactSquareSum::kWords];
+    s.ToWords(got);
+    for (int i = 0; i < ExactSquareSum::kWords; ++i) EXPECT_EQ(got[i], want[i]) << threads << " threads, word " << i;
+  }
+  omp_set_num_threads(1);
+  long double ref = 0;
+  for (float x : g) ref += static_cast<long double>(x) * x;
+  EXPECT_NEAR(pieces.Value(), static_cast<double>(ref), 1e-15 * static_cast<double>(ref));
 }
 
 TEST(ExactSquareSum, IsExactWhereDoubleSumsAreNot) {

@@ -86,15 +86,16 @@ Status AdamW::UpdateRange(float* params, const float* grads, FlatRange range, fl
   return range_.ForEachSegment("AdamW", range, [&](int64_t in_range, int64_t in_state, int64_t n, bool decay) {
     float* m = m_.data() + in_state;
     float* v = v_.data() + in_state;
-    if (decay && any_decay) {
-      ApplyLanes(
-          n, [&](float* p, const float* g, float* m, float* v) { AdamWLanes<true>(p, g, m, v, s); }, params + in_range,
-          grads + in_range, m, v);
-    } else {
-      ApplyLanes(
-          n, [&](float* p, const float* g, float* m, float* v) { AdamWLanes<false>(p, g, m, v, s); }, params + in_range,
-          grads + in_range, m, v);
-    }
+    ParallelPieces(n, [&](int64_t at, int64_t len) {
+      float *p = params + in_range + at, *m_at = m + at, *v_at = v + at;
+      const float* g = grads + in_range + at;
+      if (decay && any_decay)
+        ApplyLanes(len, [&](float* p, const float* g, float* m, float* v) { AdamWLanes<true>(p, g, m, v, s); }, p, g,
+                   m_at, v_at);
+      else
+        ApplyLanes(len, [&](float* p, const float* g, float* m, float* v) { AdamWLanes<false>(p, g, m, v, s); }, p, g,
+                   m_at, v_at);
+    });
   });
 }
 

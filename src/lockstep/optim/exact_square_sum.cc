@@ -4,15 +4,11 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <vector>
+
+#include <omp.h>
 
 namespace lockstep::optim {
-namespace {
-
-// Digits take at most 2^31 additions of values below 2^32 before a Normalize().
-constexpr int64_t kChunk = int64_t{1} << 30;
-
-}  // namespace
-
 void ExactSquareSum::Normalize() {
   uint64_t carry = 0;
   for (uint64_t& d : digits_) {
@@ -23,35 +19,74 @@ void ExactSquareSum::Normalize() {
   // The top digits stay zero for any realistic count (2^74 squares of FLT_MAX would be needed).
 }
 
-void ExactSquareSum::Add(const float* x, int64_t n) {
-  for (int64_t start = 0; start < n; start += kChunk) {
-    const int64_t end = std::min(n, start + kChunk);
-    for (int64_t i = start; i < end; ++i) {
+namespace {
+
+// Adds the squares of x[0, n) into `digits` (units of 2^-298, see the header). Four banks of
+// digits take consecutive elements in turn: neighbouring gradient elements have similar
+// exponents and so hit the same digits, and one bank would make every add wait for the
+// previous one's store. n <= kBankChunk keeps every bank digit below 2^60.
+constexpr int64_t kBankChunk = int64_t{1} << 28;
+constexpr int kBanks = 4;
+
+inline void AddSquare(uint32_t bits, uint64_t* digits, int64_t* infs, int64_t* nans) {
+  const uint32_t exp = (bits >> 23) & 0xffu;
+  uint64_t mant = bits & 0x7fffffu;
+  if (exp == 0xffu) {
+    (mant != 0 ? *nans : *infs) += 1;
+    return;
+  }
+  if (exp == 0 && mant == 0) return;  // +-0
+  // value = M * 2^(e - 150) with e = max(exp, 1) (subnormals have no implicit bit), so the
+  // square is M^2 * 2^(2e - 300) = M^2 << (2e - 2) in units of 2^-298.
+  uint32_t e = exp;
+  if (exp == 0)
+    e = 1;
+  else
+    mant |= 0x800000u;
+  const uint32_t shift = 2 * e - 2;
+  const unsigned __int128 v = static_cast<unsigned __int128>(mant * mant) << (shift & 31u);
+  const uint32_t d = shift >> 5;
+  digits[d] += static_cast<uint32_t>(v);
+  digits[d + 1] += static_cast<uint32_t>(v >> 32);
+  digits[d + 2] += static_cast<uint32_t>(v >> 64);
+}
+
+}  // namespace
+
+void ExactSquareSum::AddSerial(const float* x, int64_t n) {
+  for (int64_t start = 0; start < n; start += kBankChunk) {
+    const int64_t end = std::min(n, start + kBankChunk);
+    uint64_t bank[kBanks][kDigits] = {};
+    int64_t i = start;
+    for (; i + kBanks <= end; i += kBanks) {
+      uint32_t bits[kBanks];
+      std::memcpy(bits, &x[i], sizeof bits);
+      for (int b = 0; b < kBanks; ++b) AddSquare(bits[b], bank[b], &infs_, &nans_);
+    }
+    for (; i < end; ++i) {
       uint32_t bits;
       std::memcpy(&bits, &x[i], sizeof bits);
-      const uint32_t exp = (bits >> 23) & 0xffu;
-      uint64_t mant = bits & 0x7fffffu;
-      if (exp == 0xffu) {
-        (mant != 0 ? nans_ : infs_) += 1;
-        continue;
-      }
-      if (exp == 0 && mant == 0) continue;  // +-0
-      // value = M * 2^(e - 150) with e = max(exp, 1) (subnormals have no implicit bit), so the
-      // square is M^2 * 2^(2e - 300) = M^2 << (2e - 2) in units of 2^-298.
-      uint32_t e = exp;
-      if (exp == 0)
-        e = 1;
-      else
-        mant |= 0x800000u;
-      const uint32_t shift = 2 * e - 2;
-      const unsigned __int128 v = static_cast<unsigned __int128>(mant * mant) << (shift & 31u);
-      const uint32_t d = shift >> 5;
-      digits_[d] += static_cast<uint32_t>(v);
-      digits_[d + 1] += static_cast<uint32_t>(v >> 32);
-      digits_[d + 2] += static_cast<uint32_t>(v >> 64);
+      AddSquare(bits, bank[0], &infs_, &nans_);
     }
+    // digits_ < 2^32 after Normalize, each bank digit < 2^60: no overflow.
+    for (int b = 0; b < kBanks; ++b)
+      for (int k = 0; k < kDigits; ++k) digits_[k] += bank[b][k];
     Normalize();
   }
+}
+
+void ExactSquareSum::Add(const float* x, int64_t n) {
+  // Large inputs (a model's gradient) are split over the compute threads. The sum is exact,
+  // so neither the split nor the merge order can change a bit.
+  constexpr int64_t kPiece = int64_t{1} << 16;
+  const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
+  if (threads <= 1 || n < 4 * kPiece) return AddSerial(x, n);
+  const int64_t pieces = (n + kPiece - 1) / kPiece;
+  std::vector<ExactSquareSum> part(static_cast<size_t>(threads));
+#pragma omp parallel for schedule(static) num_threads(threads)
+  for (int64_t p = 0; p < pieces; ++p)
+    part[static_cast<size_t>(omp_get_thread_num())].AddSerial(x + p * kPiece, std::min(kPiece, n - p * kPiece));
+  for (const ExactSquareSum& s : part) Merge(s);
 }
 
 void ExactSquareSum::Merge(const ExactSquareSum& other) {

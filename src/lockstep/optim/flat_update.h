@@ -1,8 +1,12 @@
 // What AdamW and SGD share: the owned range, its decay segments and the step count, the
 // checks every UpdateRange makes, and the walk of a kernel over kLanes-element chunks whose
-// tail runs the same lane function on zero-padded copies. Internal to optim/.
+// tail runs the same lane function on zero-padded copies, split over the compute threads.
+// Internal to optim/.
 #pragma once
 
+#include <omp.h>
+
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -53,6 +57,19 @@ namespace detail {
 inline float* Writable(float* p) { return p; }
 inline float* Writable(const float*) { return nullptr; }  // inputs are never copied back
 }  // namespace detail
+
+// fn(at, len) over [0, n) cut into pieces of a fixed multiple of kLanes, run on the OpenMP
+// compute threads when n is large: an optimizer's memory-bound update goes at the speed of
+// all cores. The cut points depend on n only, and ApplyLanes makes an element's result
+// independent of them anyway.
+template <typename Fn>
+void ParallelPieces(int64_t n, Fn&& fn) {
+  constexpr int64_t kPiece = int64_t{1} << 15;  // a multiple of kLanes
+  static_assert(kPiece % kLanes == 0);
+  const int64_t pieces = (n + kPiece - 1) / kPiece;
+#pragma omp parallel for schedule(static) if (pieces >= 8 && !omp_in_parallel())
+  for (int64_t p = 0; p < pieces; ++p) fn(p * kPiece, std::min(kPiece, n - p * kPiece));
+}
 
 // lane(p0 + i, p1 + i, ...) for every chunk of kLanes elements of n. The tail runs the same
 // lane function on zero-padded copies, so an element's result never depends on alignment or

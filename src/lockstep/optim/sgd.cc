@@ -74,15 +74,15 @@ Status Sgd::UpdateRange(float* params, const float* grads, FlatRange range, floa
   return range_.ForEachSegment("Sgd", range, [&](int64_t in_range, int64_t in_state, int64_t n, bool decay) {
     SgdScalars seg = s;
     seg.decay = decay && options_.weight_decay != 0.0;
-    float* p = params + in_range;
-    const float* g = grads + in_range;
-    if (seg.use_momentum) {
-      ApplyLanes(
-          n, [&](float* p, const float* g, float* b) { SgdLanes(p, g, b, seg); }, p, g, buf_.data() + in_state);
-    } else {
-      ApplyLanes(
-          n, [&](float* p, const float* g) { SgdLanes(p, g, nullptr, seg); }, p, g);
-    }
+    ParallelPieces(n, [&](int64_t at, int64_t len) {
+      float* p = params + in_range + at;
+      const float* g = grads + in_range + at;
+      if (seg.use_momentum)
+        ApplyLanes(len, [&](float* p, const float* g, float* b) { SgdLanes(p, g, b, seg); }, p, g,
+                   buf_.data() + in_state + at);
+      else
+        ApplyLanes(len, [&](float* p, const float* g) { SgdLanes(p, g, nullptr, seg); }, p, g);
+    });
   });
 }
 
