@@ -12,6 +12,8 @@
 #include <vector>
 
 #include "lockstep/core/rng.h"
+#include "lockstep/tensor/bf16_ops.h"
+#include "lockstep/tensor/precision.h"
 #include "lockstep/tensor/kernels.h"
 #include "lockstep/tensor/threads.h"
 
@@ -116,6 +118,44 @@ void BM_AttentionDenseBatchedGemm(benchmark::State& state) {
                                                  benchmark::Counter::kIsRate, benchmark::Counter::kIs1000);
 }
 BENCHMARK(BM_AttentionDenseBatchedGemm)->Unit(benchmark::kMillisecond);
+
+// bf16 products (bf16 operands, fp32 accumulation into C with beta = 1 like a gradient) on
+// gpt-small's shapes (B*T = 2048 rows, C = 768): forward qkv and fc, backward dinp, and the
+// weight gradient dW = dout^T.inp with dout stored transposed (ta = 1) or copied row-major
+// first (ta = 0, same product): whether the transposed operand costs oneDNN its fast kernel.
+void BM_GemmBf16(benchmark::State& state) {
+  if (!UseNativeBf16()) {
+    state.SkipWithError("no native bf16 kernels on this processor");
+    return;
+  }
+  SetComputeThreads(GemmThreads());
+  const int64_t M = state.range(0), N = state.range(1), K = state.range(2);
+  const bool ta = state.range(3), tb = state.range(4);
+  auto a32 = Random(M * K, 1), b32 = Random(K * N, 2);
+  std::vector<uint16_t> A(M * K), B(K * N);
+  RoundToBf16(a32.data(), M * K, A.data(), M * K, 1, M * K);
+  RoundToBf16(b32.data(), K * N, B.data(), K * N, 1, K * N);
+  std::vector<float> C(M * N, 0.0f);
+  const int64_t lda = ta ? M : K, ldb = tb ? K : N;
+  for (auto _ : state) {
+    GemmBf16(ta, tb, M, N, K, 1.0f, A.data(), lda, B.data(), ldb, 1.0f, C.data(), N);
+    benchmark::DoNotOptimize(C.data());
+  }
+  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * M * N * K * state.iterations(), benchmark::Counter::kIsRate,
+                                                 benchmark::Counter::kIs1000);
+  SetComputeThreads(1);
+}
+BENCHMARK(BM_GemmBf16)
+    ->ArgNames({"M", "N", "K", "ta", "tb"})
+    ->Args({1024, 1024, 1024, 0, 0})
+    ->Args({2048, 2304, 768, 0, 1})
+    ->Args({2048, 3072, 768, 0, 1})
+    ->Args({2048, 768, 3072, 0, 0})
+    ->Args({3072, 768, 2048, 1, 0})
+    ->Args({3072, 768, 2048, 0, 0})
+    ->Args({768, 768, 2048, 1, 0})
+    ->Args({768, 768, 2048, 0, 0})
+    ->Unit(benchmark::kMillisecond);
 
 }  // namespace
 

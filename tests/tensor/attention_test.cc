@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <string>
 
+#include "lockstep/tensor/attention_kernel.h"
 #include "lockstep/tensor/kernels.h"
 #include "lockstep/tensor/threads.h"
 #include "tensor/tensor_test_util.h"
@@ -125,6 +126,30 @@ TEST(Attention, SameBitsForAnyThreadCount) {
       EXPECT_TRUE(testing::BitEqual(dqkv, ref_dqkv)) << threads;
     }
   }
+}
+
+// The AVX-512 build of the micro-kernel must give the AVX2 build's bits (a run's results may
+// not depend on the machine's vector width): every row count, column counts around the panel
+// widths (16 and 32, masked tails), row-major and transposed A, overwrite and accumulate.
+TEST(AttentionKernel, Avx512GivesTheAvx2Bits) {
+  if (!internal::HasAvx512()) GTEST_SKIP() << "no AVX-512 on this processor";
+  const int64_t K = 37, ld = 80;
+  auto a = RandomVector(K * ld, 7), b = RandomVector(K * ld, 8), c0 = RandomVector(8 * ld, 9);
+  int compared = 0;
+  for (int rows = 1; rows <= internal::kRowBlock; ++rows)
+    for (int64_t ncols : {1, 7, 8, 15, 16, 17, 31, 32, 33, 48, 64, 70})
+      for (bool transposed : {false, true})
+        for (bool accumulate : {false, true}) {
+          std::vector<float> c2 = c0, c5 = c0;
+          const int64_t a_rs = transposed ? 1 : ld, a_ks = transposed ? ld : 1;
+          internal::MicroGemmAvx2(rows, K, a.data(), a_rs, a_ks, b.data(), ld, ncols, c2.data(), ld, 0.37f, accumulate);
+          internal::MicroGemmAvx512(rows, K, a.data(), a_rs, a_ks, b.data(), ld, ncols, c5.data(), ld, 0.37f,
+                                    accumulate);
+          ASSERT_TRUE(testing::BitEqual(c2, c5)) << rows << " rows, " << ncols << " cols";
+          ASSERT_NE(c2, c0);
+          ++compared;
+        }
+  EXPECT_EQ(compared, 6 * 12 * 4);
 }
 
 }  // namespace
