@@ -167,6 +167,23 @@ TEST_P(MaxPool2x2Test, ForwardArgmaxTiesBackwardAndFusedRelu) {
   }
   EXPECT_TRUE(testing::BitEqual(fdx, fdx_want));
 
+  // Overwriting (a fresh gradient buffer, garbage in it) gives what zeroing and adding gives,
+  // for a -0 gradient too (0 + -0 = +0).
+  g[1] = -0.0f;
+  for (bool relu : {false, true}) {
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    std::vector<float> over(x.size(), nan), zeroed(x.size(), 0.0f);
+    if (relu) {
+      ReluMaxPool2x2Backward(over.data(), fam.data(), fused.data(), g.data(), N, C, H, W, /*accumulate=*/false);
+      ReluMaxPool2x2Backward(zeroed.data(), fam.data(), fused.data(), g.data(), N, C, H, W);
+    } else {
+      MaxPool2x2Backward(over.data(), am.data(), g.data(), N, C, H, W, /*accumulate=*/false);
+      MaxPool2x2Backward(zeroed.data(), am.data(), g.data(), N, C, H, W);
+    }
+    EXPECT_TRUE(testing::BitEqual(over, zeroed)) << relu;
+    EXPECT_FALSE(std::signbit(zeroed[am[1]])) << relu;
+  }
+
   // NaN propagates, through the fused ReLU too.
   x[2] = std::numeric_limits<float>::quiet_NaN();
   MaxPool2x2Forward(out.data(), am.data(), x.data(), N, C, H, W);

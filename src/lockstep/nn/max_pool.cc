@@ -33,16 +33,20 @@ Variable MaxPool2x2Forward(Tape& tape, const Variable& x) {
 
 void MaxPool2x2Backward(const Variable& y, const Variable& x, const tensor::Tensor& argmax) {
   if (!y.has_grad()) return;
-  tensor::MaxPool2x2Backward(x.GradAccumulate(), argmax.data<int32_t>(), y.grad().data<float>(), x.shape()[0],
-                             x.shape()[1], x.shape()[2], x.shape()[3]);
+  bool fresh = false;  // a fresh gradient buffer is overwritten, not zeroed and added to
+  float* dx = x.GradForWrite(&fresh);
+  tensor::MaxPool2x2Backward(dx, argmax.data<int32_t>(), y.grad().data<float>(), x.shape()[0], x.shape()[1],
+                             x.shape()[2], x.shape()[3], /*accumulate=*/!fresh);
 }
 
 Variable ReluMaxPool2x2Forward(Tape& tape, const Variable& x) {
   return Pool2x2(
       tape, x, tensor::ReluMaxPool2x2Forward, [](const Variable& y, const Variable& x, const tensor::Tensor& argmax) {
         if (!y.has_grad()) return;
-        tensor::ReluMaxPool2x2Backward(x.GradAccumulate(), argmax.data<int32_t>(), y.data(), y.grad().data<float>(),
-                                       x.shape()[0], x.shape()[1], x.shape()[2], x.shape()[3]);
+        bool fresh = false;
+        float* dx = x.GradForWrite(&fresh);
+        tensor::ReluMaxPool2x2Backward(dx, argmax.data<int32_t>(), y.data(), y.grad().data<float>(), x.shape()[0],
+                                       x.shape()[1], x.shape()[2], x.shape()[3], /*accumulate=*/!fresh);
       });
 }
 

@@ -111,20 +111,56 @@ void Pool2x2(float* out, int32_t* argmax, const float* inp, int64_t N, int64_t C
   }
 }
 
+// The gradient of one output row of 2x2 pooling, written densely into input rows d0, d1:
+// dy where the window's argmax is, 0 elsewhere (with kRelu, only where the pooled output is
+// > 0). A dense pass instead of zeroing the input gradient and scattering into it: the
+// scatter was the slowest kernel of the cnn step. Overwriting adds +0 to each value, which is
+// what the zeroed-buffer scatter computed (0 + -0 = +0), so the bits are the same.
+template <bool kRelu>
+void PoolBackwardRow(float* d0, float* d1, const int32_t* a, const float* y, const float* dy, int64_t OW, int32_t base,
+                     int32_t W, bool accumulate) {
+  const __m256i lane2 = _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14);
+  const __m256 zero = _mm256_setzero_ps();
+  for (int64_t ox = 0; ox < OW; ox += 8) {
+    const int64_t rem = std::min<int64_t>(8, OW - ox);
+    const __m256i m = internal::TailMask(rem);
+    const __m256i arg = _mm256_maskload_epi32(a + ox, m);
+    __m256 g = _mm256_maskload_ps(dy + ox, m);
+    if (kRelu) g = _mm256_and_ps(g, _mm256_cmp_ps(_mm256_maskload_ps(y + ox, m), zero, _CMP_GT_OQ));
+    const __m256i i00 = _mm256_add_epi32(_mm256_set1_epi32(base + 2 * static_cast<int32_t>(ox)), lane2);
+    const __m256i offs[4] = {i00, _mm256_add_epi32(i00, _mm256_set1_epi32(1)),
+                             _mm256_add_epi32(i00, _mm256_set1_epi32(W)),
+                             _mm256_add_epi32(i00, _mm256_set1_epi32(W + 1))};
+    __m256 v[4];
+    for (int k = 0; k < 4; ++k) v[k] = _mm256_and_ps(g, _mm256_castsi256_ps(_mm256_cmpeq_epi32(arg, offs[k])));
+    // Interleave the left (even column) and right (odd column) values of each input row.
+    const __m256i m0 = internal::TailMask(std::min<int64_t>(2 * rem, 8));
+    const __m256i m1 = internal::TailMask(std::max<int64_t>(2 * rem - 8, 0));
+    for (int row = 0; row < 2; ++row) {
+      float* d = (row == 0 ? d0 : d1) + 2 * ox;
+      const __m256 lo = _mm256_unpacklo_ps(v[2 * row], v[2 * row + 1]);
+      const __m256 hi = _mm256_unpackhi_ps(v[2 * row], v[2 * row + 1]);
+      __m256 first = _mm256_permute2f128_ps(lo, hi, 0x20), second = _mm256_permute2f128_ps(lo, hi, 0x31);
+      first = _mm256_add_ps(first, accumulate ? _mm256_maskload_ps(d, m0) : zero);
+      second = _mm256_add_ps(second, accumulate ? _mm256_maskload_ps(d + 8, m1) : zero);
+      _mm256_maskstore_ps(d, m0, first);
+      _mm256_maskstore_ps(d + 8, m1, second);
+    }
+  }
+}
+
 template <bool kRelu>
 void Pool2x2Backward(float* dinp, const int32_t* argmax, const float* out, const float* dout, int64_t N, int64_t C,
-                     int64_t H, int64_t W) {
-  const int64_t plane_out = (H / 2) * (W / 2), planes = N * C;
+                     int64_t H, int64_t W, bool accumulate) {
+  const int64_t OH = H / 2, OW = W / 2, plane_out = OH * OW, planes = N * C;
 #pragma omp parallel for schedule(static) if (parallel : internal::WorthParallel(planes * H * W))
   for (int64_t p = 0; p < planes; ++p) {
     float* dx = dinp + p * H * W;
-    const float* dy = dout + p * plane_out;
-    const int32_t* a = argmax + p * plane_out;
-    if (kRelu) {
-      const float* y = out + p * plane_out;
-      for (int64_t k = 0; k < plane_out; ++k) dx[a[k]] += y[k] > 0.0f ? dy[k] : 0.0f;
-    } else {
-      for (int64_t k = 0; k < plane_out; ++k) dx[a[k]] += dy[k];
+    const int64_t at = p * plane_out;
+    for (int64_t oy = 0; oy < OH; ++oy) {
+      const int64_t row = at + oy * OW;
+      PoolBackwardRow<kRelu>(dx + 2 * oy * W, dx + (2 * oy + 1) * W, argmax + row, kRelu ? out + row : nullptr,
+                             dout + row, OW, static_cast<int32_t>(2 * oy * W), static_cast<int32_t>(W), accumulate);
     }
   }
 }
@@ -136,8 +172,9 @@ void MaxPool2x2Forward(float* out, int32_t* argmax, const float* inp, int64_t N,
 }
 
 void MaxPool2x2Backward(float* dinp, const int32_t* argmax, const float* dout, int64_t N, int64_t C, int64_t H,
-                        int64_t W) {
-  Pool2x2Backward<false>(dinp, argmax, nullptr, dout, N, C, H, W);
+                        int64_t W, bool accumulate) {
+  LS_CHECK(H % 2 == 0 && W % 2 == 0) << "MaxPool2x2Backward needs even H, W; got " << H << "x" << W;
+  Pool2x2Backward<false>(dinp, argmax, nullptr, dout, N, C, H, W, accumulate);
 }
 
 void ReluMaxPool2x2Forward(float* out, int32_t* argmax, const float* inp, int64_t N, int64_t C, int64_t H, int64_t W) {
@@ -145,8 +182,9 @@ void ReluMaxPool2x2Forward(float* out, int32_t* argmax, const float* inp, int64_
 }
 
 void ReluMaxPool2x2Backward(float* dinp, const int32_t* argmax, const float* out, const float* dout, int64_t N,
-                            int64_t C, int64_t H, int64_t W) {
-  Pool2x2Backward<true>(dinp, argmax, out, dout, N, C, H, W);
+                            int64_t C, int64_t H, int64_t W, bool accumulate) {
+  LS_CHECK(H % 2 == 0 && W % 2 == 0) << "ReluMaxPool2x2Backward needs even H, W; got " << H << "x" << W;
+  Pool2x2Backward<true>(dinp, argmax, out, dout, N, C, H, W, accumulate);
 }
 
 }  // namespace lockstep::tensor

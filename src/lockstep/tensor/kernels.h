@@ -79,13 +79,15 @@ void SoftmaxRows(float* out, const float* inp, int64_t rows, int64_t cols);
 // 2x2 stride-2 max pooling, NCHW, H and W even. argmax [N,C,H/2,W/2]: index (y*W+x) into
 // the input plane of the maximum (first one on ties; NaN propagates).
 void MaxPool2x2Forward(float* out, int32_t* argmax, const float* inp, int64_t N, int64_t C, int64_t H, int64_t W);
+// Backward writes every element of dinp: adds to it with accumulate, else overwrites it
+// (no need to zero it first).
 void MaxPool2x2Backward(float* dinp, const int32_t* argmax, const float* dout, int64_t N, int64_t C, int64_t H,
-                        int64_t W);  // accumulate
+                        int64_t W, bool accumulate = true);
 // Fused ReLU + pooling: out = maxpool(relu(inp)) = relu(maxpool(inp)), one pass over the
 // input instead of two (the ReLU output is never materialised). argmax as above (of the
 // raw input); backward gives gradient only where out > 0, matching relu'(0) = 0.
 void ReluMaxPool2x2Forward(float* out, int32_t* argmax, const float* inp, int64_t N, int64_t C, int64_t H, int64_t W);
 void ReluMaxPool2x2Backward(float* dinp, const int32_t* argmax, const float* out, const float* dout, int64_t N,
-                            int64_t C, int64_t H, int64_t W);  // accumulate
+                            int64_t C, int64_t H, int64_t W, bool accumulate = true);
 
 }  // namespace lockstep::tensor
