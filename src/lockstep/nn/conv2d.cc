@@ -27,6 +27,16 @@ void Conv2dBackward(tensor::Conv2d* plan, const Variable& y, const Variable& x, 
                     autograd::BufferPool* pool) {
   if (!y.has_grad()) return;
   const float* dout = y.grad().data<float>();
+  if (x.requires_grad() && w.requires_grad() && b.defined() && b.requires_grad()) {
+    // The common case in one call (dout reordered once); a gradient of x that already holds
+    // something goes the long way below (BackwardData overwrites).
+    bool fresh = false;
+    float* dx = x.GradForWrite(&fresh);
+    if (fresh) {
+      plan->Backward(dx, w.GradAccumulate(), b.GradAccumulate(), dout, x.data(), w.data());
+      return;
+    }
+  }
   if (w.requires_grad() || (b.defined() && b.requires_grad())) {
     // Accumulates into both; a weight-only request still needs a bias buffer to write.
     float* db = b.defined() && b.requires_grad() ? b.GradAccumulate() : nullptr;

@@ -176,9 +176,10 @@ void RunForward(Plan& p, float* out, const float* inp, const float* w, const flo
   st.wait();
 }
 
-void RunBackwardData(Plan& p, float* dinp, const float* dout, const float* w) {
+// ddst_ready: dout already in the primitive's layout (Conv2d::Backward), or null.
+void RunBackwardData(Plan& p, float* dinp, const float* dout, const float* w, const memory* ddst_ready = nullptr) {
   auto& st = Stream();
-  memory ddst = Input(p.bd_dst, p.dst_plain, dout, p.concurrent);
+  memory ddst = ddst_ready ? *ddst_ready : Input(p.bd_dst, p.dst_plain, dout, p.concurrent);
   memory wei = Input(p.bd_wei, p.wei_plain, w, p.concurrent);
   memory dsrc = Output(p.bd_src, p.src_plain, dinp);
   p.bwd_data.execute(st, {{DNNL_ARG_DIFF_DST, ddst},
@@ -192,7 +193,8 @@ void RunBackwardData(Plan& p, float* dinp, const float* dout, const float* w) {
 // Writes (overwrites) the weight gradient (plain OIHW) to dw_out and the bias gradient to
 // db_out. Uses plan buffers only for a blocked weight layout, so a plain plan can run
 // concurrently on several threads with distinct outputs.
-void RunBackwardWeights(Plan& p, float* dw_out, float* db_out, const float* dout, const float* inp) {
+// Returns the output gradient in the primitive's layout (for RunBackwardData to reuse).
+memory RunBackwardWeights(Plan& p, float* dw_out, float* db_out, const float* dout, const float* inp) {
   auto& st = Stream();
   memory src = Input(p.bw_src, p.src_plain, inp, p.concurrent);
   memory ddst = Input(p.bw_dst, p.dst_plain, dout, p.concurrent);
@@ -205,6 +207,7 @@ void RunBackwardWeights(Plan& p, float* dw_out, float* db_out, const float* dout
                        {DNNL_ARG_SCRATCHPAD, ScratchMem(p.bwd_w_pd)}});
   Finish(p.bw_wei, p.wei_plain, dw_out);
   st.wait();
+  return ddst;
 }
 
 int64_t DeterministicChunk(int64_t n) {
@@ -315,6 +318,23 @@ void Conv2d::BackwardData(float* dinp, const float* dout, const float* w) {
     omp_set_num_threads(1);
     RunBackwardData(p, dinp + c * in_sz, dout + c * out_sz, w);
   }
+}
+
+void Conv2d::Backward(float* dinp, float* dw, float* db, const float* dout, const float* inp, const float* w) {
+  const Conv2dShape& s = shape_;
+  // The shared reorder only where both primitives run on the full plan and read the output
+  // gradient in one blocked layout; elsewhere the two calls as they are.
+  const bool emulated_bf16 = ComputePrecision() == Precision::kBF16 && !UseNativeBf16();
+  Plan* p = DeterministicCompute() || emulated_bf16 ? nullptr : &impl_->Full();
+  if (p == nullptr || !p->bd_dst || !p->bw_dst || p->bd_dst.get_desc() != p->bw_dst.get_desc()) {
+    BackwardWeights(dw, db, dout, inp);
+    BackwardData(dinp, dout, w);
+    return;
+  }
+  const memory ddst = RunBackwardWeights(*p, impl_->dw_tmp.data(), impl_->db_tmp.data(), dout, inp);
+  AddInPlace(dw, impl_->dw_tmp.data(), s.OC * s.IC * s.KH * s.KW);
+  if (db) AddInPlace(db, impl_->db_tmp.data(), s.OC);
+  RunBackwardData(*p, dinp, dout, w, &ddst);
 }
 
 void Conv2d::BackwardWeights(float* dw, float* db, const float* dout, const float* inp) {

@@ -45,6 +45,9 @@ class Conv2d {
   void BackwardData(float* dinp, const float* dout, const float* w);
   // dw[OC,IC,KH,KW] += ..., db[OC] += sum dout (db nullable). Accumulate.
   void BackwardWeights(float* dw, float* db, const float* dout, const float* inp);
+  // BackwardWeights then BackwardData (same results), reordering dout into the primitives'
+  // blocked layout once for both where they share it.
+  void Backward(float* dinp, float* dw, float* db, const float* dout, const float* inp, const float* w);
 
   struct Impl;
 
