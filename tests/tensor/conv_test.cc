@@ -3,6 +3,9 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
+
+#include "lockstep/tensor/kernels.h"
 #include "lockstep/tensor/threads.h"
 #include "tensor/tensor_test_util.h"
 
@@ -118,6 +121,49 @@ TEST(Conv2d, DeterministicModeSameBitsForAnyThreadCount) {
       EXPECT_TRUE(testing::BitEqual(all, ref)) << threads;
   }
 }
+
+// conv + relu + 2x2 max pool fused (pooling straight from and into the blocked layout where
+// the plan has one) gives the bits of the three steps apart: pooled values, argmax, and the
+// input, weight and bias gradients; in deterministic mode (plain plans) too. Shapes: the
+// CNN's two layers, and one whose OC is not a multiple of any block (plain fallback).
+void CheckReluPoolFused(const Conv2dShape& s, bool deterministic, uint64_t seed) {
+  ScopedDeterministic det(deterministic);
+  const int64_t in_n = s.N * s.IC * s.H * s.W, w_n = s.OC * s.IC * s.KH * s.KW;
+  const int64_t out_n = s.N * s.OC * s.OH() * s.OW(), pooled_n = out_n / 4;
+  auto x = RandomVector(in_n, seed), w = RandomVector(w_n, seed + 1), b = RandomVector(s.OC, seed + 2);
+  auto g = RandomVector(pooled_n, seed + 3);
+  x[5] = std::numeric_limits<float>::quiet_NaN();  // NaN propagates the same way through both
+  Conv2d apart(s), fused(s);
+  // Apart: conv, relu+pool, pool backward into a zeroed buffer, conv backward.
+  std::vector<float> y(out_n), p_want(pooled_n), dy(out_n, 0.0f), dx_want(in_n), dw_want(w_n, 0.5f),
+      db_want(s.OC, 0.5f);
+  std::vector<int32_t> a_want(pooled_n);
+  apart.Forward(y.data(), x.data(), w.data(), b.data());
+  ReluMaxPool2x2Forward(p_want.data(), a_want.data(), y.data(), s.N, s.OC, s.OH(), s.OW());
+  ReluMaxPool2x2Backward(dy.data(), a_want.data(), p_want.data(), g.data(), s.N, s.OC, s.OH(), s.OW());
+  apart.BackwardWeights(dw_want.data(), db_want.data(), dy.data(), x.data());
+  apart.BackwardData(dx_want.data(), dy.data(), w.data());
+  // Fused, twice (the plan's buffers are reused).
+  for (int round = 0; round < 2; ++round) {
+    std::vector<float> p(pooled_n), dx(in_n, 7.0f), dw(w_n, 0.5f), db(s.OC, 0.5f);
+    std::vector<int32_t> a(pooled_n);
+    fused.ForwardReluPool(p.data(), a.data(), x.data(), w.data(), b.data());
+    EXPECT_TRUE(testing::BitEqual(p, p_want)) << round;
+    EXPECT_EQ(a, a_want) << round;
+    fused.BackwardReluPool(dx.data(), dw.data(), db.data(), g.data(), a.data(), p.data(), x.data(), w.data());
+    EXPECT_TRUE(testing::BitEqual(dx, dx_want)) << round;
+    EXPECT_TRUE(testing::BitEqual(dw, dw_want)) << round;
+    EXPECT_TRUE(testing::BitEqual(db, db_want)) << round;
+    std::vector<float> dw_only(w_n, 0.5f), db_only(s.OC, 0.5f);  // no input gradient wanted
+    fused.BackwardReluPool(nullptr, dw_only.data(), db_only.data(), g.data(), a.data(), p.data(), x.data(), w.data());
+    EXPECT_TRUE(testing::BitEqual(dw_only, dw_want)) << round;
+  }
+}
+
+TEST(Conv2d, ReluPoolFusedFirstLayer) { CheckReluPoolFused({8, 1, 28, 28, 32, 3, 3, 1, 1}, false, 30); }
+TEST(Conv2d, ReluPoolFusedSecondLayer) { CheckReluPoolFused({4, 32, 14, 14, 64, 3, 3, 1, 1}, false, 40); }
+TEST(Conv2d, ReluPoolFusedOddChannels) { CheckReluPoolFused({2, 3, 8, 8, 5, 3, 3, 1, 1}, false, 50); }
+TEST(Conv2d, ReluPoolFusedDeterministic) { CheckReluPoolFused({16, 32, 14, 14, 64, 3, 3, 1, 1}, true, 60); }
 
 }  // namespace
 }  // namespace lockstep::tensor

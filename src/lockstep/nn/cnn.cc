@@ -30,8 +30,8 @@ Variable Cnn::Logits(Tape& tape, const float* images, int64_t batch) {
   tensor::Tensor img = tape.NewBuffer({batch, 1, kCnnImageSize, kCnnImageSize});
   std::memcpy(img.data<float>(), images, img.nbytes());
   Variable x = Variable::Constant(img);
-  x = ReluMaxPool2x2Forward(tape, conv1_.Forward(tape, x));
-  x = ReluMaxPool2x2Forward(tape, conv2_.Forward(tape, x));
+  x = conv1_.ForwardReluPool(tape, x);  // maxpool(relu(conv(x))) fused
+  x = conv2_.ForwardReluPool(tape, x);
   return fc_.Forward(tape, ReshapeForward(tape, x, {batch, kFlat}));
 }
 

@@ -59,6 +59,42 @@ void Conv2dBackward(tensor::Conv2d* plan, const Variable& y, const Variable& x, 
   }
 }
 
+Variable Conv2dReluPoolForward(Tape& tape, tensor::Conv2d* plan, const Variable& x, const Variable& w,
+                               const Variable& b) {
+  const tensor::Conv2dShape& s = plan->shape();
+  LS_CHECK(x.shape() == tensor::Shape({s.N, s.IC, s.H, s.W}) && w.shape() == tensor::Shape({s.OC, s.IC, s.KH, s.KW}) &&
+           b.defined() && b.numel() == s.OC && s.OH() % 2 == 0 && s.OW() % 2 == 0)
+      << "Conv2d+ReLU+MaxPool2x2: input " << x.value().ToString() << ", weight " << w.value().ToString()
+      << " (needs a bias and an even output size)";
+  const bool rec = tape.ShouldRecord({&x, &w, &b});
+  const tensor::Shape pooled_shape({s.N, s.OC, s.OH() / 2, s.OW() / 2});
+  Variable y = tape.NewActivation(pooled_shape, rec);
+  tensor::Tensor argmax = tape.NewBuffer(pooled_shape, tensor::DType::kI32);
+  plan->ForwardReluPool(y.data(), argmax.data<int32_t>(), x.data(), w.data(), b.data());
+  if (!rec) return y;
+  autograd::BufferPool* pool = &tape.pool();
+  tape.Record({x, w, b}, [plan, y, x, w, b, argmax, pool] {
+    if (!y.has_grad()) return;
+    // Weight and bias gradients accumulate (into scratch when one is frozen); the input
+    // gradient is overwritten: straight into a fresh one, else via scratch and +=.
+    tensor::Tensor unused_dw, unused_db;
+    if (!w.requires_grad()) unused_dw = pool->Zeros(w.shape());
+    if (!b.requires_grad()) unused_db = pool->Zeros(b.shape());
+    float* dw = w.requires_grad() ? w.GradAccumulate() : unused_dw.data<float>();
+    float* db = b.requires_grad() ? b.GradAccumulate() : unused_db.data<float>();
+    const int32_t* am = argmax.data<int32_t>();
+    const float* dy = y.grad().data<float>();
+    if (!x.requires_grad()) return plan->BackwardReluPool(nullptr, dw, db, dy, am, y.data(), x.data(), w.data());
+    bool fresh = false;
+    float* dx = x.GradForWrite(&fresh);
+    if (fresh) return plan->BackwardReluPool(dx, dw, db, dy, am, y.data(), x.data(), w.data());
+    tensor::Tensor tmp = pool->Empty(x.shape());
+    plan->BackwardReluPool(tmp.data<float>(), dw, db, dy, am, y.data(), x.data(), w.data());
+    tensor::AddInPlace(dx, tmp.data<float>(), x.numel());
+  });
+  return y;
+}
+
 Conv2d::Conv2d(ParameterStore& ps, const std::string& prefix, int64_t in_channels, int64_t out_channels, int64_t kernel,
                int64_t stride, int64_t pad)
     : ps_(&ps), ic_(in_channels), oc_(out_channels), k_(kernel), stride_(stride), pad_(pad) {
@@ -67,7 +103,7 @@ Conv2d::Conv2d(ParameterStore& ps, const std::string& prefix, int64_t in_channel
   b_ = ps.Add(prefix + ".bias", {out_channels}, Init::Uniform(bound), /*decay=*/false);
 }
 
-Variable Conv2d::Forward(Tape& tape, const Variable& x) {
+tensor::Conv2d* Conv2d::PlanFor(const Variable& x) {
   LS_CHECK(x.value().ndim() == 4 && x.shape()[1] == ic_)
       << "Conv2d expects [N, " << ic_ << ", H, W], got " << x.value().ToString();
   const std::array<int64_t, 3> key{x.shape()[0], x.shape()[2], x.shape()[3]};
@@ -75,7 +111,15 @@ Variable Conv2d::Forward(Tape& tape, const Variable& x) {
   if (plan == nullptr) {
     plan = std::make_unique<tensor::Conv2d>(key[0], ic_, key[1], key[2], oc_, k_, k_, stride_, pad_);
   }
-  return Conv2dForward(tape, plan.get(), x, ps_->var(w_), ps_->var(b_));
+  return plan.get();
+}
+
+Variable Conv2d::Forward(Tape& tape, const Variable& x) {
+  return Conv2dForward(tape, PlanFor(x), x, ps_->var(w_), ps_->var(b_));
+}
+
+Variable Conv2d::ForwardReluPool(Tape& tape, const Variable& x) {
+  return Conv2dReluPoolForward(tape, PlanFor(x), x, ps_->var(w_), ps_->var(b_));
 }
 
 int64_t Conv2d::MacsPerSample(int64_t h, int64_t w) const {

@@ -25,6 +25,7 @@
 #include "lockstep/tensor/bf16_ops.h"
 #include "lockstep/tensor/check.h"
 #include "lockstep/tensor/kernels.h"
+#include "lockstep/tensor/pool_blocked.h"
 #include "lockstep/tensor/precision.h"
 #include "lockstep/tensor/threads.h"
 
@@ -156,7 +157,9 @@ memory ScratchMem(const dnnl::primitive_desc_base& pd) {
   return memory(d, Engine(), Scratchpad(d.get_size()));
 }
 
-void RunForward(Plan& p, float* out, const float* inp, const float* w, const float* b) {
+// keep_blocked: leave the result in the plan's blocked output buffer (p.fwd_dst) instead of
+// reordering it into `out` (Conv2d::ForwardReluPool pools from there).
+void RunForward(Plan& p, float* out, const float* inp, const float* w, const float* b, bool keep_blocked = false) {
   auto& st = Stream();
   memory src = Input(p.fwd_src, p.src_plain, inp, p.concurrent);
   memory wei = Input(p.fwd_wei, p.wei_plain, w, p.concurrent);
@@ -172,7 +175,7 @@ void RunForward(Plan& p, float* out, const float* inp, const float* w, const flo
                      {DNNL_ARG_BIAS, bias},
                      {DNNL_ARG_DST, dst},
                      {DNNL_ARG_SCRATCHPAD, ScratchMem(p.fwd_pd)}});
-  Finish(p.fwd_dst, p.dst_plain, out);
+  if (!keep_blocked) Finish(p.fwd_dst, p.dst_plain, out);
   st.wait();
 }
 
@@ -194,10 +197,11 @@ void RunBackwardData(Plan& p, float* dinp, const float* dout, const float* w, co
 // db_out. Uses plan buffers only for a blocked weight layout, so a plain plan can run
 // concurrently on several threads with distinct outputs.
 // Returns the output gradient in the primitive's layout (for RunBackwardData to reuse).
-memory RunBackwardWeights(Plan& p, float* dw_out, float* db_out, const float* dout, const float* inp) {
+memory RunBackwardWeights(Plan& p, float* dw_out, float* db_out, const float* dout, const float* inp,
+                          const memory* ddst_ready = nullptr) {
   auto& st = Stream();
   memory src = Input(p.bw_src, p.src_plain, inp, p.concurrent);
-  memory ddst = Input(p.bw_dst, p.dst_plain, dout, p.concurrent);
+  memory ddst = ddst_ready ? *ddst_ready : Input(p.bw_dst, p.dst_plain, dout, p.concurrent);
   memory dwei = Output(p.bw_wei, p.wei_plain, dw_out);
   memory dbias(p.bias_plain, Engine(), db_out);
   p.bwd_w.execute(st, {{DNNL_ARG_SRC, src},
@@ -208,6 +212,16 @@ memory RunBackwardWeights(Plan& p, float* dw_out, float* db_out, const float* do
   Finish(p.bw_wei, p.wei_plain, dw_out);
   st.wait();
   return ddst;
+}
+
+// 16 or 8 when `d` is the fp32 activation `plain` in oneDNN's nChw16c / nChw8c layout (what
+// the pool kernels of pool_blocked.h read and write), else 0.
+int ActivationBlock(const memory& m, const memory::desc& plain) {
+  if (!m) return 0;
+  const memory::desc d = m.get_desc();
+  if (d == memory::desc(plain.dims(), dt::f32, tag::nChw16c)) return 16;
+  if (d == memory::desc(plain.dims(), dt::f32, tag::nChw8c)) return 8;
+  return 0;
 }
 
 int64_t DeterministicChunk(int64_t n) {
@@ -225,6 +239,7 @@ struct Conv2d::Impl {
   std::unique_ptr<Plan> det;                  // created on first use in deterministic mode
   std::unique_ptr<Plan> full_bf16, det_bf16;  // the same in bf16 precision (precision.h)
   std::vector<float> dw_tmp, db_tmp;
+  std::vector<float> conv_out;  // ForwardReluPool's full-resolution output (or its gradient) off the fused path
   std::vector<float> rounded[2];  // bf16 emulation: operands rounded through bf16
 
   // bf16 precision runs bf16 plans where oneDNN has bf16 kernels; elsewhere the fp32 plans
@@ -248,6 +263,19 @@ struct Conv2d::Impl {
       omp_set_num_threads(prev);
     }
     return *slot;
+  }
+
+  // The fused conv + relu + pool runs where the full fp32 plan's output and both backward
+  // primitives' output gradient are one blocked layout (not deterministic mode, whose plans
+  // are plain, nor bf16): the block size, else 0.
+  int FusedPoolBlock() const {
+    if (DeterministicCompute() || ComputePrecision() != Precision::kF32) return 0;
+    const int block = ActivationBlock(full.fwd_dst, full.dst_plain);
+    if (block == 0 || ActivationBlock(full.bw_dst, full.dst_plain) != block ||
+        ActivationBlock(full.bd_dst, full.dst_plain) != block)
+      return 0;
+    if (s.OC % block != 0 || s.OH() % 2 != 0 || s.OW() % 2 != 0) return 0;
+    return block;
   }
 
   const float* Rounded(int which, const float* x, int64_t n) {
@@ -335,6 +363,44 @@ void Conv2d::Backward(float* dinp, float* dw, float* db, const float* dout, cons
   AddInPlace(dw, impl_->dw_tmp.data(), s.OC * s.IC * s.KH * s.KW);
   if (db) AddInPlace(db, impl_->db_tmp.data(), s.OC);
   RunBackwardData(*p, dinp, dout, w, &ddst);
+}
+
+void Conv2d::ForwardReluPool(float* pooled, int32_t* argmax, const float* inp, const float* w, const float* b) {
+  const Conv2dShape& s = shape_;
+  if (const int block = impl_->FusedPoolBlock()) {
+    Plan& p = impl_->full;
+    RunForward(p, nullptr, inp, w, b, /*keep_blocked=*/true);
+    internal::ReluMaxPool2x2FromBlocked(pooled, argmax, static_cast<const float*>(p.fwd_dst.get_data_handle()), s.N,
+                                        s.OC, s.OH(), s.OW(), block);
+    return;
+  }
+  std::vector<float>& y = impl_->conv_out;
+  y.resize(static_cast<size_t>(s.N * s.OC * s.OH() * s.OW()));
+  Forward(y.data(), inp, w, b);
+  ReluMaxPool2x2Forward(pooled, argmax, y.data(), s.N, s.OC, s.OH(), s.OW());
+}
+
+void Conv2d::BackwardReluPool(float* dinp, float* dw, float* db, const float* dpooled, const int32_t* argmax,
+                              const float* pooled, const float* inp, const float* w) {
+  const Conv2dShape& s = shape_;
+  if (const int block = impl_->FusedPoolBlock()) {
+    Plan& p = impl_->full;
+    internal::ReluMaxPool2x2BackwardToBlocked(static_cast<float*>(p.bw_dst.get_data_handle()), argmax, pooled,
+                                              dpooled, s.N, s.OC, s.OH(), s.OW(), block);
+    const memory ddst = p.bw_dst;
+    RunBackwardWeights(p, impl_->dw_tmp.data(), impl_->db_tmp.data(), nullptr, inp, &ddst);
+    AddInPlace(dw, impl_->dw_tmp.data(), s.OC * s.IC * s.KH * s.KW);
+    if (db) AddInPlace(db, impl_->db_tmp.data(), s.OC);
+    if (dinp != nullptr) RunBackwardData(p, dinp, nullptr, w, &ddst);
+    return;
+  }
+  std::vector<float>& dy = impl_->conv_out;
+  dy.resize(static_cast<size_t>(s.N * s.OC * s.OH() * s.OW()));
+  ReluMaxPool2x2Backward(dy.data(), argmax, pooled, dpooled, s.N, s.OC, s.OH(), s.OW(), /*accumulate=*/false);
+  if (dinp != nullptr)
+    Backward(dinp, dw, db, dy.data(), inp, w);
+  else
+    BackwardWeights(dw, db, dy.data(), inp);
 }
 
 void Conv2d::BackwardWeights(float* dw, float* db, const float* dout, const float* inp) {

@@ -49,6 +49,15 @@ class Conv2d {
   // blocked layout once for both where they share it.
   void Backward(float* dinp, float* dw, float* db, const float* dout, const float* inp, const float* w);
 
+  // Forward, then ReLU and 2x2 max pooling (OH, OW even): pooled and argmax [N, OC, OH/2,
+  // OW/2] exactly as ReluMaxPool2x2Forward of Forward's output. Where the plan's output is
+  // blocked the pool reads it there, saving the reorder of the full-resolution output.
+  void ForwardReluPool(float* pooled, int32_t* argmax, const float* inp, const float* w, const float* b);
+  // Backward of ForwardReluPool from the pooled output's gradient: dinp overwritten (null:
+  // not wanted), dw and db accumulate as in BackwardWeights (db nullable).
+  void BackwardReluPool(float* dinp, float* dw, float* db, const float* dpooled, const int32_t* argmax,
+                        const float* pooled, const float* inp, const float* w);
+
   struct Impl;
 
  private:
