@@ -6,7 +6,11 @@
 // Same results as ReluMaxPool2x2Forward/Backward on the plain layout, bit for bit: the same
 // window order (first maximum wins, NaN propagates), argmax as an index into the plain
 // plane, relu as max(0, x) with max_ps's NaN rule, and +0 added to every gradient written.
+// AVX2, 8 channels of a block at a time.
+#include <immintrin.h>
+
 #include <algorithm>
+#include <vector>
 
 #include "lockstep/tensor/check.h"
 #include "lockstep/tensor/kernels.h"
@@ -16,6 +20,19 @@
 namespace lockstep::tensor::internal {
 namespace {
 
+// A row of pooled outputs of one channel block goes through a [OW][kB] tile, so both layouts
+// are read and written contiguously (the plain side a row of OW values per channel).
+std::vector<float>& TileF(int which, size_t n) {
+  thread_local std::vector<float> t[2];
+  if (t[which].size() < n) t[which].resize(n);
+  return t[which];
+}
+std::vector<int32_t>& TileI(size_t n) {
+  thread_local std::vector<int32_t> t;
+  if (t.size() < n) t.resize(n);
+  return t;
+}
+
 template <int kB>
 void ForwardFromBlocked(float* out, int32_t* argmax, const float* x, int64_t N, int64_t C, int64_t H, int64_t W) {
   const int64_t OH = H / 2, OW = W / 2, CB = C / kB, plane = H * W, oplane = OH * OW;
@@ -23,33 +40,37 @@ void ForwardFromBlocked(float* out, int32_t* argmax, const float* x, int64_t N, 
   for (int64_t nb = 0; nb < N * CB; ++nb) {
     const float* xb = x + nb * plane * kB;
     const int64_t c0 = (nb / CB) * C + (nb % CB) * kB;  // first plain plane of this block
-    for (int64_t oy = 0; oy < OH; ++oy)
+    float* best_tile = TileF(0, static_cast<size_t>(OW * kB)).data();
+    int32_t* idx_tile = TileI(static_cast<size_t>(OW * kB)).data();
+    for (int64_t oy = 0; oy < OH; ++oy) {
       for (int64_t ox = 0; ox < OW; ++ox) {
-        const int32_t pos[4] = {static_cast<int32_t>(2 * oy * W + 2 * ox), static_cast<int32_t>(2 * oy * W + 2 * ox + 1),
-                                static_cast<int32_t>((2 * oy + 1) * W + 2 * ox),
-                                static_cast<int32_t>((2 * oy + 1) * W + 2 * ox + 1)};
-        float best[kB];
-        int32_t idx[kB];
-        const float* v0 = xb + pos[0] * kB;
-        for (int l = 0; l < kB; ++l) {
-          best[l] = v0[l];
-          idx[l] = pos[0];
-        }
-        for (int k = 1; k < 4; ++k) {
-          const float* v = xb + pos[k] * kB;
-          for (int l = 0; l < kB; ++l) {
+        const int32_t p0 = static_cast<int32_t>(2 * oy * W + 2 * ox), w = static_cast<int32_t>(W);
+        const int32_t pos[4] = {p0, p0 + 1, p0 + w, p0 + w + 1};
+        for (int l = 0; l < kB; l += 8) {
+          __m256 best = _mm256_loadu_ps(xb + pos[0] * kB + l);
+          __m256i idx = _mm256_set1_epi32(pos[0]);
+          for (int k = 1; k < 4; ++k) {
             // take when the best is not NaN and the candidate is greater or NaN
-            const bool take = best[l] == best[l] && !(v[l] <= best[l]);
-            best[l] = take ? v[l] : best[l];
-            idx[l] = take ? pos[k] : idx[l];
+            const __m256 v = _mm256_loadu_ps(xb + pos[k] * kB + l);
+            const __m256 take =
+                _mm256_andnot_ps(_mm256_cmp_ps(best, best, _CMP_UNORD_Q), _mm256_cmp_ps(v, best, _CMP_NLE_UQ));
+            best = _mm256_blendv_ps(best, v, take);
+            idx = _mm256_castps_si256(
+                _mm256_blendv_ps(_mm256_castsi256_ps(idx), _mm256_castsi256_ps(_mm256_set1_epi32(pos[k])), take));
           }
-        }
-        const int64_t o = c0 * oplane + oy * OW + ox;
-        for (int l = 0; l < kB; ++l) {
-          out[o + l * oplane] = 0.0f > best[l] ? 0.0f : best[l];  // max_ps(0, x): NaN stays
-          argmax[o + l * oplane] = idx[l];
+          _mm256_storeu_ps(best_tile + ox * kB + l, _mm256_max_ps(_mm256_setzero_ps(), best));  // NaN stays
+          _mm256_storeu_si256(reinterpret_cast<__m256i*>(idx_tile + ox * kB + l), idx);
         }
       }
+      for (int l = 0; l < kB; ++l) {
+        float* orow = out + (c0 + l) * oplane + oy * OW;
+        int32_t* arow = argmax + (c0 + l) * oplane + oy * OW;
+        for (int64_t ox = 0; ox < OW; ++ox) {
+          orow[ox] = best_tile[ox * kB + l];
+          arow[ox] = idx_tile[ox * kB + l];
+        }
+      }
+    }
   }
 }
 
@@ -61,23 +82,29 @@ void BackwardToBlocked(float* dx, const int32_t* argmax, const float* out, const
   for (int64_t nb = 0; nb < N * CB; ++nb) {
     float* db = dx + nb * plane * kB;
     const int64_t c0 = (nb / CB) * C + (nb % CB) * kB;
-    for (int64_t oy = 0; oy < OH; ++oy)
-      for (int64_t ox = 0; ox < OW; ++ox) {
-        const int32_t pos[4] = {static_cast<int32_t>(2 * oy * W + 2 * ox), static_cast<int32_t>(2 * oy * W + 2 * ox + 1),
-                                static_cast<int32_t>((2 * oy + 1) * W + 2 * ox),
-                                static_cast<int32_t>((2 * oy + 1) * W + 2 * ox + 1)};
-        const int64_t o = c0 * oplane + oy * OW + ox;
-        float g[kB];
-        int32_t a[kB];
-        for (int l = 0; l < kB; ++l) {
-          g[l] = out[o + l * oplane] > 0.0f ? dout[o + l * oplane] : 0.0f;
-          a[l] = argmax[o + l * oplane];
-        }
-        for (int k = 0; k < 4; ++k) {
-          float* d = db + pos[k] * kB;
-          for (int l = 0; l < kB; ++l) d[l] = (a[l] == pos[k] ? g[l] : 0.0f) + 0.0f;
+    float* g_tile = TileF(1, static_cast<size_t>(OW * kB)).data();
+    int32_t* a_tile = TileI(static_cast<size_t>(OW * kB)).data();
+    for (int64_t oy = 0; oy < OH; ++oy) {
+      for (int l = 0; l < kB; ++l) {
+        const int64_t row = (c0 + l) * oplane + oy * OW;
+        for (int64_t ox = 0; ox < OW; ++ox) {
+          g_tile[ox * kB + l] = out[row + ox] > 0.0f ? dout[row + ox] : 0.0f;
+          a_tile[ox * kB + l] = argmax[row + ox];
         }
       }
+      for (int64_t ox = 0; ox < OW; ++ox) {
+        const int32_t p0 = static_cast<int32_t>(2 * oy * W + 2 * ox), w = static_cast<int32_t>(W);
+        const int32_t pos[4] = {p0, p0 + 1, p0 + w, p0 + w + 1};
+        for (int l = 0; l < kB; l += 8) {
+          const __m256 g = _mm256_loadu_ps(g_tile + ox * kB + l);
+          const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a_tile + ox * kB + l));
+          for (int k = 0; k < 4; ++k) {
+            const __m256 hit = _mm256_castsi256_ps(_mm256_cmpeq_epi32(a, _mm256_set1_epi32(pos[k])));
+            _mm256_storeu_ps(db + pos[k] * kB + l, _mm256_add_ps(_mm256_and_ps(g, hit), _mm256_setzero_ps()));
+          }
+        }
+      }
+    }
   }
 }
 
