@@ -8,8 +8,9 @@
 # threads on both sides: fp32, bf16 (lockstep train.precision = bf16 against torch's bf16
 # autocast) and activation recompute (train.recompute = block against lockstep's own "none":
 # step time and the activation bytes of the memory row).
-# Usage: bench/engine_vs_torch.sh [gpt_steps=40] [cnn_steps=200] [threads=1] [small_steps=6]
-# (small_steps=0 skips gpt-small, which takes about 8 minutes on a 2-core machine).
+# Usage: bench/engine_vs_torch.sh [gpt_steps=40] [cnn_steps=200] [threads=1] [small_steps=6] [rounds=3]
+# (small_steps=0 skips gpt-small, which takes about 8 minutes on a 2-core machine; rounds: how
+# many times the gpt-tiny and cnn-fashion pairs run, alternating the two sides).
 # Needs scripts/setup.sh (installs the peer's packages itself when missing).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,6 +18,7 @@ GPT_STEPS=${1:-40}
 CNN_STEPS=${2:-200}
 THREADS=${3:-1}
 SMALL_STEPS=${4:-6}
+ROUNDS=${5:-3}
 SMALL_THREADS=2
 source bench/peer_lib.sh
 peer_setup
@@ -26,41 +28,51 @@ LS=build/lockstep
 
 machine_line
 
-# lockstep: median tokens|images/s and GFLOP/s after warm-up, and the process's peak RSS.
-ls_gpt_rss=$(rss_run $LS train --config configs/gpt-tiny.toml --steps "$GPT_STEPS" --set train.threads="$THREADS" \
-  --set eval.batches=1 --set checkpoint.keep=1 --out "$tmp/gpt")
-ls_tok=$(metrics_median "$tmp/gpt/metrics.jsonl" tokens_per_s)
-ls_gflops=$(metrics_median "$tmp/gpt/metrics.jsonl" gflops)
-ls_cnn_rss=$(rss_run $LS train --config configs/cnn-fashion.toml --steps "$CNN_STEPS" --set train.threads="$THREADS" \
-  --set eval.batches=1 --set checkpoint.keep=1 --out "$tmp/cnn")
-ls_img=$(metrics_median "$tmp/cnn/metrics.jsonl" samples_per_s)
-cnn_gflops=$(metrics_median "$tmp/cnn/metrics.jsonl" gflops)
-
-pt_gpt=$(peer_run "$THREADS" "$PEERS/torch_gpt.py" --steps "$GPT_STEPS")
-blas=$(peer_check_blas "$pt_gpt")
-epochs=$(python3 -c "print($CNN_STEPS*64/60000)")
-pt_cnn=$(peer_run "$THREADS" "$PEERS/torch_cnn.py" --epochs "$epochs")
-peer_check_blas "$pt_cnn" >/dev/null
-
 # dnnl_sgemm's GFLOP/s on a 1024^3 product with T compute threads: the peak a step is compared with.
 sgemm_peak() {
   GEMM_BENCH_THREADS=$1 build/gemm_bench --benchmark_filter='^dnnl_sgemm/M:1024/N:1024/K:1024' \
     --benchmark_format=json 2>/dev/null |
     python3 -c "import json,sys; print(max(b['GFLOP/s'] for b in json.load(sys.stdin)['benchmarks']) / 1e9)"
 }
-peak=$(sgemm_peak "$THREADS")
+
+# This machine's speed drifts by tens of percent within minutes (a shared VM), so the two
+# sides run alternately, ROUNDS times, and every figure is the median over the rounds; each
+# round's ratio is printed too. Per round: lockstep's median tokens|images/s and GFLOP/s after
+# warm-up and its process's peak RSS, the peer's figures, and the sgemm peak.
+rounds_file="$tmp/rounds"
+for round in $(seq 1 "$ROUNDS"); do
+  rm -rf "$tmp/gpt" "$tmp/cnn"
+  ls_gpt_rss=$(rss_run $LS train --config configs/gpt-tiny.toml --steps "$GPT_STEPS" --set train.threads="$THREADS" \
+    --set eval.batches=1 --set checkpoint.keep=1 --out "$tmp/gpt")
+  pt_gpt=$(peer_run "$THREADS" "$PEERS/torch_gpt.py" --steps "$GPT_STEPS")
+  blas=$(peer_check_blas "$pt_gpt")
+  ls_cnn_rss=$(rss_run $LS train --config configs/cnn-fashion.toml --steps "$CNN_STEPS" --set train.threads="$THREADS" \
+    --set eval.batches=1 --set checkpoint.keep=1 --out "$tmp/cnn")
+  pt_cnn=$(peer_run "$THREADS" "$PEERS/torch_cnn.py" --epochs "$(python3 -c "print($CNN_STEPS*64/60000)")")
+  peer_check_blas "$pt_cnn" >/dev/null
+  echo "$(metrics_median "$tmp/gpt/metrics.jsonl" tokens_per_s) $(peer_field "$pt_gpt" tokens/s)" \
+    "$(metrics_median "$tmp/cnn/metrics.jsonl" samples_per_s) $(peer_field "$pt_cnn" images/s)" \
+    "$ls_gpt_rss $(peer_field "$pt_gpt" peak_rss_kb) $ls_cnn_rss $(peer_field "$pt_cnn" peak_rss_kb)" \
+    "$(metrics_median "$tmp/gpt/metrics.jsonl" gflops) $(metrics_median "$tmp/cnn/metrics.jsonl" gflops)" \
+    "$(sgemm_peak "$THREADS")" >>"$rounds_file"
+done
 
 echo "peer: $(head -c 60 <<<"$pt_gpt" | cut -d' ' -f1-2), BLAS $blas; $THREADS compute thread(s) on both sides"
-python3 - "$ls_tok" "$(peer_field "$pt_gpt" tokens/s)" "$ls_img" "$(peer_field "$pt_cnn" images/s)" \
-  "$ls_gpt_rss" "$(peer_field "$pt_gpt" peak_rss_kb)" "$ls_cnn_rss" "$(peer_field "$pt_cnn" peak_rss_kb)" \
-  "$ls_gflops" "$cnn_gflops" "$peak" <<'PY'
-import sys
-lt, pt, li, pi, lgr, pgr, lcr, pcr, lg, cg, peak = map(float, sys.argv[1:])
+python3 - "$rounds_file" <<'PY'
+import statistics, sys
+rounds = [list(map(float, l.split())) for l in open(sys.argv[1]) if l.strip()]
+for i, (lt, pt, li, pi, *_rest) in enumerate(rounds, 1):
+    print(f"round {i}: gpt-tiny {lt:.0f} vs {pt:.0f} t/s ({lt/pt:.2f}x), cnn-fashion {li:.0f} vs {pi:.0f} i/s ({li/pi:.2f}x)")
+med = lambda k: statistics.median(r[k] for r in rounds)
+ratio = lambda a, b: statistics.median(r[a] / r[b] for r in rounds)
+lt, pt, li, pi, lgr, pgr, lcr, pcr = (med(k) for k in range(8))
+print(f"median of {len(rounds)} rounds:")
 print(f"{'workload':<14}{'lockstep':>14}{'pytorch':>14}{'ratio':>8}{'RSS lockstep':>15}{'RSS pytorch':>13}{'ratio':>7}")
-print(f"{'gpt-tiny':<14}{lt:>10.0f} t/s{pt:>10.0f} t/s{lt/pt:>7.2f}x{lgr/1024:>11.0f} MiB{pgr/1024:>9.0f} MiB{lgr/pgr:>6.2f}x")
-print(f"{'cnn-fashion':<14}{li:>10.0f} i/s{pi:>10.0f} i/s{li/pi:>7.2f}x{lcr/1024:>11.0f} MiB{pcr/1024:>9.0f} MiB{lcr/pcr:>6.2f}x")
-print(f"achieved GFLOP/s of the training step: gpt-tiny {lg:.1f}, cnn-fashion {cg:.1f}; "
-      f"dnnl_sgemm 1024^3 peak {peak:.1f} -> {100*lg/peak:.0f}% / {100*cg/peak:.0f}% of peak")
+print(f"{'gpt-tiny':<14}{lt:>10.0f} t/s{pt:>10.0f} t/s{ratio(0, 1):>7.2f}x{lgr/1024:>11.0f} MiB{pgr/1024:>9.0f} MiB{lgr/pgr:>6.2f}x")
+print(f"{'cnn-fashion':<14}{li:>10.0f} i/s{pi:>10.0f} i/s{ratio(2, 3):>7.2f}x{lcr/1024:>11.0f} MiB{pcr/1024:>9.0f} MiB{lcr/pcr:>6.2f}x")
+print(f"achieved GFLOP/s of the training step: gpt-tiny {med(8):.1f}, cnn-fashion {med(9):.1f}; "
+      f"dnnl_sgemm 1024^3 peak {med(10):.1f} -> {100*ratio(8, 10):.0f}% / {100*ratio(9, 10):.0f}% of peak "
+      f"(each round's step against that round's peak)")
 PY
 
 [ "$SMALL_STEPS" -gt 0 ] || exit 0
