@@ -89,14 +89,14 @@ std::vector<Variable> ColumnParallelLinear(Tape& tape, TpContext& tp, const Vari
         GatherRows(wj.data<float>(), w.data(), rs, j, in);
         W = wj.data<float>();
       }
-      if (partial) tensor::Gemm(false, false, n, in, rows, 1.0f, dy, rows, W, in, 0.0f, partial, in);
       const bool want_b = b.defined() && b.requires_grad();
-      if (!w.requires_grad() && !want_b) continue;
-      if (!gather) {
-        tensor::LinearBackward(nullptr, w.requires_grad() ? w.GradAccumulate() : nullptr,
-                               want_b ? b.GradAccumulate() : nullptr, dy, x.data(), W, n, in, rows);
+      if (!gather) {  // both products in one call (bf16 rounds dy once)
+        tensor::LinearBackward(partial, w.requires_grad() ? w.GradAccumulate() : nullptr,
+                               want_b ? b.GradAccumulate() : nullptr, dy, x.data(), W, n, in, rows, 0.0f);
         continue;
       }
+      if (partial) tensor::Gemm(false, false, n, in, rows, 1.0f, dy, rows, W, in, 0.0f, partial, in);
+      if (!w.requires_grad() && !want_b) continue;
       std::memset(dwj.data<float>(), 0, static_cast<size_t>(rows * in) * sizeof(float));
       std::memset(dbj.data<float>(), 0, static_cast<size_t>(rows) * sizeof(float));
       tensor::LinearBackward(nullptr, dwj.data<float>(), want_b ? dbj.data<float>() : nullptr, dy, x.data(), W, n, in,
@@ -167,6 +167,11 @@ Variable RowParallelLinear(Tape& tape, TpContext& tp, const std::vector<Variable
           std::memset(dwj.data<float>(), 0, static_cast<size_t>(out * cw) * sizeof(float));
           tensor::LinearBackward(nullptr, dwj.data<float>(), nullptr, dy, xs[j].data(), W, n, cw, out);
           ScatterAddCols(w.GradAccumulate(), dwj.data<float>(), out, in_local, j * cw, cw);
+        } else if (xs[j].requires_grad()) {  // both products in one call (bf16 rounds dy once)
+          bool fresh = false;
+          float* dx = xs[j].GradForWrite(&fresh);
+          tensor::LinearBackward(dx, w.GradAccumulate(), nullptr, dy, xs[j].data(), W, n, cw, out, fresh ? 0.0f : 1.0f);
+          continue;
         } else {
           tensor::LinearBackward(nullptr, w.GradAccumulate(), nullptr, dy, xs[j].data(), W, n, cw, out);
         }

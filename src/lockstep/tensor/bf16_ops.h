@@ -60,6 +60,12 @@ namespace internal {
 // GemmBf16, or without native bf16 kernels the fp32 Gemm over the rounded values.
 void GemmRoundedBf16(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
                      int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
+// LinearBackward's two products (dinp = beta dinp + dout.W, dW += dout^T.inp) in bf16
+// precision with native kernels, dout rounded once for both; the bits of the two Gemm calls.
+// False (nothing done) where that path does not apply: fp32, emulated bf16, or a gradient not
+// wanted.
+bool LinearBackwardBf16(float* dinp, float dinp_beta, float* dweight, const float* dout, const float* inp,
+                        const float* weight, int64_t n, int64_t ic, int64_t oc);
 }  // namespace internal
 
 }  // namespace lockstep::tensor

@@ -146,7 +146,7 @@ thread_local const Bf16WeightCopy* tls_weights = nullptr;
 // Per-thread buffers for the rounded operands (workspace; grown to the largest operand).
 template <typename T>
 T* OperandScratch(int which, int64_t n) {
-  thread_local std::vector<T> buf[2];
+  thread_local std::vector<T> buf[3];
   if (static_cast<int64_t>(buf[which].size()) < n) buf[which].resize(n);
   return buf[which].data();
 }
@@ -240,7 +240,47 @@ ScopedBf16Weights::ScopedBf16Weights(const Bf16WeightCopy* copy) : prev_(tls_wei
 ScopedBf16Weights::~ScopedBf16Weights() { tls_weights = prev_; }
 const Bf16WeightCopy* CurrentBf16Weights() { return tls_weights; }
 
+namespace {
+
+// A GEMM operand (rows x cols, row stride ld) in bf16: found in the installed weight copy, or
+// rounded into the thread's scratch slot `which`.
+const uint16_t* Bf16Operand(int which, const float* x, int64_t ld, int64_t rows, int64_t cols, int64_t* ld_out) {
+  if (rows == 0 || cols == 0) {
+    *ld_out = std::max<int64_t>(1, cols);
+    return OperandScratch<uint16_t>(which, 1);
+  }
+  if (const Bf16WeightCopy* w = tls_weights) {
+    if (const uint16_t* found = w->Find(x, (rows - 1) * ld + cols)) {
+      *ld_out = ld;
+      return found;
+    }
+  }
+  uint16_t* out = OperandScratch<uint16_t>(which, rows * cols);
+  RoundToBf16(x, ld, out, cols, rows, cols);
+  *ld_out = cols;
+  return out;
+}
+
+}  // namespace
+
 namespace internal {
+
+bool LinearBackwardBf16(float* dinp, float dinp_beta, float* dweight, const float* dout, const float* inp,
+                        const float* weight, int64_t n, int64_t ic, int64_t oc) {
+  if (ComputePrecision() != Precision::kBF16 || !UseNativeBf16() || dinp == nullptr || dweight == nullptr || n == 0 ||
+      ic == 0 || oc == 0)
+    return false;
+  // The same roundings and products as the two Gemm calls of LinearBackward, with dout
+  // rounded once (slot 2) instead of once per product.
+  uint16_t* d16 = OperandScratch<uint16_t>(2, n * oc);
+  RoundToBf16(dout, oc, d16, oc, n, oc);
+  int64_t ld = 0;
+  const uint16_t* w16 = Bf16Operand(1, weight, ic, oc, ic, &ld);
+  GemmBf16(false, false, n, ic, oc, 1.0f, d16, oc, w16, ld, dinp_beta, dinp, ic);  // dinp = b dinp + dout . W
+  const uint16_t* x16 = Bf16Operand(1, inp, ic, n, ic, &ld);
+  GemmBf16(true, false, oc, ic, n, 1.0f, d16, oc, x16, ld, 1.0f, dweight, ic);  // dW += dout^T . inp
+  return true;
+}
 
 void GemmRoundedBf16(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
                      int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
@@ -258,25 +298,9 @@ void GemmRoundedBf16(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K
          ldc);
     return;
   }
-  auto operand = [](int which, const float* x, int64_t ld, int64_t rows, int64_t cols, int64_t* ld_out) {
-    if (rows == 0 || cols == 0) {
-      *ld_out = std::max<int64_t>(1, cols);
-      return OperandScratch<uint16_t>(which, 1);
-    }
-    if (const Bf16WeightCopy* w = tls_weights) {
-      if (const uint16_t* found = w->Find(x, (rows - 1) * ld + cols)) {
-        *ld_out = ld;
-        return const_cast<uint16_t*>(found);
-      }
-    }
-    uint16_t* out = OperandScratch<uint16_t>(which, rows * cols);
-    RoundToBf16(x, ld, out, cols, rows, cols);
-    *ld_out = cols;
-    return out;
-  };
   int64_t a_ld = 0, b_ld = 0;
-  const uint16_t* a = operand(0, A, lda, a_rows, a_cols, &a_ld);
-  const uint16_t* b = operand(1, B, ldb, b_rows, b_cols, &b_ld);
+  const uint16_t* a = Bf16Operand(0, A, lda, a_rows, a_cols, &a_ld);
+  const uint16_t* b = Bf16Operand(1, B, ldb, b_rows, b_cols, &b_ld);
   GemmBf16(trans_a, trans_b, M, N, K, alpha, a, a_ld, b, b_ld, beta, C, ldc);
 }
 

@@ -23,9 +23,11 @@ void BatchedGemm(bool trans_a, bool trans_b, int64_t batch, int64_t M, int64_t N
 // out[n,oc] = inp[n,ic] . W[oc,ic]^T + bias[oc] (bias nullable). Overwrites out.
 void LinearForward(float* out, const float* inp, const float* weight, const float* bias, int64_t n, int64_t ic,
                    int64_t oc);
-// dinp += dout.W (dinp nullable), dweight += dout^T.inp (nullable), dbias += sum_rows dout (nullable).
+// dinp = dinp_beta*dinp + dout.W (dinp nullable), dweight += dout^T.inp (nullable), dbias +=
+// sum_rows dout (nullable). Asking for both products in one call lets bf16 precision round
+// dout once for both.
 void LinearBackward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp, const float* weight,
-                    int64_t n, int64_t ic, int64_t oc);
+                    int64_t n, int64_t ic, int64_t oc, float dinp_beta = 1.0f);
 
 // Rows of c; mean, rstd: [n] saved for backward (nullable if not needed). weight/bias nullable
 // (treated as 1/0). Overwrites out.

@@ -1,7 +1,9 @@
 // Linear layer as two/three GEMMs plus a bias pass.
 #include <algorithm>
 
+#include "lockstep/tensor/bf16_ops.h"
 #include "lockstep/tensor/kernels.h"
+#include "lockstep/tensor/precision.h"
 #include "lockstep/tensor/simd_math.h"
 
 namespace lockstep::tensor {
@@ -41,9 +43,11 @@ void LinearForward(float* out, const float* inp, const float* weight, const floa
 }
 
 void LinearBackward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp, const float* weight,
-                    int64_t n, int64_t ic, int64_t oc) {
-  if (dinp != nullptr) Gemm(false, false, n, ic, oc, 1.0f, dout, oc, weight, ic, 1.0f, dinp, ic);
-  if (dweight != nullptr) Gemm(true, false, oc, ic, n, 1.0f, dout, oc, inp, ic, 1.0f, dweight, ic);
+                    int64_t n, int64_t ic, int64_t oc, float dinp_beta) {
+  if (!internal::LinearBackwardBf16(dinp, dinp_beta, dweight, dout, inp, weight, n, ic, oc)) {
+    if (dinp != nullptr) Gemm(false, false, n, ic, oc, 1.0f, dout, oc, weight, ic, dinp_beta, dinp, ic);
+    if (dweight != nullptr) Gemm(true, false, oc, ic, n, 1.0f, dout, oc, inp, ic, 1.0f, dweight, ic);
+  }
   if (dbias != nullptr) ColumnSumAccumulate(dbias, dout, n, oc);
 }
 
