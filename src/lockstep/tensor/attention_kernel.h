@@ -82,30 +82,15 @@ inline void MicroRows(int64_t K, const float* a, int64_t a_rs, int64_t a_ks, con
   }
 }
 
+// rows (1..kRowBlock) picks the instantiation; other counts do nothing.
+using MicroRowsFn = void (*)(int64_t, const float*, int64_t, int64_t, const float*, int64_t, int64_t, float*, int64_t,
+                             float, bool);
+
 inline void MicroGemmAvx2(int rows, int64_t K, const float* a, int64_t a_rs, int64_t a_ks, const float* b, int64_t ldb,
-                      int64_t ncols, float* c, int64_t ldc, float alpha, bool accumulate) {
-  switch (rows) {
-    case 6:
-      MicroRows<6>(K, a, a_rs, a_ks, b, ldb, ncols, c, ldc, alpha, accumulate);
-      break;
-    case 5:
-      MicroRows<5>(K, a, a_rs, a_ks, b, ldb, ncols, c, ldc, alpha, accumulate);
-      break;
-    case 4:
-      MicroRows<4>(K, a, a_rs, a_ks, b, ldb, ncols, c, ldc, alpha, accumulate);
-      break;
-    case 3:
-      MicroRows<3>(K, a, a_rs, a_ks, b, ldb, ncols, c, ldc, alpha, accumulate);
-      break;
-    case 2:
-      MicroRows<2>(K, a, a_rs, a_ks, b, ldb, ncols, c, ldc, alpha, accumulate);
-      break;
-    case 1:
-      MicroRows<1>(K, a, a_rs, a_ks, b, ldb, ncols, c, ldc, alpha, accumulate);
-      break;
-    default:
-      break;
-  }
+                          int64_t ncols, float* c, int64_t ldc, float alpha, bool accumulate) {
+  static constexpr MicroRowsFn kRows[] = {nullptr,      MicroRows<1>, MicroRows<2>, MicroRows<3>,
+                                          MicroRows<4>, MicroRows<5>, MicroRows<6>};
+  if (rows >= 1 && rows <= kRowBlock) kRows[rows](K, a, a_rs, a_ks, b, ldb, ncols, c, ldc, alpha, accumulate);
 }
 
 #define LOCKSTEP_AVX512 __attribute__((target("avx512f")))
@@ -165,31 +150,11 @@ LOCKSTEP_AVX512 inline void MicroRows512(int64_t K, const float* a, int64_t a_rs
   }
 }
 
-LOCKSTEP_AVX512 inline void MicroGemmAvx512(int rows, int64_t K, const float* a, int64_t a_rs, int64_t a_ks,
-                                            const float* b, int64_t ldb, int64_t ncols, float* c, int64_t ldc,
-                                            float alpha, bool accumulate) {
-  switch (rows) {
-    case 6:
-      MicroRows512<6>(K, a, a_rs, a_ks, b, ldb, ncols, c, ldc, alpha, accumulate);
-      break;
-    case 5:
-      MicroRows512<5>(K, a, a_rs, a_ks, b, ldb, ncols, c, ldc, alpha, accumulate);
-      break;
-    case 4:
-      MicroRows512<4>(K, a, a_rs, a_ks, b, ldb, ncols, c, ldc, alpha, accumulate);
-      break;
-    case 3:
-      MicroRows512<3>(K, a, a_rs, a_ks, b, ldb, ncols, c, ldc, alpha, accumulate);
-      break;
-    case 2:
-      MicroRows512<2>(K, a, a_rs, a_ks, b, ldb, ncols, c, ldc, alpha, accumulate);
-      break;
-    case 1:
-      MicroRows512<1>(K, a, a_rs, a_ks, b, ldb, ncols, c, ldc, alpha, accumulate);
-      break;
-    default:
-      break;
-  }
+inline void MicroGemmAvx512(int rows, int64_t K, const float* a, int64_t a_rs, int64_t a_ks, const float* b,
+                            int64_t ldb, int64_t ncols, float* c, int64_t ldc, float alpha, bool accumulate) {
+  static constexpr MicroRowsFn kRows[] = {nullptr,         MicroRows512<1>, MicroRows512<2>, MicroRows512<3>,
+                                          MicroRows512<4>, MicroRows512<5>, MicroRows512<6>};
+  if (rows >= 1 && rows <= kRowBlock) kRows[rows](K, a, a_rs, a_ks, b, ldb, ncols, c, ldc, alpha, accumulate);
 }
 
 #undef LOCKSTEP_AVX512
