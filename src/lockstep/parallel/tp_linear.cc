@@ -162,25 +162,17 @@ Variable RowParallelLinear(Tape& tape, TpContext& tp, const std::vector<Variable
         GatherCols(wj.data<float>(), w.data(), out, in_local, j * cw, cw);
         W = wj.data<float>();
       }
-      if (w.requires_grad()) {
-        if (gather) {
-          std::memset(dwj.data<float>(), 0, static_cast<size_t>(out * cw) * sizeof(float));
-          tensor::LinearBackward(nullptr, dwj.data<float>(), nullptr, dy, xs[j].data(), W, n, cw, out);
-          ScatterAddCols(w.GradAccumulate(), dwj.data<float>(), out, in_local, j * cw, cw);
-        } else if (xs[j].requires_grad()) {  // both products in one call (bf16 rounds dy once)
-          bool fresh = false;
-          float* dx = xs[j].GradForWrite(&fresh);
-          tensor::LinearBackward(dx, w.GradAccumulate(), nullptr, dy, xs[j].data(), W, n, cw, out, fresh ? 0.0f : 1.0f);
-          continue;
-        } else {
-          tensor::LinearBackward(nullptr, w.GradAccumulate(), nullptr, dy, xs[j].data(), W, n, cw, out);
-        }
+      if (w.requires_grad() && gather) {
+        std::memset(dwj.data<float>(), 0, static_cast<size_t>(out * cw) * sizeof(float));
+        tensor::LinearBackward(nullptr, dwj.data<float>(), nullptr, dy, xs[j].data(), W, n, cw, out);
+        ScatterAddCols(w.GradAccumulate(), dwj.data<float>(), out, in_local, j * cw, cw);
       }
-      if (xs[j].requires_grad()) {
-        bool fresh = false;
-        float* dx = xs[j].GradForWrite(&fresh);
-        tensor::Gemm(false, false, n, cw, out, 1.0f, dy, out, W, cw, fresh ? 0.0f : 1.0f, dx, cw);
-      }
+      // The input gradient (overwriting a fresh one) and, unsharded, the weight gradient in one
+      // call: bf16 rounds dy once for both.
+      bool fresh = false;
+      float* dx = xs[j].requires_grad() ? xs[j].GradForWrite(&fresh) : nullptr;
+      float* dw = w.requires_grad() && !gather ? w.GradAccumulate() : nullptr;
+      tensor::LinearBackward(dx, dw, nullptr, dy, xs[j].data(), W, n, cw, out, fresh ? 0.0f : 1.0f);
     }
   });
   return y;

@@ -265,6 +265,16 @@ struct Conv2d::Impl {
     return *slot;
   }
 
+  // The full plan's weight and bias gradients added into dw, db (db nullable) through the
+  // plan's scratch; returns the output gradient in the primitive's layout for backward-data.
+  memory AddWeightGrads(Plan& p, float* dw, float* db, const float* dout, const float* inp,
+                        const memory* ddst_ready = nullptr) {
+    memory ddst = RunBackwardWeights(p, dw_tmp.data(), db_tmp.data(), dout, inp, ddst_ready);
+    AddInPlace(dw, dw_tmp.data(), static_cast<int64_t>(dw_tmp.size()));
+    if (db) AddInPlace(db, db_tmp.data(), s.OC);
+    return ddst;
+  }
+
   // The fused conv + relu + pool runs where the full fp32 plan's output and both backward
   // primitives' output gradient are one blocked layout (not deterministic mode, whose plans
   // are plain, nor bf16): the block size, else 0.
@@ -349,7 +359,6 @@ void Conv2d::BackwardData(float* dinp, const float* dout, const float* w) {
 }
 
 void Conv2d::Backward(float* dinp, float* dw, float* db, const float* dout, const float* inp, const float* w) {
-  const Conv2dShape& s = shape_;
   // The shared reorder only where both primitives run on the full plan and read the output
   // gradient in one blocked layout; elsewhere the two calls as they are.
   const bool emulated_bf16 = ComputePrecision() == Precision::kBF16 && !UseNativeBf16();
@@ -359,9 +368,7 @@ void Conv2d::Backward(float* dinp, float* dw, float* db, const float* dout, cons
     BackwardData(dinp, dout, w);
     return;
   }
-  const memory ddst = RunBackwardWeights(*p, impl_->dw_tmp.data(), impl_->db_tmp.data(), dout, inp);
-  AddInPlace(dw, impl_->dw_tmp.data(), s.OC * s.IC * s.KH * s.KW);
-  if (db) AddInPlace(db, impl_->db_tmp.data(), s.OC);
+  const memory ddst = impl_->AddWeightGrads(*p, dw, db, dout, inp);
   RunBackwardData(*p, dinp, dout, w, &ddst);
 }
 
@@ -388,9 +395,7 @@ void Conv2d::BackwardReluPool(float* dinp, float* dw, float* db, const float* dp
     internal::ReluMaxPool2x2BackwardToBlocked(static_cast<float*>(p.bw_dst.get_data_handle()), argmax, pooled,
                                               dpooled, s.N, s.OC, s.OH(), s.OW(), block);
     const memory ddst = p.bw_dst;
-    RunBackwardWeights(p, impl_->dw_tmp.data(), impl_->db_tmp.data(), nullptr, inp, &ddst);
-    AddInPlace(dw, impl_->dw_tmp.data(), s.OC * s.IC * s.KH * s.KW);
-    if (db) AddInPlace(db, impl_->db_tmp.data(), s.OC);
+    impl_->AddWeightGrads(p, dw, db, nullptr, inp, &ddst);
     if (dinp != nullptr) RunBackwardData(p, dinp, nullptr, w, &ddst);
     return;
   }
@@ -409,9 +414,7 @@ void Conv2d::BackwardWeights(float* dw, float* db, const float* dout, const floa
   dout = impl_->Rounded(0, dout, s.N * s.OC * s.OH() * s.OW());
   inp = impl_->Rounded(1, inp, s.N * s.IC * s.H * s.W);
   if (!DeterministicCompute()) {
-    RunBackwardWeights(impl_->Full(), impl_->dw_tmp.data(), impl_->db_tmp.data(), dout, inp);
-    AddInPlace(dw, impl_->dw_tmp.data(), wsz);
-    if (db) AddInPlace(db, impl_->db_tmp.data(), s.OC);
+    impl_->AddWeightGrads(impl_->Full(), dw, db, dout, inp);
     return;
   }
   Plan& p = impl_->DetPlan();
