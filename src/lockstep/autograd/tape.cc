@@ -17,6 +17,13 @@ bool Tape::ShouldRecord(std::initializer_list<const Variable*> inputs) const {
   return false;
 }
 
+void Tape::BorrowPool(BufferPool* pool) {
+  LS_CHECK(ops_.empty() && !in_backward_) << "Tape::BorrowPool with recorded ops";
+  own_pool_.Release();
+  pool_ = pool != nullptr ? pool : &own_pool_;
+  borrowed_ = pool != nullptr;
+}
+
 Variable Tape::NewActivation(const tensor::Shape& shape, bool requires_grad) {
   return Variable::Activation(pool_->Empty(shape), requires_grad, pool_);
 }

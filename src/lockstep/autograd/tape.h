@@ -45,6 +45,12 @@ class Tape {
   // recompute (autograd/recompute.h) runs a block's forward and backward on such a tape
   // inside the outer tape's backward, sharing its buffers.
   explicit Tape(BufferPool* borrowed) : pool_(borrowed), borrowed_(true) {}
+  // From now on draws from `pool` (never recycling it), or from its own pool again when null.
+  // A model's evaluation tape borrows the training tape's pool: evaluation runs between steps,
+  // when that pool's buffers are all free, so validation needs no memory of its own (with a
+  // pool of its own it held a few layers' buffers on top of the training step's, and kept
+  // them between evaluations). Only while nothing is recorded.
+  void BorrowPool(BufferPool* pool);
   Tape(const Tape&) = delete;
   Tape& operator=(const Tape&) = delete;
   ~Tape();

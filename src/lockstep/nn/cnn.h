@@ -33,6 +33,7 @@ class Cnn : public Model {
   // in.features [batch, 1, 28, 28], in.labels [batch].
   autograd::Variable Loss(autograd::Tape& tape, const ModelInput& in) override;
   EvalResult Evaluate(const ModelInput& in) override;
+  void set_eval_pool(autograd::BufferPool* pool) override { eval_tape_.BorrowPool(pool); }
   double TrainFlopsPerSample() const override;
   std::string name() const override { return "cnn"; }
   // Images of 28 x 28 = 784 features and a label in [0, 10).

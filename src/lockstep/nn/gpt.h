@@ -74,6 +74,7 @@ class Gpt : public Model {
   const ParameterStore& params() const override { return ps_; }
   autograd::Variable Loss(autograd::Tape& tape, const ModelInput& in) override;
   EvalResult Evaluate(const ModelInput& in) override;
+  void set_eval_pool(autograd::BufferPool* pool) override { eval_tape_.BorrowPool(pool); }
   double TrainFlopsPerSample() const override;
   std::string name() const override { return "gpt"; }
   Status CheckLayout(const SampleLayout& layout) const override { return CheckGptLayout(c_, layout); }

@@ -56,6 +56,10 @@ class Model {
   // Forward only. The default runs Loss() on a no-grad tape and counts every row (loss_sum =
   // mean loss x batch, no accuracy); classifiers override it to count correct rows.
   virtual EvalResult Evaluate(const ModelInput& in);
+  // Evaluate draws its buffers from `pool` (the training tape's, free between steps) instead
+  // of a pool of its own; null goes back to its own. Models that keep no evaluation tape
+  // ignore it.
+  virtual void set_eval_pool(autograd::BufferPool* pool) {}
 
   // Forward + backward FLOPs of one sample (a sequence, an image): 3x the forward
   // matmul/convolution FLOPs (2 per multiply-accumulate), attention QK^T and AV counted

@@ -60,6 +60,7 @@ class GptShard : public StageModel {
   tensor::Shape ActivationShape(const nn::ModelInput& in) const override { return {in.batch, in.seq, o_.model.width}; }
   autograd::Variable Forward(autograd::Tape& tape, const nn::ModelInput& in, const autograd::Variable& x) override;
   nn::EvalResult Evaluate(const nn::ModelInput& in, const float* x, float* out) override;
+  void set_eval_pool(autograd::BufferPool* pool) override { eval_tape_.BorrowPool(pool); }
   std::string name() const override { return "gpt"; }
   double TrainFlopsPerSample() const override { return nn::GptTrainFlopsPerSample(o_.model); }
 

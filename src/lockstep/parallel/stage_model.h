@@ -59,6 +59,8 @@ class StageModel {
   // Forward without gradients. Non-last stages write the activation into `out`
   // (ActivationShape floats) and return {}; the last stage returns the loss statistics.
   virtual nn::EvalResult Evaluate(const nn::ModelInput& in, const float* x, float* out) = 0;
+  // As nn::Model::set_eval_pool.
+  virtual void set_eval_pool(autograd::BufferPool* pool) = 0;
 
   virtual std::string name() const = 0;
   // Forward + backward FLOPs of one sample of the WHOLE model (throughput figures).
@@ -81,6 +83,7 @@ class WholeModel : public StageModel {
   tensor::Shape ActivationShape(const nn::ModelInput&) const override { return {}; }
   autograd::Variable Forward(autograd::Tape& tape, const nn::ModelInput& in, const autograd::Variable& x) override;
   nn::EvalResult Evaluate(const nn::ModelInput& in, const float* x, float* out) override;
+  void set_eval_pool(autograd::BufferPool* pool) override { model_->set_eval_pool(pool); }
   std::string name() const override { return model_->name(); }
   double TrainFlopsPerSample() const override { return model_->TrainFlopsPerSample(); }
   nn::Model& model() { return *model_; }

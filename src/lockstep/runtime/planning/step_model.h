@@ -59,7 +59,9 @@ struct StageCost {
   int64_t saved_bytes = 0;         // activations held per micro-batch in flight
   int64_t workspace_bytes = 0;     // on top of them while a piece runs
   // Evaluation's forward without gradients, through buffers of its own, while the training
-  // buffers stay pooled for the next step: on top of the training peak.
+  // buffers stay pooled for the next step: on top of the training peak with a pipeline;
+  // without one, evaluation runs in the step's pool (Trainer::EvaluateLocal), so the peak is
+  // the larger of the two.
   int64_t eval_bytes = 0;
   int64_t send_bytes = 0;                  // activation sent to the next stage (and its gradient back)
   std::vector<int64_t> param_numels;       // local parameters in forward order (exact)

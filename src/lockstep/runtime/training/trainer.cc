@@ -177,7 +177,11 @@ Status Trainer::Setup() {
   schedule_.emplace(sched);
   ddp_ = std::make_unique<parallel::DataParallel>(mesh_.dp, &model_->params(), plan_.run.train.bucket_bytes);
   ddp_->set_bf16_reduction(bf16_grads());
-  if (dims().pp > 1) pipeline_ = std::make_unique<PipelineRunner>(model_.get(), mesh_.pp, plan_.layout.schedule);
+  if (dims().pp > 1) {
+    pipeline_ = std::make_unique<PipelineRunner>(model_.get(), mesh_.pp, plan_.layout.schedule);
+  } else {
+    model_->set_eval_pool(&tape_.pool());  // validation reuses the step's buffers
+  }
   if (plan_.run.checkpoint.async && sharded_state()) {
     LS_ASSIGN_OR_RETURN(ckpt_comm_, world_comm_->Split(0, rank_));
   }
@@ -291,7 +295,17 @@ nlohmann::json Trainer::StartRow() const {
 // Validation sums of this rank's replica: the rows of its dp shard, through the pipeline when
 // there is one; only the replica's reporting rank (last stage, tp rank 0) returns non-zero sums.
 Result<EvalSums> Trainer::EvaluateLocal() {
+  const int64_t step_rows = data_->train_rows() / plan_.run.train.accum_steps;
+  bool released = false;
   return runtime::EvaluateLocal(*data_, [&](const nn::ModelInput& rows) -> Result<nn::EvalResult> {
+    // Without a pipeline, validation draws from the step's pool (set_eval_pool): batches of the
+    // step's micro-batch rows reuse its buffers. Any other size would be new buffers on top of
+    // the pooled ones, so the pool first lets go of its free buffers (the next step maps them
+    // again) and the peak stays the larger of step and evaluation, never their sum.
+    if (!pipeline_ && !released && rows.batch != step_rows) {
+      tape_.pool().Release();
+      released = true;
+    }
     nn::EvalResult r;
     if (pipeline_) {
       LS_ASSIGN_OR_RETURN(r, pipeline_->Evaluate(rows));

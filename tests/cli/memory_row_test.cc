@@ -1,0 +1,38 @@
+// The memory row against what the process really holds (issue 14, "memory at the formula").
+// Validation borrows the training step's activation buffers (they are all free between steps),
+// so evaluating never raises a worker's activation peak above the step's own: the row written
+// after the first step, before any validation, already shows the run's peak.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "cli_test_util.h"
+
+namespace lockstep::testing {
+namespace {
+
+// Rank 0's memory rows, in file order.
+std::vector<nlohmann::json> RankZeroRows(const std::string& dir) {
+  std::vector<nlohmann::json> rows;
+  for (const nlohmann::json& j : Events(dir, "memory"))
+    if (j.value("rank", -1) == 0) rows.push_back(j);
+  return rows;
+}
+
+TEST(MemoryRow, ValidationDoesNotRaiseTheActivationPeak) {
+  // Validation after steps 2 and 4 and at the end; the first row is written after step 1.
+  const std::string dir = TrainTiny("memory-eval", 4, 0, {"--set", "eval.every=2"});
+  int validations = 0;
+  for (const std::string& line : ReadLines(dir + "/metrics.jsonl"))
+    validations += nlohmann::json::parse(line).contains("val_loss") ? 1 : 0;
+  EXPECT_GE(validations, 2) << "the run did not validate between steps";
+  const std::vector<nlohmann::json> rows = RankZeroRows(dir);
+  ASSERT_GE(rows.size(), 2u) << dir;
+  EXPECT_EQ(rows.front()["step"], 1);
+  EXPECT_GT(rows.front()["peak_activation_bytes"].get<int64_t>(), 0);
+  EXPECT_EQ(rows.back()["peak_activation_bytes"], rows.front()["peak_activation_bytes"])
+      << "first row: " << rows.front().dump() << "\nlast row: " << rows.back().dump();
+}
+
+}  // namespace
+}  // namespace lockstep::testing
