@@ -129,7 +129,12 @@ TEST(Elastic, LayoutThatCannotShrinkIsRefused) {
 // shrinks again at once, without a same-size retry. Losses and returns alternate, and the
 // weights are still the uninterrupted run's.
 TEST(Elastic, GrowsBackAtCheckpointsAndStillMatches) {
-  const std::vector<std::string> four = {"--nproc", "4", "--deterministic"};
+  // A larger model than the tiny default: the supervisor looks for new checkpoints every 100 ms,
+  // so the 2-worker run must still be training well after step 8's commit for the world to grow
+  // there (the tiny model finished all 24 steps in about that time, and the test was flaky).
+  const std::vector<std::string> four = {"--nproc",          "4",     "--deterministic",       "--set",
+                                         "model.layers=2",   "--set", "model.width=128",       "--set",
+                                         "model.context=64"};
   constexpr int kLongSteps = 24;
   const std::string want = DoneHash(TrainTiny("el-grow-full", kLongSteps, 4, four));
   const std::string dir = MakeTempDir("el-grow");
