@@ -34,5 +34,20 @@ TEST(MemoryRow, ValidationDoesNotRaiseTheActivationPeak) {
       << "first row: " << rows.front().dump() << "\nlast row: " << rows.back().dump();
 }
 
+// The row carries the process's resident set: at the start of the workers (the binary, its
+// libraries and the job's data) and at its peak, which holds at least the model states the
+// row counts on top of that start (they are written, so resident).
+TEST(MemoryRow, ResidentSetCoversTheBaselineAndTheModelStates) {
+  const std::string dir = TrainTiny("memory-rss", 2, 0, {});
+  const nlohmann::json row = LastMemoryRow(dir);
+  ASSERT_TRUE(row.contains("rss_peak_bytes")) << row.dump();
+  const int64_t baseline = row["rss_baseline_bytes"], peak = row["rss_peak_bytes"];
+  const int64_t states = row["params_bytes"].get<int64_t>() + row["grads_bytes"].get<int64_t>() +
+                         row["optimizer_bytes"].get<int64_t>();
+  EXPECT_GT(baseline, 1 << 20) << row.dump();
+  EXPECT_GE(peak, baseline + states) << row.dump();
+  EXPECT_EQ(row["workspace_bytes"], 0) << "a GPT keeps no convolution plans: " << row.dump();
+}
+
 }  // namespace
 }  // namespace lockstep::testing

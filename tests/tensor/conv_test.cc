@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "lockstep/tensor/kernels.h"
+#include "lockstep/tensor/memory.h"
 #include "lockstep/tensor/threads.h"
 #include "tensor/tensor_test_util.h"
 
@@ -164,6 +165,35 @@ TEST(Conv2d, ReluPoolFusedFirstLayer) { CheckReluPoolFused({8, 1, 28, 28, 32, 3,
 TEST(Conv2d, ReluPoolFusedSecondLayer) { CheckReluPoolFused({4, 32, 14, 14, 64, 3, 3, 1, 1}, false, 40); }
 TEST(Conv2d, ReluPoolFusedOddChannels) { CheckReluPoolFused({2, 3, 8, 8, 5, 3, 3, 1, 1}, false, 50); }
 TEST(Conv2d, ReluPoolFusedDeterministic) { CheckReluPoolFused({16, 32, 14, 14, 64, 3, 3, 1, 1}, true, 60); }
+// Input and output of one layout: a plan shares buffers within a role (source-shaped,
+// output-shaped), never between the input and the output of one primitive.
+TEST(Conv2d, SameShapedInputAndOutput) { CheckConv({4, 16, 14, 14, 16, 3, 3, 1, 1}, false, 1); }
+TEST(Conv2d, ReluPoolFusedSameShapedInputAndOutput) { CheckReluPoolFused({4, 16, 14, 14, 16, 3, 3, 1, 1}, false, 70); }
+
+// A blocked plan's buffers are counted in the tracker current when it was made (the memory
+// row's workspace_bytes), do not grow with calls, hold one buffer per role and layout (not
+// one per primitive), and are freed into that tracker with the plan.
+TEST(Conv2d, PlanBuffersAreCountedWorkspace) {
+  const Conv2dShape s{16, 32, 14, 14, 64, 3, 3, 1, 1};  // the CNN's second layer
+  const int64_t in_n = s.N * s.IC * s.H * s.W, w_n = s.OC * s.IC * s.KH * s.KW, out_n = s.N * s.OC * s.OH() * s.OW();
+  MemoryTracker tracker;
+  {
+    ScopedTracker scope(&tracker);
+    Conv2d conv(s);
+    const int64_t made = tracker.Current(MemoryTag::kWorkspace);
+    auto x = RandomVector(in_n, 1), w = RandomVector(w_n, 2), b = RandomVector(s.OC, 3), g = RandomVector(out_n, 4);
+    std::vector<float> out(out_n), dinp(in_n), dw(w_n, 0.0f), db(s.OC, 0.0f);
+    for (int i = 0; i < 2; ++i) {
+      conv.Forward(out.data(), x.data(), w.data(), b.data());
+      conv.Backward(dinp.data(), dw.data(), db.data(), g.data(), x.data(), w.data());
+    }
+    EXPECT_EQ(tracker.Current(MemoryTag::kWorkspace), made);
+    EXPECT_EQ(tracker.Peak(MemoryTag::kWorkspace), made);
+    // At most one source-, one output- and three weight-shaped buffers (0 on a plain plan).
+    EXPECT_LE(made, static_cast<int64_t>(sizeof(float)) * (in_n + out_n + 3 * w_n));
+  }
+  EXPECT_EQ(tracker.Current(MemoryTag::kWorkspace), 0);
+}
 
 }  // namespace
 }  // namespace lockstep::tensor

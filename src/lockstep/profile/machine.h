@@ -2,6 +2,7 @@
 // metrics.jsonl, the report's header).
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 namespace lockstep::profile {
@@ -11,5 +12,10 @@ std::string ProcessorDescription();
 
 // This machine's host name ("?" where it cannot be read).
 std::string HostName();
+
+// The process's resident set now, and its peak so far (getrusage), in bytes; 0 where they
+// cannot be read. Process-wide: rank threads of one process share them.
+int64_t ResidentBytes();
+int64_t PeakResidentBytes();
 
 }  // namespace lockstep::profile

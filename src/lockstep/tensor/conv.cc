@@ -19,12 +19,14 @@
 
 #include <omp.h>
 
+#include <memory>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <vector>
 
 #include "lockstep/tensor/bf16_ops.h"
 #include "lockstep/tensor/check.h"
 #include "lockstep/tensor/kernels.h"
+#include "lockstep/tensor/memory.h"
 #include "lockstep/tensor/pool_blocked.h"
 #include "lockstep/tensor/precision.h"
 #include "lockstep/tensor/threads.h"
@@ -69,8 +71,10 @@ struct Plan {
   dnnl::convolution_forward fwd;
   dnnl::convolution_backward_data bwd_data;
   dnnl::convolution_backward_weights bwd_w;
-  // Plan-owned buffers in the primitives' layouts (only used for blocked plans).
+  // Plan-owned buffers in the primitives' layouts (only used for blocked plans), over storage
+  // counted in the memory tracker (MemoryTag::kWorkspace) that was current when the plan was made.
   memory fwd_src, fwd_wei, fwd_dst, bd_dst, bd_wei, bd_src, bw_src, bw_dst, bw_wei;
+  std::vector<std::shared_ptr<void>> storage;
 };
 
 memory::dims Dims4(int64_t a, int64_t b, int64_t c, int64_t d) { return {a, b, c, d}; }
@@ -118,16 +122,33 @@ Plan MakePlan(const Conv2dShape& s, int64_t mb, Layouts blocked, bool bf16 = fal
   p.fwd = dnnl::convolution_forward(p.fwd_pd);
   p.bwd_data = dnnl::convolution_backward_data(p.bwd_data_pd);
   p.bwd_w = dnnl::convolution_backward_weights(p.bwd_w_pd);
-  auto own = [&](const memory::desc& d, const memory::desc& plain) { return d == plain ? memory() : memory(d, eng); };
-  p.fwd_src = own(p.fwd_pd.src_desc(), p.src_plain);
-  p.fwd_wei = own(p.fwd_pd.weights_desc(), p.wei_plain);
-  p.fwd_dst = own(p.fwd_pd.dst_desc(), p.dst_plain);
-  p.bd_dst = own(p.bwd_data_pd.diff_dst_desc(), p.dst_plain);
-  p.bd_wei = own(p.bwd_data_pd.weights_desc(), p.wei_plain);
-  p.bd_src = own(p.bwd_data_pd.diff_src_desc(), p.src_plain);
-  p.bw_src = own(p.bwd_w_pd.src_desc(), p.src_plain);
-  p.bw_dst = own(p.bwd_w_pd.diff_dst_desc(), p.dst_plain);
-  p.bw_wei = own(p.bwd_w_pd.diff_weights_desc(), p.wei_plain);
+  // A plan's buffers live only within one call: the forward's; or the backward's, which takes
+  // the weight gradient before the data gradient (RunBackwardWeights then RunBackwardData), so
+  // the source reordered for the first is dead when the second writes its input gradient. So
+  // buffers of one role (source-shaped, output-shaped) with equal layouts are one buffer: the
+  // output gradient's reorder and the forward's blocked output share memory, and so on.
+  std::vector<memory> src_role, dst_role, wei_role;
+  auto own = [&](const memory::desc& d, const memory::desc& plain, std::vector<memory>& role) {
+    if (d == plain) return memory();
+    for (const memory& m : role)
+      if (m.get_desc() == d) return m;
+    const size_t bytes = d.get_size();
+    void* ptr = AlignedAlloc(bytes, MemoryTag::kWorkspace);
+    if (ptr == nullptr) ExitIfLimitExceeded(bytes, MemoryTag::kWorkspace, "a convolution's blocked operand");
+    LS_CHECK(ptr != nullptr) << "cannot allocate " << bytes << " bytes for a convolution's blocked operand";
+    p.storage.emplace_back(ptr, [bytes](void* q) { AlignedFree(q, bytes, MemoryTag::kWorkspace); });
+    role.emplace_back(d, eng, ptr);
+    return role.back();
+  };
+  p.fwd_src = own(p.fwd_pd.src_desc(), p.src_plain, src_role);
+  p.fwd_wei = own(p.fwd_pd.weights_desc(), p.wei_plain, wei_role);
+  p.fwd_dst = own(p.fwd_pd.dst_desc(), p.dst_plain, dst_role);
+  p.bd_dst = own(p.bwd_data_pd.diff_dst_desc(), p.dst_plain, dst_role);
+  p.bd_wei = own(p.bwd_data_pd.weights_desc(), p.wei_plain, wei_role);
+  p.bd_src = own(p.bwd_data_pd.diff_src_desc(), p.src_plain, src_role);
+  p.bw_src = own(p.bwd_w_pd.src_desc(), p.src_plain, src_role);
+  p.bw_dst = own(p.bwd_w_pd.diff_dst_desc(), p.dst_plain, dst_role);
+  p.bw_wei = own(p.bwd_w_pd.diff_weights_desc(), p.wei_plain, wei_role);
   LS_CHECK(p.bwd_w_pd.diff_bias_desc() == p.bias_plain) << "oneDNN chose a blocked bias layout";
   return p;
 }

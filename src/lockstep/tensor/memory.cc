@@ -44,6 +44,8 @@ const char* MemoryTagName(MemoryTag tag) {
       return "other";
     case MemoryTag::kParameterCopy:
       return "bf16 parameter copy";
+    case MemoryTag::kWorkspace:
+      return "workspace";
   }
   return "?";
 }

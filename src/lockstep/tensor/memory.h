@@ -13,8 +13,10 @@
 namespace lockstep::tensor {
 
 // kParameterCopy: the bf16 copy of the weights that mixed precision makes once per step.
-enum class MemoryTag : uint8_t { kParameter, kGradient, kOptimizer, kActivation, kOther, kParameterCopy };
-inline constexpr int kNumMemoryTags = 6;
+// kWorkspace: buffers a kernel keeps between calls (a convolution plan's operands in oneDNN's
+// blocked layouts), sized by the shapes it runs, not by what a step saves.
+enum class MemoryTag : uint8_t { kParameter, kGradient, kOptimizer, kActivation, kOther, kParameterCopy, kWorkspace };
+inline constexpr int kNumMemoryTags = 7;
 const char* MemoryTagName(MemoryTag tag);
 
 class MemoryTracker {

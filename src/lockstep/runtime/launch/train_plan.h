@@ -40,6 +40,9 @@ struct TrainPlan {
   // --init-from: the starting weights (full canonical tensors, shared read-only by the ranks
   // of this process); null: the model's initialisation. Not used when resuming.
   std::shared_ptr<const parallel::CanonicalTensors> init_weights;
+  // The process's resident set once the plan is made (libraries, runtime, the job's data
+  // loaded) and before any worker builds a model: what the memory row's sums sit on top of.
+  int64_t rss_baseline_bytes = 0;
 };
 
 // Reads the config, applies overrides and flags, validates every key and value (bad input

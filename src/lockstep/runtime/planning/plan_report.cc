@@ -85,7 +85,8 @@ nlohmann::ordered_json PlanResult::ToJson() const {
     const StageMemory& m0 = p.memory.at(0);
     j["rank0"] = {{"params_bytes", m0.params_bytes},         {"grads_bytes", m0.grads_bytes},
                   {"optimizer_bytes", m0.optimizer_bytes},   {"in_flight_bytes", m0.in_flight_bytes},
-                  {"activation_bytes", m0.activation_bytes}, {"peak_bytes", m0.peak_bytes}};
+                  {"activation_bytes", m0.activation_bytes}, {"kernel_bytes", m0.kernel_bytes},
+                  {"peak_bytes", m0.peak_bytes}};
     if (c.interleave > 1) j["interleave"] = c.interleave;
     j["micro_rows"] = c.micro_rows;
     j["compute_ms"] = p.compute_ms;

@@ -84,6 +84,7 @@ class PieceRun {
       std::fill(grad.data<float>(), grad.data<float>() + grad.numel(), 1e-3f);
     }
     const int64_t before = mem.Current(MemoryTag::kActivation);
+    const int64_t kernels_before = mem.Current(MemoryTag::kWorkspace);
     mem.ResetPeak();
     Stopwatch clock;
     Variable out = m_->Forward(tape_, *in_, x);
@@ -99,6 +100,7 @@ class PieceRun {
       cost_.saved_bytes = after - before;
       cost_.peak_bytes = std::max(cost_.saved_bytes, mem.Peak(MemoryTag::kActivation) - before);
       MeasureEvaluation(mem);
+      cost_.kernel_bytes = mem.Current(MemoryTag::kWorkspace) - kernels_before;  // plans made by both
     } else {
       fwd_.push_back(f);
       bwd_.push_back(b);
@@ -234,6 +236,7 @@ PieceCost MedianOf(const std::vector<PieceCost>& v) {
     out.saved_bytes = std::max(out.saved_bytes, c.saved_bytes);
     out.peak_bytes = std::max(out.peak_bytes, c.peak_bytes);
     out.eval_peak_bytes = std::max(out.eval_peak_bytes, c.eval_peak_bytes);
+    out.kernel_bytes = std::max(out.kernel_bytes, c.kernel_bytes);
   }
   out.fwd_ms = Median(f);
   out.bwd_ms = Median(b);
@@ -245,11 +248,13 @@ nlohmann::json PieceJson(const PieceCost& c) {
           {"bwd_ms", c.bwd_ms},
           {"saved_bytes", c.saved_bytes},
           {"peak_bytes", c.peak_bytes},
-          {"eval_peak_bytes", c.eval_peak_bytes}};
+          {"eval_peak_bytes", c.eval_peak_bytes},
+          {"kernel_bytes", c.kernel_bytes}};
 }
 PieceCost PieceFromJson(const nlohmann::json& j) {
   return {j.at("fwd_ms").get<double>(), j.at("bwd_ms").get<double>(), j.at("saved_bytes").get<int64_t>(),
-          j.at("peak_bytes").get<int64_t>(), j.at("eval_peak_bytes").get<int64_t>()};
+          j.at("peak_bytes").get<int64_t>(), j.at("eval_peak_bytes").get<int64_t>(),
+          j.at("kernel_bytes").get<int64_t>()};
 }
 
 }  // namespace

@@ -118,8 +118,9 @@ StageMemory MemoryOf(const LayoutInput& in, const StageCost& s, int stage) {
   const int in_flight = in.pp > 1 ? parallel::MaxInFlight(in.schedule, in.pp, stage, in.micros) : 1;
   const int64_t step = in_flight * s.saved_bytes + s.workspace_bytes;
   mem.activation_bytes = in.pp == 1 ? std::max(step, s.eval_bytes) : step + s.eval_bytes;
-  mem.peak_bytes =
-      mem.params_bytes + mem.grads_bytes + mem.optimizer_bytes + mem.in_flight_bytes + mem.activation_bytes;
+  mem.kernel_bytes = s.kernel_bytes;
+  mem.peak_bytes = mem.params_bytes + mem.grads_bytes + mem.optimizer_bytes + mem.in_flight_bytes +
+                   mem.activation_bytes + mem.kernel_bytes;
   return mem;
 }
 
@@ -147,6 +148,7 @@ StageCost ComposeStage(const StagePieces& p, const ComputeOptions& o) {
     s.fwd_ms += times * c.fwd_ms;
     s.bwd_ms += times * (c.bwd_ms + (recompute ? c.fwd_ms : 0.0));
     s.saved_bytes += times * kept;
+    s.kernel_bytes += times * c.kernel_bytes;
     s.workspace_bytes = std::max(s.workspace_bytes, c.peak_bytes - kept);
   };
   if (p.has_embedding) add(p.embedding, 1, false);

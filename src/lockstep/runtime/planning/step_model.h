@@ -29,6 +29,8 @@ struct PieceCost {
   int64_t saved_bytes = 0;      // activations its forward leaves for its backward
   int64_t peak_bytes = 0;       // most activation bytes it holds at once in forward + backward (>= saved)
   int64_t eval_peak_bytes = 0;  // most bytes a forward without gradients (evaluation) holds
+  int64_t kernel_bytes = 0;     // buffers its kernels keep between calls (convolution plans: the
+                                // memory row's workspace_bytes)
 };
 
 // train.precision and train.recompute as the model applies them (the assumptions are in
@@ -63,6 +65,7 @@ struct StageCost {
   // without one, evaluation runs in the step's pool (Trainer::EvaluateLocal), so the peak is
   // the larger of the two.
   int64_t eval_bytes = 0;
+  int64_t kernel_bytes = 0;                // kept by the pieces' kernels (PieceCost::kernel_bytes)
   int64_t send_bytes = 0;                  // activation sent to the next stage (and its gradient back)
   std::vector<int64_t> param_numels;       // local parameters in forward order (exact)
   std::vector<std::pair<int, int>> units;  // ZeRO units: parameter index ranges [first, end)
@@ -88,6 +91,7 @@ struct StageMemory {
   int64_t params_bytes = 0, grads_bytes = 0, optimizer_bytes = 0;  // as the memory row counts them
   int64_t in_flight_bytes = 0;  // ZeRO-2 gradient units, ZeRO-3 gathered units (and bf16 copies)
   int64_t activation_bytes = 0;
+  int64_t kernel_bytes = 0;  // StageCost::kernel_bytes
   int64_t peak_bytes = 0;
 };
 

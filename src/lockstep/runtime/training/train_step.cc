@@ -35,6 +35,7 @@ Status Trainer::SingleStageStep(StepCompute* c) {
       ddp_->Disarm(tape_);
     autograd::Variable loss =
         Traced("forward", "compute", [&] { return model_->Forward(tape_, data_->TrainRows(m * micro, micro), {}); });
+    NoteSavedActivations();
     const float scale = static_cast<float>(micro / global);
     loss_sum += ScalarOf(loss) * static_cast<double>(scale);
     Traced("backward", "compute", [&] { tape_.Backward(loss, scale); });
@@ -99,6 +100,7 @@ Status Trainer::DeterministicStep(StepCompute* c) {
     if (zero_units_) zero_units_->SetContribution(slot);  // each unit's gradient lands there
     autograd::Variable loss =
         Traced("forward", "compute", [&] { return model_->Forward(tape_, data_->TrainRows(k * shard, shard), {}); });
+    NoteSavedActivations();
     shard_losses_[k] = ScalarOf(loss) * scale;
     Traced("backward", "compute", [&] { tape_.Backward(loss, scale); });
     if (!zero_units_) std::memcpy(slot, params.flat_grads(), n * sizeof(float));

@@ -193,6 +193,12 @@ class Trainer {
   std::unique_ptr<parallel::ZeroUnits> zero_units_;       // ZeRO-2/3: unit-wise gradients (and parameters)
   tensor::MemoryTracker* memory_;
   int64_t optimizer_reserved_ = 0;  // optimizer-state bytes counted in memory_ (optim/ uses plain vectors)
+  // Activation bytes alive when the first backward of this start begins: what the forward
+  // saved, measured before the pool holds any idle buffers (-1 until then; one stage only).
+  int64_t saved_activation_bytes_ = -1;
+  void NoteSavedActivations() {
+    if (saved_activation_bytes_ < 0) saved_activation_bytes_ = memory_->Current(tensor::MemoryTag::kActivation);
+  }
   std::vector<std::string> hosts_;  // every rank's host name, in rank order (rank 0 only)
   std::optional<StragglerDetector> stragglers_;
   StageBalanceMeter stage_balance_;

@@ -5,6 +5,7 @@
 
 #include "lockstep/core/log.h"
 #include "lockstep/nn/gpt.h"
+#include "lockstep/profile/machine.h"
 #include "lockstep/runtime/interop/gpt_weights.h"
 #include "lockstep/runtime/recovery/fault_injection.h"
 #include "lockstep/runtime/recovery/stage_checkpoint.h"
@@ -143,6 +144,12 @@ nlohmann::json Trainer::MemoryRow() {
                                        memory_->PeakTotal()};
   nlohmann::json row = MemoryRowOf(rank_, mine);
   row["bf16_weights_bytes"] = memory_->Current(tensor::MemoryTag::kParameterCopy);
+  row["workspace_bytes"] = memory_->Peak(tensor::MemoryTag::kWorkspace);
+  if (saved_activation_bytes_ >= 0) row["saved_activation_bytes"] = saved_activation_bytes_;
+  // The process's resident set (all its rank threads): at the start of the workers and at its
+  // peak so far, to hold the sums above against (docs/memory.md).
+  row["rss_baseline_bytes"] = plan_.rss_baseline_bytes;
+  row["rss_peak_bytes"] = profile::PeakResidentBytes();
   if (plan_.layout.gpt) {
     int in_flight = 1;
     int64_t rows = 0;
