@@ -188,9 +188,8 @@ struct WorkerResult {
 // One worker of a tp group: every rows value of `rows` at this tp degree. The timed passes go
 // round all of them in turn, so a burst of load from other processes hits every shape alike.
 // `passes` lines the workers up at the start of every pass, as a training step's gradient
-// synchronisation does: unaligned, a worker set up faster than the others timed its pieces
-// while they were still building models, and with more workers than cores that measured a
-// core each (gpt-tiny on 4 workers and 2 cores: predicted 21 ms a step, trained in 42-69).
+// synchronisation does, so they compute at the same time: unaligned, a worker set up faster
+// than the others timed its pieces while they were still building their models.
 WorkerResult MeasureOnWorker(const ProfileRequest& req, int tp_degree, const std::vector<int64_t>& rows,
                              std::shared_ptr<comm::Communicator> tp, bool optimizer, std::barrier<>* passes) {
   WorkerResult r;
