@@ -19,9 +19,12 @@ std::vector<nlohmann::json> RankZeroRows(const std::string& dir) {
   return rows;
 }
 
-TEST(MemoryRow, ValidationDoesNotRaiseTheActivationPeak) {
+void ExpectValidationWithinTheStepPeak(const std::string& name, const std::vector<std::string>& layout) {
+  SCOPED_TRACE(name);
   // Validation after steps 2 and 4 and at the end; the first row is written after step 1.
-  const std::string dir = TrainTiny("memory-eval", 4, 0, {"--set", "eval.every=2"});
+  std::vector<std::string> extra = {"--set", "eval.every=2"};
+  extra.insert(extra.end(), layout.begin(), layout.end());
+  const std::string dir = TrainTiny("memory-eval", 4, 0, extra);
   int validations = 0;
   for (const std::string& line : ReadLines(dir + "/metrics.jsonl"))
     validations += nlohmann::json::parse(line).contains("val_loss") ? 1 : 0;
@@ -32,6 +35,14 @@ TEST(MemoryRow, ValidationDoesNotRaiseTheActivationPeak) {
   EXPECT_GT(rows.front()["peak_activation_bytes"].get<int64_t>(), 0);
   EXPECT_EQ(rows.back()["peak_activation_bytes"], rows.front()["peak_activation_bytes"])
       << "first row: " << rows.front().dump() << "\nlast row: " << rows.back().dump();
+}
+
+TEST(MemoryRow, ValidationDoesNotRaiseTheActivationPeak) {
+  ExpectValidationWithinTheStepPeak("one worker", {});
+  // Stage 0 of a pipeline (one micro-batch: the evaluation's batch size): evaluation draws from
+  // the first slot's pool.
+  ExpectValidationWithinTheStepPeak("pipeline", {"--nproc", "2", "--layout", "pp=2", "--set", "model.layers=2", "--set",
+                                                 "train.pp_microbatches=1"});
 }
 
 // The row carries the process's resident set: at the start of the workers (the binary, its

@@ -60,10 +60,8 @@ struct StageCost {
   bool tp_comm_in_compute = true;  // measured inside fwd/bwd (a profile) or to add (a described machine)
   int64_t saved_bytes = 0;         // activations held per micro-batch in flight
   int64_t workspace_bytes = 0;     // on top of them while a piece runs
-  // Evaluation's forward without gradients, through buffers of its own, while the training
-  // buffers stay pooled for the next step: on top of the training peak with a pipeline;
-  // without one, evaluation runs in the step's pool (Trainer::EvaluateLocal), so the peak is
-  // the larger of the two.
+  // Evaluation's forward without gradients. It runs in the step's pools (Trainer::
+  // EvaluateLocal), so the peak is the larger of the two, never their sum.
   int64_t eval_bytes = 0;
   int64_t kernel_bytes = 0;                // kept by the pieces' kernels (PieceCost::kernel_bytes)
   int64_t send_bytes = 0;                  // activation sent to the next stage (and its gradient back)

@@ -37,7 +37,13 @@ Status WaitFor(comm::WorkHandle& w) {
 
 PipelineRunner::PipelineRunner(parallel::StageModel* model, std::shared_ptr<comm::Communicator> pp,
                                parallel::PipeSchedule schedule)
-    : model_(model), pp_(std::move(pp)), schedule_(schedule), stages_(pp_->size()), stage_(pp_->rank()) {}
+    : model_(model), pp_(std::move(pp)), schedule_(schedule), stages_(pp_->size()), stage_(pp_->rank()) {
+  model_->set_eval_pool(&TapeFor(0).pool());  // validation draws from the first slot's buffers
+}
+
+void PipelineRunner::ReleaseBuffers() {
+  for (auto& tape : tapes_) tape->pool().Release();
+}
 
 void PipelineRunner::Stretch(int64_t start_ns) const {
   if (slow_factor_ <= 1.0) return;

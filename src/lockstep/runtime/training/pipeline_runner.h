@@ -56,6 +56,9 @@ class PipelineRunner {
   // Forward of one evaluation batch through the stages; the last stage returns its
   // statistics, the others {}.
   Result<nn::EvalResult> Evaluate(const nn::ModelInput& in);
+  // Every slot's pool lets go of its free buffers (between steps: before an evaluation whose
+  // batches have another size than the micro-batches; the next step maps them again).
+  void ReleaseBuffers();
 
  private:
   autograd::Tape& TapeFor(int slot);

@@ -295,15 +295,18 @@ nlohmann::json Trainer::StartRow() const {
 // Validation sums of this rank's replica: the rows of its dp shard, through the pipeline when
 // there is one; only the replica's reporting rank (last stage, tp rank 0) returns non-zero sums.
 Result<EvalSums> Trainer::EvaluateLocal() {
-  const int64_t step_rows = data_->train_rows() / plan_.run.train.accum_steps;
+  const int64_t step_rows = data_->train_rows() / (pipeline_ ? plan_.layout.pp_micros : plan_.run.train.accum_steps);
   bool released = false;
   return runtime::EvaluateLocal(*data_, [&](const nn::ModelInput& rows) -> Result<nn::EvalResult> {
-    // Without a pipeline, validation draws from the step's pool (set_eval_pool): batches of the
-    // step's micro-batch rows reuse its buffers. Any other size would be new buffers on top of
-    // the pooled ones, so the pool first lets go of its free buffers (the next step maps them
-    // again) and the peak stays the larger of step and evaluation, never their sum.
-    if (!pipeline_ && !released && rows.batch != step_rows) {
-      tape_.pool().Release();
+    // Validation draws from the step's pool (set_eval_pool; with a pipeline, the first slot's):
+    // batches of the step's micro-batch rows reuse its buffers. Any other size would be new
+    // buffers on top of the pooled ones, so the pools first let go of their free buffers (the
+    // next step maps them again) and the peak stays the larger of step and evaluation.
+    if (!released && rows.batch != step_rows) {
+      if (pipeline_)
+        pipeline_->ReleaseBuffers();
+      else
+        tape_.pool().Release();
       released = true;
     }
     nn::EvalResult r;
