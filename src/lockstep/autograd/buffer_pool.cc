@@ -49,12 +49,16 @@ Tensor BufferPool::Zeros(const Shape& shape, DType dtype) {
 void BufferPool::Recycle() {
   // Whatever is still on a free list was not wanted during this step.
   free_.clear();
+  std::vector<std::shared_ptr<Storage>> held;
   for (auto& s : in_use_) {
     // use_count() == 1: only the pool holds it. This is exact here, not a race: storages
     // are only shared between tensors of this rank thread.
-    if (s.use_count() == 1) free_[s->bytes()].push_back(std::move(s));
+    if (s.use_count() == 1)
+      free_[s->bytes()].push_back(std::move(s));
+    else
+      held.push_back(std::move(s));
   }
-  in_use_.clear();
+  in_use_ = std::move(held);
 }
 
 void BufferPool::Release() {

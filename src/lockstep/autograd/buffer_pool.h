@@ -13,8 +13,10 @@
 // (evaluation) nothing is captured and a forward pass needs only a few layers' buffers.
 //
 // A buffer that is still referenced outside the pool at Recycle() time (say the loss
-// Variable the trainer keeps) is simply forgotten by the pool and freed by its last owner,
-// so a recycled buffer can never be handed out while someone else uses it. Free buffers
+// Variable the trainer keeps, a pipeline stage's input and output) stays in use: it is
+// handed out again only once its last outside owner has let go (use_count() == 1), so never
+// while someone else uses it, and the next step gets the same, already-mapped memory instead
+// of a fresh allocation (which glibc may map anew: a page fault per 4 KiB, every step). Free buffers
 // that were not asked for again during a whole step are released at the next Recycle(),
 // so the pool holds at most about one step's worth of memory even when shapes change
 // (text generation grows the sequence by one token a step).
