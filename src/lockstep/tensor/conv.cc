@@ -29,6 +29,7 @@
 #include "lockstep/tensor/memory.h"
 #include "lockstep/tensor/pool_blocked.h"
 #include "lockstep/tensor/precision.h"
+#include "lockstep/tensor/tensor.h"
 #include "lockstep/tensor/threads.h"
 
 namespace lockstep::tensor {
@@ -74,7 +75,7 @@ struct Plan {
   // Plan-owned buffers in the primitives' layouts (only used for blocked plans), over storage
   // counted in the memory tracker (MemoryTag::kWorkspace) that was current when the plan was made.
   memory fwd_src, fwd_wei, fwd_dst, bd_dst, bd_wei, bd_src, bw_src, bw_dst, bw_wei;
-  std::vector<std::shared_ptr<void>> storage;
+  std::vector<std::shared_ptr<Storage>> storage;
 };
 
 memory::dims Dims4(int64_t a, int64_t b, int64_t c, int64_t d) { return {a, b, c, d}; }
@@ -133,11 +134,11 @@ Plan MakePlan(const Conv2dShape& s, int64_t mb, Layouts blocked, bool bf16 = fal
     for (const memory& m : role)
       if (m.get_desc() == d) return m;
     const size_t bytes = d.get_size();
-    void* ptr = AlignedAlloc(bytes, MemoryTag::kWorkspace);
-    if (ptr == nullptr) ExitIfLimitExceeded(bytes, MemoryTag::kWorkspace, "a convolution's blocked operand");
-    LS_CHECK(ptr != nullptr) << "cannot allocate " << bytes << " bytes for a convolution's blocked operand";
-    p.storage.emplace_back(ptr, [bytes](void* q) { AlignedFree(q, bytes, MemoryTag::kWorkspace); });
-    role.emplace_back(d, eng, ptr);
+    std::shared_ptr<Storage> storage = Storage::Allocate(bytes, MemoryTag::kWorkspace);
+    if (storage == nullptr) ExitIfLimitExceeded(bytes, MemoryTag::kWorkspace, "a convolution's blocked operand");
+    LS_CHECK(storage != nullptr) << "cannot allocate " << bytes << " bytes for a convolution's blocked operand";
+    p.storage.push_back(storage);
+    role.emplace_back(d, eng, storage->data());
     return role.back();
   };
   p.fwd_src = own(p.fwd_pd.src_desc(), p.src_plain, src_role);

@@ -23,7 +23,7 @@ float ScalarOf(const autograd::Variable& v) { return v.value().data<float>()[0];
 Status Trainer::SingleStageStep(StepCompute* c) {
   const TrainSection& t = plan_.run.train;
   const double global = static_cast<double>(t.batch_size);
-  const int64_t micro = data_->train_rows() / t.accum_steps;
+  const int64_t micro = MicroRows();
   nn::ParameterStore& params = model_->params();
   params.ZeroGrad();
   if (zero_units_) zero_units_->BeginStep();  // ZeRO-2/3 reduce unit by unit instead of buckets
@@ -121,7 +121,7 @@ Status Trainer::PipelineStep(StepCompute* c) {
   const TrainSection& t = plan_.run.train;
   const bool det = plan_.options.deterministic;
   const int micros = plan_.layout.pp_micros;
-  const int64_t rows = data_->train_rows() / micros, n = local_numel();
+  const int64_t rows = MicroRows(), n = local_numel();
   const float scale = static_cast<float>(static_cast<double>(rows) / static_cast<double>(t.batch_size));
   nn::ParameterStore& params = model_->params();
   PipelineRunner::Hooks hooks;

@@ -292,10 +292,14 @@ nlohmann::json Trainer::StartRow() const {
           {"host", profile::HostName()}};
 }
 
+int64_t Trainer::MicroRows() const {
+  return data_->train_rows() / (pipeline_ ? plan_.layout.pp_micros : plan_.run.train.accum_steps);
+}
+
 // Validation sums of this rank's replica: the rows of its dp shard, through the pipeline when
 // there is one; only the replica's reporting rank (last stage, tp rank 0) returns non-zero sums.
 Result<EvalSums> Trainer::EvaluateLocal() {
-  const int64_t step_rows = data_->train_rows() / (pipeline_ ? plan_.layout.pp_micros : plan_.run.train.accum_steps);
+  const int64_t step_rows = MicroRows();
   bool released = false;
   return runtime::EvaluateLocal(*data_, [&](const nn::ModelInput& rows) -> Result<nn::EvalResult> {
     // Validation draws from the step's pool (set_eval_pool; with a pipeline, the first slot's):

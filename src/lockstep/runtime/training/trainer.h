@@ -196,6 +196,9 @@ class Trainer {
   // Activation bytes alive when the first backward of this start begins: what the forward
   // saved, measured before the pool holds any idle buffers (-1 until then; one stage only).
   int64_t saved_activation_bytes_ = -1;
+  // Rows of one micro-batch of the current local batch: train.accum_steps splits it, or the
+  // pipeline's micro-batches do.
+  int64_t MicroRows() const;
   void NoteSavedActivations() {
     if (saved_activation_bytes_ < 0) saved_activation_bytes_ = memory_->Current(tensor::MemoryTag::kActivation);
   }
