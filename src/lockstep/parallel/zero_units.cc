@@ -11,6 +11,28 @@ namespace lockstep::parallel {
 using tensor::MemoryTag;
 using tensor::Tensor;
 
+tensor::Tensor ZeroUnits::Spare::Take(int64_t n, MemoryTag tag) {
+  // The smallest spare that fits. use_count() == 1: only the list holds the storage (no view
+  // saved by an op); exact, as a storage never leaves this rank thread once its collective
+  // has completed.
+  auto best = spares_.end();
+  for (auto it = spares_.begin(); it != spares_.end(); ++it)
+    if (it->numel() >= n && it->storage().use_count() == 1 && (best == spares_.end() || it->numel() < best->numel()))
+      best = it;
+  if (best == spares_.end()) return Tensor::Empty({n}, tensor::DType::kF32, tag);
+  Tensor t = Tensor::FromStorage(best->storage(), 0, {n});
+  spares_.erase(best);
+  return t;
+}
+
+void ZeroUnits::Spare::Give(Tensor t) {
+  if (!t.defined()) return;
+  spares_.push_back(Tensor::FromStorage(t.storage(), 0, {static_cast<int64_t>(t.storage()->bytes() / sizeof(float))}));
+  if (spares_.size() > kMaxSpares)  // let the smallest go
+    spares_.erase(std::min_element(spares_.begin(), spares_.end(),
+                                   [](const Tensor& a, const Tensor& b) { return a.numel() < b.numel(); }));
+}
+
 ZeroUnits::ZeroUnits(int stage, std::shared_ptr<comm::Communicator> dp, StageModel* model)
     : stage_(stage), dp_(std::move(dp)), model_(model) {}
 
@@ -81,7 +103,7 @@ void ZeroUnits::StartGather(int u) {
   if (stage_ != 3 || u < 0 || u >= static_cast<int>(units_.size())) return;
   Unit& unit = units_[u];
   if (unit.values.defined()) return;
-  unit.values = Tensor::Empty({unit.end - unit.begin}, tensor::DType::kF32, MemoryTag::kParameter);
+  unit.values = spare_values_.Take(unit.end - unit.begin, MemoryTag::kParameter);
   float* base = unit.values.data<float>();
   ForEachOwner(unit, [&](int r, int64_t lo, int64_t hi) {
     if (r == dp_->rank())
@@ -105,6 +127,7 @@ void ZeroUnits::ReleaseValues(int u) {
   Unit& unit = units_[u];
   for (comm::WorkHandle& g : unit.gathers) Check(g->Wait());
   unit.gathers.clear();
+  spare_values_.Give(std::move(unit.values));
   unit.values = Tensor();
   Bind(u);
 }
@@ -135,6 +158,12 @@ void ZeroUnits::Enter(autograd::Tape& tape, int u) {
 void ZeroUnits::Exit(autograd::Tape& tape, int u) {
   if (tape.grad_enabled()) tape.Record(std::vector<autograd::Variable>{}, [this, u] { BackwardStart(u); });
   ReleaseValues(u);
+  if (!tape.grad_enabled() && u + 1 == static_cast<int>(units_.size())) DropSpares();  // an evaluation's end
+}
+
+// Outside a step a rank holds its shards only (what the memory row reports).
+void ZeroUnits::DropSpares() {
+  for (Spare* s : {&spare_values_, &spare_grads_, &spare_received_}) s->Drop();
 }
 
 void ZeroUnits::BackwardStart(int u) {
@@ -142,7 +171,8 @@ void ZeroUnits::BackwardStart(int u) {
   Materialize(u);
   if (stage_ == 3) StartGather(u - 1);  // backward walks the units in reverse
   Unit& unit = units_[u];
-  unit.grads = Tensor::Zeros({unit.end - unit.begin}, tensor::DType::kF32, MemoryTag::kGradient);
+  unit.grads = spare_grads_.Take(unit.end - unit.begin, MemoryTag::kGradient);
+  std::memset(unit.grads.data<float>(), 0, static_cast<size_t>(unit.grads.numel()) * sizeof(float));
   Bind(u);
 }
 
@@ -156,6 +186,7 @@ void ZeroUnits::BackwardDone(int u) {
   const float* g = grads.data<float>();
   if (slot_ != nullptr) {
     std::memcpy(slot_ + unit.begin, g, static_cast<size_t>(unit.end - unit.begin) * sizeof(float));
+    spare_grads_.Give(std::move(grads));
     return;
   }
   PendingReduce pending;
@@ -169,12 +200,15 @@ void ZeroUnits::BackwardDone(int u) {
       tensor::AddInPlace(grad_shard_.data<float>() + (lo - owned_.begin), g + (lo - unit.begin), hi - lo);
       return;
     }
-    if (mine) part.received = Tensor::Empty({hi - lo}, tensor::DType::kF32, MemoryTag::kGradient);
+    if (mine) part.received = spare_received_.Take(hi - lo, MemoryTag::kGradient);
     part.work = dp_->Reduce(g + (lo - unit.begin), mine ? part.received.data<float>() : nullptr,
                             static_cast<size_t>(hi - lo), comm::DType::kF32, comm::ReduceOp::kSum, r);
     pending.parts.push_back(std::move(part));
   });
-  if (!pending.parts.empty()) pending_.push_back(std::move(pending));
+  if (!pending.parts.empty())
+    pending_.push_back(std::move(pending));
+  else
+    spare_grads_.Give(std::move(pending.grads));
 }
 
 void ZeroUnits::Complete(PendingReduce& p) {
@@ -183,7 +217,9 @@ void ZeroUnits::Complete(PendingReduce& p) {
     if (part.received.defined())
       tensor::AddInPlace(grad_shard_.data<float>() + (part.begin - owned_.begin), part.received.data<float>(),
                          part.end - part.begin);
+    spare_received_.Give(std::move(part.received));
   }
+  spare_grads_.Give(std::move(p.grads));
 }
 
 // Frees the buffers of reductions that have finished (oldest first: the dp group runs them in
@@ -208,6 +244,7 @@ Status ZeroUnits::FinishStep() {
     Complete(pending_.front());
     pending_.pop_front();
   }
+  DropSpares();
   return status_;
 }
 
@@ -218,6 +255,7 @@ Status ZeroUnits::ReduceContributions(const float* contributions, int64_t total_
       dp_->DeterministicAllreduceF32(contributions, sum.data<float>(), static_cast<size_t>(n), total_shards)->Wait());
   std::memcpy(grad_shard_.data<float>(), sum.data<float>() + owned_.begin,
               static_cast<size_t>(owned_.size()) * sizeof(float));
+  DropSpares();
   return Status::Ok();
 }
 
