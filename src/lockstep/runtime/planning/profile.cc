@@ -14,6 +14,7 @@
 #include "lockstep/optim/grad_clip.h"
 #include "lockstep/parallel/gpt_shard.h"
 #include "lockstep/parallel/stage_model.h"
+#include "lockstep/parallel/zero_units.h"
 #include "lockstep/runtime/training/optimizer_state.h"
 #include "lockstep/tensor/memory.h"
 #include "lockstep/tensor/threads.h"
@@ -177,6 +178,57 @@ parallel::GptShardOptions PieceOptions(const nn::GptConfig& c, int piece) {
   return o;
 }
 
+// What ZeRO stages 2 and 3 add to a piece in a step on this machine, in ns per micro-batch and
+// parameter element: the piece (a GPT block, or a whole model) built as each stage builds it,
+// one unit over `dp` (every worker of the profile), forward + backward + the step's final
+// wait, against the plain piece (`plain`) in the same loop, passes interleaved so that load
+// from elsewhere hits all three alike. The threads backend's collectives run on the cores that
+// compute: gpt-tiny on two workers, micro-batch 4, trained 8-16 ms slower a step under ZeRO-3
+// than ZeRO-0, while the collectives' curves, overlapped with backward as if on a network of
+// their own, predicted 1 ms.
+Status MeasureZero(const ProfileRequest& req, const nn::ModelInput* in, parallel::TpContext* tp,
+                   std::shared_ptr<comm::Communicator> dp, tensor::MemoryTracker& mem, PieceRun& plain,
+                   PieceCost* out) {
+  std::unique_ptr<parallel::StageModel> models[2];
+  std::unique_ptr<parallel::ZeroUnits> zeros[2];
+  std::unique_ptr<PieceRun> runs[2];
+  for (int k = 0; k < 2; ++k) {
+    const int stage = 2 + k;
+    if (req.gpt) {
+      parallel::GptShardOptions o = PieceOptions(*req.gpt, 1);
+      o.flat_params = stage != 3;
+      o.flat_grads = false;
+      LS_ASSIGN_OR_RETURN(std::unique_ptr<parallel::GptShard> shard, parallel::GptShard::Create(o, tp));
+      models[k] = std::move(shard);
+    } else {
+      LS_ASSIGN_OR_RETURN(std::unique_ptr<nn::Model> m, nn::MakeModel(req.config));
+      models[k] = std::make_unique<parallel::WholeModel>(std::move(m));
+      models[k]->params().DetachStorage(stage == 3, true);
+    }
+    LS_ASSIGN_OR_RETURN(zeros[k], parallel::ZeroUnits::Create(stage, dp, models[k].get(), 0));
+    runs[k] = std::make_unique<PieceRun>(models[k].get(), in);
+  }
+  std::vector<double> ms[3];
+  const int reps = std::max(req.reps, 7);
+  for (int pass = 0; pass <= reps; ++pass) {
+    Stopwatch clock;
+    plain.Pass(mem, false);
+    if (pass > 0) ms[2].push_back(clock.ElapsedMs());
+    for (int k = 0; k < 2; ++k) {
+      clock.Reset();
+      zeros[k]->BeginStep();
+      runs[k]->Pass(mem, pass == 0);
+      LS_RETURN_IF_ERROR(zeros[k]->FinishStep());
+      if (pass > 0) ms[k].push_back(clock.ElapsedMs());
+    }
+  }
+  const double numel = static_cast<double>(models[0]->params().numel());
+  for (int k = 0; k < 2; ++k)  // a measured cost is never 0 (0: not measured)
+    out->zero_ns_per_element[k] =
+        numel > 0 ? std::max(1e-6, (Median(ms[k]) - Median(ms[2])) * 1e6 / numel) : 0.0;
+  return Status::Ok();
+}
+
 // What one worker thread measured: per rows, the GPT's three pieces or the whole model.
 struct WorkerResult {
   Status status;
@@ -191,7 +243,8 @@ struct WorkerResult {
 // synchronisation does, so they compute at the same time: unaligned, a worker set up faster
 // than the others timed its pieces while they were still building their models.
 WorkerResult MeasureOnWorker(const ProfileRequest& req, int tp_degree, const std::vector<int64_t>& rows,
-                             std::shared_ptr<comm::Communicator> tp, bool optimizer, std::barrier<>* passes) {
+                             std::shared_ptr<comm::Communicator> tp, std::shared_ptr<comm::Communicator> dp,
+                             bool optimizer, std::barrier<>* passes) {
   WorkerResult r;
   // A worker that stops early leaves the line-up, so the others do not wait for it.
   struct Leave {
@@ -258,6 +311,10 @@ WorkerResult MeasureOnWorker(const ProfileRequest& req, int tp_degree, const std
                        runs[3 * i + 2]->Cost(oversubscribed)});
     else
       r.whole.push_back(runs[i]->Cost(oversubscribed));
+    if (!dp) continue;
+    PieceRun& plain = req.gpt ? *runs[3 * i + 1] : *runs[i];
+    r.status = MeasureZero(req, &batches[i]->in, &ctx, dp, mem, plain, req.gpt ? &r.gpt.back().block : &r.whole.back());
+    if (!r.status.ok()) return r;
   }
   if (optimizer) r.optimizer_ns = OptimizerNsPerElement(req.optim, req.optimizer_elements, req.reps);
   return r;
@@ -276,6 +333,11 @@ PieceCost MedianOf(const std::vector<PieceCost>& v) {
   }
   out.fwd_ms = Median(f);
   out.bwd_ms = Median(b);
+  for (int k = 0; k < 2; ++k) {
+    std::vector<double> z;
+    for (const PieceCost& c : v) z.push_back(c.zero_ns_per_element[k]);
+    out.zero_ns_per_element[k] = Median(z);
+  }
   return out;
 }
 
@@ -285,12 +347,17 @@ nlohmann::json PieceJson(const PieceCost& c) {
           {"saved_bytes", c.saved_bytes},
           {"peak_bytes", c.peak_bytes},
           {"eval_peak_bytes", c.eval_peak_bytes},
-          {"kernel_bytes", c.kernel_bytes}};
+          {"kernel_bytes", c.kernel_bytes},
+          {"zero2_ns_per_element", c.zero_ns_per_element[0]},
+          {"zero3_ns_per_element", c.zero_ns_per_element[1]}};
 }
 PieceCost PieceFromJson(const nlohmann::json& j) {
-  return {j.at("fwd_ms").get<double>(), j.at("bwd_ms").get<double>(), j.at("saved_bytes").get<int64_t>(),
-          j.at("peak_bytes").get<int64_t>(), j.at("eval_peak_bytes").get<int64_t>(),
-          j.at("kernel_bytes").get<int64_t>()};
+  PieceCost c{j.at("fwd_ms").get<double>(),          j.at("bwd_ms").get<double>(),
+              j.at("saved_bytes").get<int64_t>(),     j.at("peak_bytes").get<int64_t>(),
+              j.at("eval_peak_bytes").get<int64_t>(), j.at("kernel_bytes").get<int64_t>()};
+  c.zero_ns_per_element[0] = j.value("zero2_ns_per_element", 0.0);
+  c.zero_ns_per_element[1] = j.value("zero3_ns_per_element", 0.0);
+  return c;
 }
 
 }  // namespace
@@ -313,11 +380,15 @@ Status MeasureCompute(const ProfileRequest& req, ComputeProfile* into) {
     for (int g = 0; g < groups; ++g) worlds.push_back(std::make_unique<comm::ThreadsWorld>(tp));
     std::vector<WorkerResult> results(static_cast<size_t>(groups * tp));
     std::barrier<> passes(groups * tp);
+    // Independent workers also form one data-parallel group, to measure ZeRO-2/3 over it.
+    std::unique_ptr<comm::ThreadsWorld> dp_world;
+    if (tp == 1 && groups > 1) dp_world = std::make_unique<comm::ThreadsWorld>(groups);
     std::vector<std::thread> threads;
     for (int g = 0; g < groups; ++g)
       for (int t = 0; t < tp; ++t)
         threads.emplace_back([&, g, t, tp = tp] {
-          results[static_cast<size_t>(g * tp + t)] = MeasureOnWorker(req, tp, rows, worlds[g]->Rank(t), optimizer, &passes);
+          results[static_cast<size_t>(g * tp + t)] = MeasureOnWorker(
+              req, tp, rows, worlds[g]->Rank(t), dp_world ? dp_world->Rank(g) : nullptr, optimizer, &passes);
         });
     for (std::thread& t : threads) t.join();
     for (const WorkerResult& r : results)

@@ -83,6 +83,7 @@ DpComm DataParallelComm(const LayoutInput& in, const StageCost& s, const CommTab
     }
     out.total_ms += m * per_micro;
     out.exposed_ms += m * std::max(0.0, RunSerial(launches) - s.bwd_ms);
+    const double measured_ns = s.zero_ns_per_element[in.zero - 2];
     if (in.zero == 3) {  // parameters gathered before each unit's forward and backward, one unit ahead
       for (double pass_ms : {s.fwd_ms, s.bwd_ms}) {
         double exposed = 0, prev_compute = 0;
@@ -95,6 +96,9 @@ DpComm DataParallelComm(const LayoutInput& in, const StageCost& s, const CommTab
         out.exposed_ms += m * exposed;
       }
     }
+    // Measured on this machine: the threads backend's collectives run on the cores that
+    // compute, so on a busy machine they cost their time rather than hiding behind backward.
+    if (measured_ns > 0) out.exposed_ms = m * measured_ns * static_cast<double>(numel) * 1e-6;
   }
   if (in.zero == 1 || in.zero == 2) {  // the updated shards all-gathered after the optimizer
     const double g = comm.Ms(CommOp::kAllGather, dp, kF32 * ZeroShard(numel, dp) * dp);
@@ -156,6 +160,9 @@ StageCost ComposeStage(const StagePieces& p, const ComputeOptions& o) {
   if (p.has_head) add(p.head, 1, false);
   s.send_bytes = p.send_bytes;
   s.eval_bytes = p.eval_bytes;
+  for (int k = 0; k < 2; ++k)  // measured on one piece (the block, or a whole model)
+    s.zero_ns_per_element[k] =
+        std::max({p.embedding.zero_ns_per_element[k], p.block.zero_ns_per_element[k], p.head.zero_ns_per_element[k]});
   if (o.bf16) {
     const double speed = o.bf16_speedup > 0 ? o.bf16_speedup : 1.0;
     s.fwd_ms /= speed;

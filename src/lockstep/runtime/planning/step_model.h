@@ -6,7 +6,8 @@
 //   step = pipeline makespan of the micro-batches (compute; with pp > 1 the schedule's
 //          simulation, so the bubble and the sends between stages are in it)
 //        + exposed data-parallel communication (DDP buckets or ZeRO units overlapped with the
-//          last backward; ZeRO-3's parameter gathers overlapped with the previous unit)
+//          last backward; ZeRO-3's parameter gathers overlapped with the previous unit; or,
+//          profiled, what ZeRO-2/3 measured per micro-batch and parameter)
 //        + optimizer (norm, clip, update over the owned elements) + ZeRO-1/2's all-gather
 //   peak = model states (the ZeRO paper's accounting, exactly as the memory row counts them)
 //        + ZeRO units in flight + activations of the micro-batches in flight + workspace
@@ -31,6 +32,10 @@ struct PieceCost {
   int64_t eval_peak_bytes = 0;  // most bytes a forward without gradients (evaluation) holds
   int64_t kernel_bytes = 0;     // buffers its kernels keep between calls (convolution plans: the
                                 // memory row's workspace_bytes)
+  // What ZeRO-2 and ZeRO-3 add to the piece's forward and backward, per micro-batch and per
+  // parameter element, measured with the piece as one ZeRO unit over the profile's workers
+  // (0: not measured; the step model then uses the collectives' curves).
+  double zero_ns_per_element[2] = {0, 0};
 };
 
 // train.precision and train.recompute as the model applies them (the assumptions are in
@@ -65,6 +70,7 @@ struct StageCost {
   int64_t eval_bytes = 0;
   int64_t kernel_bytes = 0;                // kept by the pieces' kernels (PieceCost::kernel_bytes)
   int64_t send_bytes = 0;                  // activation sent to the next stage (and its gradient back)
+  double zero_ns_per_element[2] = {0, 0};  // ZeRO-2/3, measured (PieceCost::zero_ns_per_element)
   std::vector<int64_t> param_numels;       // local parameters in forward order (exact)
   std::vector<std::pair<int, int>> units;  // ZeRO units: parameter index ranges [first, end)
   int64_t numel() const;
