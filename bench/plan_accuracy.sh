@@ -3,8 +3,8 @@
 # (profile measured fresh), then train a sample of the layouts it lists (the recommended one
 # plus rows spread over its ranking, fp32 without recompute: what trains today) for a few steps,
 # and print predicted vs measured median step_ms (steps after the first two) and rank 0's
-# peak_bytes (the memory row), the error of each, the worst, and whether the recommended
-# layout is within 10% of the fastest one measured.
+# peak_bytes (its last memory row: the run's peak, evaluation included), the error of each,
+# the worst, and whether the recommended layout is within 10% of the fastest one measured.
 # Usage: bench/plan_accuracy.sh [models="gpt-tiny cnn-fashion"] [workers="1 2 4"] [sample=8] [steps=12]
 #        [backend=threads]   (needs scripts/setup.sh first; LOCKSTEP=path picks another binary)
 set -euo pipefail
@@ -62,7 +62,8 @@ for model in models:
                  "--layout", r["layout"], "--zero", str(r["zero"]), "--set", f"{key}={r['microbatches']}"] + common)
             lines = [json.loads(l) for l in open(f"{d}/metrics.jsonl")]
             ms = statistics.median([l["step_ms"] for l in lines if "step_ms" in l and l["step"] > 2])
-            peak = next(l for l in lines if l.get("event") == "memory")["peak_bytes"]
+            # rank 0's last memory row: the run's peak so far, evaluation included
+            peak = [l for l in lines if l.get("event") == "memory" and l.get("rank", 0) == 0][-1]["peak_bytes"]
             pm, pb = r["step_ms"], r["rank0"]["peak_bytes"]
             et, em = pm / ms - 1, pb / peak - 1
             measured[i] = ms

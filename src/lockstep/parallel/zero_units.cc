@@ -168,6 +168,13 @@ void ZeroUnits::DropSpares() {
 
 void ZeroUnits::BackwardStart(int u) {
   PollPending();
+  // At most kMaxPendingUnits reductions in flight: on a busy machine the collectives lag
+  // behind the backward (their threads share the cores) and each pending unit keeps its
+  // gradient alive; bounded, the gradients in flight stay a few units whatever the lag.
+  while (static_cast<int>(pending_.size()) >= kMaxPendingUnits) {
+    Complete(pending_.front());
+    pending_.pop_front();
+  }
   Materialize(u);
   if (stage_ == 3) StartGather(u - 1);  // backward walks the units in reverse
   Unit& unit = units_[u];
@@ -182,7 +189,11 @@ void ZeroUnits::BackwardDone(int u) {
   Unit& unit = units_[u];
   Tensor grads = std::move(unit.grads);
   unit.grads = Tensor();
-  ReleaseValues(u);  // also unbinds the gradient views
+  ReleaseValues(u);
+  // Unbind the gradient views (stage 3's release rebinds too; stage 2 keeps its values): bound,
+  // they kept every unit's gradient alive until the unit's next backward, a whole model's
+  // gradient at the activation peak instead of ZeRO-2's shard.
+  Bind(u);
   const float* g = grads.data<float>();
   if (slot_ != nullptr) {
     std::memcpy(slot_ + unit.begin, g, static_cast<size_t>(unit.end - unit.begin) * sizeof(float));

@@ -118,6 +118,7 @@ class ZeroUnits : public UnitHooks {
   tensor::Tensor param_shard_, grad_shard_;
   std::vector<Unit> units_;
   std::deque<PendingReduce> pending_;
+  static constexpr int kMaxPendingUnits = 2;
   Spare spare_values_, spare_grads_, spare_received_;
   float* slot_ = nullptr;
   Status status_;

@@ -47,6 +47,9 @@ Result<LayoutInput> BuildLayoutInput(const Candidate& c, const PlanSetup& s, con
       p.embedding = g.embedding;
       p.block = g.block;
       p.head = g.head;
+      if (eval_key != key)
+        p.eval_kernel_bytes = (sl.has_embedding ? e.embedding.kernel_bytes : 0) + sl.blocks * e.block.kernel_bytes +
+                              (sl.has_head ? e.head.kernel_bytes : 0);
       const int64_t act = 4 * c.micro_rows * s.gpt->context * s.gpt->width;  // [rows, T, C] in fp32
       p.block_input_bytes = act;
       p.send_bytes = sl.has_head ? 0 : act;
@@ -54,6 +57,7 @@ Result<LayoutInput> BuildLayoutInput(const Candidate& c, const PlanSetup& s, con
       p.has_embedding = true;  // the whole model as one piece
       p.embedding = profile.whole.at(c.micro_rows);
       p.eval_bytes = profile.whole.at(eval_key.first).eval_peak_bytes;
+      if (eval_key != key) p.eval_kernel_bytes = profile.whole.at(eval_key.first).kernel_bytes;
     }
     StageCost sc = ComposeStage(p, co);
     sc.param_numels = sl.param_numels;

@@ -114,10 +114,12 @@ StageMemory MemoryOf(const LayoutInput& in, const StageCost& s, int stage) {
   mem.params_bytes = kF32 * (in.zero == 3 ? shard : numel);
   mem.grads_bytes = kF32 * (in.zero >= 2 ? shard : numel);
   mem.optimizer_bytes = kF32 * in.optimizer_moments * (in.zero >= 1 ? shard : numel);
-  // At the activation peak (the end of a forward): ZeRO-2 holds about two units of gradients
-  // (one being reduced, one being filled), ZeRO-3 one gathered unit of parameters.
-  if (in.zero == 2) mem.in_flight_bytes = 2 * kF32 * unit;
-  if (in.zero == 3) mem.in_flight_bytes = kF32 * unit;
+  // At the peak (a backward's start, activations all still held), as parallel::ZeroUnits holds
+  // them (measured, gpt-tiny dp=2): four units of gradients (the one being filled, one being
+  // reduced, two spare buffers), and in ZeRO-3 two gathered units of parameters (the one being
+  // differentiated, the next one prefetched).
+  if (in.zero >= 2) mem.in_flight_bytes = 4 * kF32 * unit;
+  if (in.zero == 3) mem.in_flight_bytes += 2 * kF32 * unit;
   mem.in_flight_bytes += in.weight_copy_bytes * (in.zero == 3 ? unit : numel);
   const int in_flight = in.pp > 1 ? parallel::MaxInFlight(in.schedule, in.pp, stage, in.micros) : 1;
   const int64_t step = in_flight * s.saved_bytes + s.workspace_bytes;
@@ -160,6 +162,7 @@ StageCost ComposeStage(const StagePieces& p, const ComputeOptions& o) {
   if (p.has_head) add(p.head, 1, false);
   s.send_bytes = p.send_bytes;
   s.eval_bytes = p.eval_bytes;
+  s.kernel_bytes += p.eval_kernel_bytes;
   for (int k = 0; k < 2; ++k)  // measured on one piece (the block, or a whole model)
     s.zero_ns_per_element[k] =
         std::max({p.embedding.zero_ns_per_element[k], p.block.zero_ns_per_element[k], p.head.zero_ns_per_element[k]});

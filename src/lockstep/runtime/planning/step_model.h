@@ -56,6 +56,10 @@ struct StagePieces {
   int64_t block_input_bytes = 0;  // fp32 bytes of a block's input (what recompute keeps)
   int64_t send_bytes = 0;         // fp32 bytes of the activation a stage sends on (pp > 1)
   int64_t eval_bytes = 0;         // fp32 evaluation peak of the stage (StageCost::eval_bytes)
+  // Kernel buffers of the evaluation's batch size when it differs from the step's: a plan is
+  // made per shape and kept (cnn-fashion: the 64-row evaluation's convolution plans beside the
+  // 16-row micro-batches').
+  int64_t eval_kernel_bytes = 0;
 };
 
 // One stage on one tensor-parallel rank, one micro-batch.
