@@ -8,7 +8,9 @@
 // parameters are gathered (a broadcast from each owner of a part) just before the unit runs
 // forward, released after, gathered again when backward reaches it, and the next unit's are
 // prefetched while the current one computes. Per rank that is the ZeRO paper's accounting:
-// parameters 4Ψ (stage 2) or 4Ψ/N (stage 3), gradients 4Ψ/N, plus one or two units in flight.
+// parameters 4Ψ (stage 2) or 4Ψ/N (stage 3), gradients 4Ψ/N, plus a few units in flight
+// during a step (the unit computing and, stage 3, the next one prefetched; at most two
+// reductions; two spare buffers per role), none between steps.
 //
 // The model calls Enter/Exit around each unit's forward (UnitHooks). When gradients are
 // being recorded, they also record marker ops on the tape: backward runs them in reverse, so
