@@ -84,11 +84,12 @@ TEST(PlanStepModel, PipelineStagesHoldTheirMicroBatchesInFlight) {
   in.schedule = parallel::PipeSchedule::k1F1B;
   Result<Prediction> p = PredictLayout(in, CommTable());
   ASSERT_TRUE(p.ok());
-  for (int s = 0; s < 4; ++s) EXPECT_EQ(p->memory[s].activation_bytes, (4 - s) * 1000 + 100) << s;
+  // One buffer pool per micro-batch in flight, each holding saved (1000) + workspace (100).
+  for (int s = 0; s < 4; ++s) EXPECT_EQ(p->memory[s].activation_bytes, (4 - s) * (1000 + 100)) << s;
   in.schedule = parallel::PipeSchedule::kGPipe;
   p = PredictLayout(in, CommTable());
   ASSERT_TRUE(p.ok());
-  EXPECT_EQ(p->memory[3].activation_bytes, 8 * 1000 + 100);
+  EXPECT_EQ(p->memory[3].activation_bytes, 8 * (1000 + 100));
 }
 
 TEST(PlanStepModel, EqualStagesGiveTheClosedFormMakespanAndBubble) {

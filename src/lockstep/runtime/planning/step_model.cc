@@ -122,7 +122,9 @@ StageMemory MemoryOf(const LayoutInput& in, const StageCost& s, int stage) {
   if (in.zero == 3) mem.in_flight_bytes += 2 * kF32 * unit;
   mem.in_flight_bytes += in.weight_copy_bytes * (in.zero == 3 ? unit : numel);
   const int in_flight = in.pp > 1 ? parallel::MaxInFlight(in.schedule, in.pp, stage, in.micros) : 1;
-  const int64_t step = in_flight * s.saved_bytes + s.workspace_bytes;
+  // One tape, and so one buffer pool, per micro-batch in flight (PipelineRunner's slots): each
+  // pool grows to a micro-batch's saved activations plus its backward's workspace and keeps them.
+  const int64_t step = in_flight * (s.saved_bytes + s.workspace_bytes);
   mem.activation_bytes = std::max(step, s.eval_bytes);
   mem.kernel_bytes = s.kernel_bytes;
   mem.peak_bytes = mem.params_bytes + mem.grads_bytes + mem.optimizer_bytes + mem.in_flight_bytes +
