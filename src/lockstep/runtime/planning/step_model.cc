@@ -118,8 +118,12 @@ StageMemory MemoryOf(const LayoutInput& in, const StageCost& s, int stage) {
   // them (measured, gpt-tiny dp=2): four units of gradients (the one being filled, one being
   // reduced, two spare buffers), and in ZeRO-3 two gathered units of parameters (the one being
   // differentiated, the next one prefetched).
-  if (in.zero >= 2) mem.in_flight_bytes = 4 * kF32 * unit;
-  if (in.zero == 3) mem.in_flight_bytes += 2 * kF32 * unit;
+  // A stage of one unit (a whole CNN) has nothing to prefetch, reduce behind or spare: its
+  // gradient, the part of it this rank receives (1/dp), and with ZeRO-3 its parameters
+  // (measured, cnn-fashion dp=2: 1.5 and 1 units).
+  const bool one_unit = s.units.size() <= 1;
+  if (in.zero >= 2) mem.in_flight_bytes = one_unit ? kF32 * (unit + ZeroShard(unit, in.dp)) : 4 * kF32 * unit;
+  if (in.zero == 3) mem.in_flight_bytes += (one_unit ? 1 : 2) * kF32 * unit;
   mem.in_flight_bytes += in.weight_copy_bytes * (in.zero == 3 ? unit : numel);
   const int in_flight = in.pp > 1 ? parallel::MaxInFlight(in.schedule, in.pp, stage, in.micros) : 1;
   // One tape, and so one buffer pool, per micro-batch in flight (PipelineRunner's slots): each
