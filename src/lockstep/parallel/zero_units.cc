@@ -28,7 +28,7 @@ tensor::Tensor ZeroUnits::Spare::Take(int64_t n, MemoryTag tag) {
 void ZeroUnits::Spare::Give(Tensor t) {
   if (!t.defined()) return;
   spares_.push_back(Tensor::FromStorage(t.storage(), 0, {static_cast<int64_t>(t.storage()->bytes() / sizeof(float))}));
-  if (spares_.size() > kMaxSpares)  // let the smallest go
+  if (spares_.size() > static_cast<size_t>(kMaxSpares))  // let the smallest go
     spares_.erase(std::min_element(spares_.begin(), spares_.end(),
                                    [](const Tensor& a, const Tensor& b) { return a.numel() < b.numel(); }));
 }

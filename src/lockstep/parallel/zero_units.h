@@ -35,6 +35,11 @@ namespace lockstep::parallel {
 
 class ZeroUnits : public UnitHooks {
  public:
+  // Reductions in flight at most (the oldest is waited for before the next unit's backward),
+  // and freed buffers kept per role for reuse. The planner's in-flight bytes follow from them.
+  static constexpr int kMaxPendingUnits = 2;
+  static constexpr int kMaxSpares = 2;
+
   // stage: 2 or 3. The model must have no flat gradient buffer (and, for stage 3, no flat
   // value buffer): built that way or DetachStorage'd. Stage 3 initialises its parameter
   // shard from `initial` (values laid out like the model's flat buffer) when given, else
@@ -95,7 +100,6 @@ class ZeroUnits : public UnitHooks {
     void Drop() { spares_.clear(); }
 
    private:
-    static constexpr size_t kMaxSpares = 2;
     std::vector<tensor::Tensor> spares_;
   };
 
@@ -120,7 +124,6 @@ class ZeroUnits : public UnitHooks {
   tensor::Tensor param_shard_, grad_shard_;
   std::vector<Unit> units_;
   std::deque<PendingReduce> pending_;
-  static constexpr int kMaxPendingUnits = 2;
   Spare spare_values_, spare_grads_, spare_received_;
   float* slot_ = nullptr;
   Status status_;

@@ -4,6 +4,7 @@
 #include <numeric>
 
 #include "lockstep/parallel/grad_buckets.h"
+#include "lockstep/parallel/zero_units.h"
 
 namespace lockstep::runtime {
 namespace {
@@ -82,8 +83,7 @@ DpComm DataParallelComm(const LayoutInput& in, const StageCost& s, const CommTab
       per_micro += ms;
     }
     out.total_ms += m * per_micro;
-    out.exposed_ms += m * std::max(0.0, RunSerial(launches) - s.bwd_ms);
-    const double measured_ns = s.zero_ns_per_element[in.zero - 2];
+    double modelled = m * std::max(0.0, RunSerial(launches) - s.bwd_ms);
     if (in.zero == 3) {  // parameters gathered before each unit's forward and backward, one unit ahead
       for (double pass_ms : {s.fwd_ms, s.bwd_ms}) {
         double exposed = 0, prev_compute = 0;
@@ -93,12 +93,14 @@ DpComm DataParallelComm(const LayoutInput& in, const StageCost& s, const CommTab
           out.total_ms += m * g;
           prev_compute = numel > 0 ? pass_ms * static_cast<double>(u.numel) / static_cast<double>(numel) : 0;
         }
-        out.exposed_ms += m * exposed;
+        modelled += m * exposed;
       }
     }
-    // Measured on this machine: the threads backend's collectives run on the cores that
-    // compute, so on a busy machine they cost their time rather than hiding behind backward.
-    if (measured_ns > 0) out.exposed_ms = m * measured_ns * static_cast<double>(numel) * 1e-6;
+    // Measured on this machine (the profile's ZeRO passes) when there is a measurement: the
+    // threads backend's collectives run on the cores that compute, so on a busy machine they
+    // cost their time rather than hiding behind backward.
+    const double measured_ns = s.zero_ns_per_element[in.zero - 2];
+    out.exposed_ms = measured_ns > 0 ? m * measured_ns * static_cast<double>(numel) * 1e-6 : modelled;
   }
   if (in.zero == 1 || in.zero == 2) {  // the updated shards all-gathered after the optimizer
     const double g = comm.Ms(CommOp::kAllGather, dp, kF32 * ZeroShard(numel, dp) * dp);
@@ -115,14 +117,16 @@ StageMemory MemoryOf(const LayoutInput& in, const StageCost& s, int stage) {
   mem.grads_bytes = kF32 * (in.zero >= 2 ? shard : numel);
   mem.optimizer_bytes = kF32 * in.optimizer_moments * (in.zero >= 1 ? shard : numel);
   // At the peak (a backward's start, activations all still held), as parallel::ZeroUnits holds
-  // them (measured, gpt-tiny dp=2): four units of gradients (the one being filled, one being
-  // reduced, two spare buffers), and in ZeRO-3 two gathered units of parameters (the one being
-  // differentiated, the next one prefetched).
+  // them: gradients of the unit being filled, of the reductions still in flight when it
+  // started, and the spare buffers (4 units: the tracker at the peak of gpt-tiny dp=2 shows
+  // them), and in ZeRO-3 two gathered units of parameters (the one being differentiated, the
+  // next one prefetched).
   // A stage of one unit (a whole CNN) has nothing to prefetch, reduce behind or spare: its
   // gradient, the part of it this rank receives (1/dp), and with ZeRO-3 its parameters
   // (measured, cnn-fashion dp=2: 1.5 and 1 units).
+  constexpr int kGradUnits = 1 + (parallel::ZeroUnits::kMaxPendingUnits - 1) + parallel::ZeroUnits::kMaxSpares;
   const bool one_unit = s.units.size() <= 1;
-  if (in.zero >= 2) mem.in_flight_bytes = one_unit ? kF32 * (unit + ZeroShard(unit, in.dp)) : 4 * kF32 * unit;
+  if (in.zero >= 2) mem.in_flight_bytes = one_unit ? kF32 * (unit + ZeroShard(unit, in.dp)) : kGradUnits * kF32 * unit;
   if (in.zero == 3) mem.in_flight_bytes += (one_unit ? 1 : 2) * kF32 * unit;
   mem.in_flight_bytes += in.weight_copy_bytes * (in.zero == 3 ? unit : numel);
   const int in_flight = in.pp > 1 ? parallel::MaxInFlight(in.schedule, in.pp, stage, in.micros) : 1;
