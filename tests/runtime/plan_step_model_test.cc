@@ -4,6 +4,7 @@
 // pipeline makespan and bubble, accumulation, the optimizer term, recompute and bf16.
 #include <gtest/gtest.h>
 
+#include "lockstep/runtime/planning/profile.h"
 #include "lockstep/runtime/planning/step_model.h"
 
 namespace lockstep::runtime {
@@ -225,6 +226,19 @@ TEST(PlanStepModel, RejectsInconsistentInput) {
   in.pp = 1;
   in.micros = 0;
   EXPECT_EQ(PredictLayout(in, CommTable()).status().code(), StatusCode::kInvalidArgument);
+}
+
+// Four workers on two cores (oversubscribed 2): 10 ms of CPU each is a 20 ms pass when shared
+// fairly; the slowest worker's 22, 24 and 21 ms (median 22) are a 1.1 loss. Passes where the
+// slowest is faster than fair (the scheduler ran it first) never make the loss below 1, and
+// workers with their own cores have none.
+TEST(PlanProfile, SharingLossIsTheSlowestWorkersPassOverTheFairShare) {
+  const std::vector<std::vector<double>> cpu = {{10, 10, 10}, {10, 10, 10}, {10, 10, 10}, {10, 10, 10}};
+  const std::vector<std::vector<double>> wall = {{22, 12, 21}, {15, 24, 18}, {20, 20, 20}, {11, 11, 11}};
+  EXPECT_DOUBLE_EQ(SharingLoss(wall, cpu, 2.0), 1.1);
+  EXPECT_DOUBLE_EQ(SharingLoss({{15}, {18}}, {{10}, {10}}, 2.0), 1.0);
+  EXPECT_DOUBLE_EQ(SharingLoss(wall, cpu, 1.0), 1.0);
+  EXPECT_DOUBLE_EQ(SharingLoss({{22}, {}}, {{10}, {10}}, 2.0), 1.0);  // a worker without passes
 }
 
 }  // namespace

@@ -54,6 +54,15 @@ struct ProfileRequest {
   int reps = 5;                    // timed passes per piece (round-robin over shapes), after one untimed pass
 };
 
+// What oversubscribed workers (more single-threaded workers than cores: `oversubscribed` =
+// workers / cores > 1) lose beyond their fair share of the cores, as a factor >= 1 on the pieces'
+// CPU times stretched by `oversubscribed`: a pass ends, as a step does, when its slowest worker
+// ends, and tp groups wait for members the scheduler has not run. Per worker, each timed pass's
+// wall and CPU milliseconds (from the line-up of all workers); the median over passes of the
+// slowest wall against the mean CPU times `oversubscribed`. 1 when not oversubscribed.
+double SharingLoss(const std::vector<std::vector<double>>& pass_wall_ms,
+                   const std::vector<std::vector<double>>& pass_cpu_ms, double oversubscribed);
+
 // Measures what `into` lacks. Failures (a model that cannot be built) are InvalidArgument.
 Status MeasureCompute(const ProfileRequest& req, ComputeProfile* into);
 
