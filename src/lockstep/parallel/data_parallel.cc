@@ -83,7 +83,12 @@ Status DataParallel::Finish(SyncTimes* times) {
     if (trace_) trace_->Add("allreduce", "comm", launch_ns_[b], done_ns_[b]);
   }
   int64_t end = NowNanos();
-  if (times) {
+  if (times && comm_->size() == 1) {
+    // One worker: the "allreduces" are no-ops, and the span from the first launch would be most
+    // of the backward, reported as communication (gpt-small: comm_ms 1.9 s of a 3.3 s step).
+    times->exposed_ms = times->comm_ms = 0;
+    times->buckets = static_cast<int>(work_.size());
+  } else if (times) {
     times->exposed_ms = (end - wait_start) * 1e-6;
     times->comm_ms = first_launch_ns_ ? (end - first_launch_ns_) * 1e-6 : 0;
     times->buckets = static_cast<int>(work_.size());
