@@ -6,10 +6,13 @@
 #include <algorithm>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <vector>
 
 #include "lockstep/core/rng.h"
+#include "lockstep/optim/adamw.h"
+#include "lockstep/optim/sgd.h"
 
 namespace lockstep::optim {
 namespace {
@@ -18,6 +21,49 @@ TEST(GradClip, NormOfThreeFourIsFive) {
   std::vector<float> g = {3.0f, 4.0f};
   EXPECT_EQ(GlobalGradNorm(g.data(), 2), 5.0);
   EXPECT_EQ(GlobalGradNorm(g.data(), 0), 0.0);
+}
+
+// The trainer no longer clips the gradient in a pass of its own: the optimizer multiplies each
+// gradient by ClipFactor as it reads it. Same float product, so the same bits as clipping first
+// and stepping with factor 1, for AdamW (decayed and undecayed groups) and SGD with momentum,
+// Nesterov and weight decay, over sizes with a tail beyond the lane width, for three steps.
+TEST(GradClip, OptimizersGivenTheClipFactorStepAsAfterAClippingPass) {
+  constexpr int64_t kN = 1003;
+  const std::vector<ParamGroupSpan> groups = {{0, 700, true}, {700, kN - 700, false}};
+  Rng rng(7, 0);
+  std::vector<float> p0(kN), g(kN);
+  for (int64_t i = 0; i < kN; ++i) {
+    p0[i] = rng.Normal();
+    g[i] = 3.0f * rng.Normal();
+  }
+  const double norm = GlobalGradNorm(g.data(), kN);
+  const float factor = ClipFactor(1.0, norm);
+  ASSERT_LT(factor, 1.0f);
+  EXPECT_EQ(ClipFactor(1e9, norm), 1.0f);
+  EXPECT_EQ(ClipFactor(1.0, std::numeric_limits<double>::quiet_NaN()), 1.0f);
+  std::vector<float> clipped = g;
+  EXPECT_EQ(static_cast<float>(ClipByGlobalNorm(clipped.data(), kN, 1.0, norm)), factor);
+
+  AdamWOptions ao;
+  ao.weight_decay = 0.1;
+  auto a1 = AdamW::Create(ao, groups, {0, kN}), a2 = AdamW::Create(ao, groups, {0, kN});
+  ASSERT_TRUE(a1.ok() && a2.ok());
+  SgdOptions so;
+  so.momentum = 0.9;
+  so.nesterov = true;
+  so.weight_decay = 0.01;
+  auto s1 = Sgd::Create(so, groups, {0, kN}), s2 = Sgd::Create(so, groups, {0, kN});
+  ASSERT_TRUE(s1.ok() && s2.ok());
+  std::vector<float> pa1 = p0, pa2 = p0, ps1 = p0, ps2 = p0;
+  for (int step = 0; step < 3; ++step) {
+    a1->Step(pa1.data(), clipped.data(), 1e-2f);
+    a2->Step(pa2.data(), g.data(), 1e-2f, factor);
+    s1->Step(ps1.data(), clipped.data(), 1e-2f);
+    s2->Step(ps2.data(), g.data(), 1e-2f, factor);
+  }
+  EXPECT_EQ(std::memcmp(pa1.data(), pa2.data(), kN * sizeof(float)), 0);
+  EXPECT_EQ(std::memcmp(ps1.data(), ps2.data(), kN * sizeof(float)), 0);
+  EXPECT_NE(std::memcmp(pa1.data(), p0.data(), kN * sizeof(float)), 0);
 }
 
 TEST(GradClip, ClipsOnlyAboveMaxNorm) {

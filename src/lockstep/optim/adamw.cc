@@ -13,6 +13,8 @@ namespace {
 // kernels the same way).
 struct AdamWScalars {
   float decay_factor, b1, one_minus_b1, b2, one_minus_b2, neg_step_size, bc2_sqrt, eps;
+  float grad_scale;
+  bool scaled;  // grad_scale != 1
 };
 
 // The update of kLanes consecutive elements; every element goes through this one function
@@ -21,6 +23,7 @@ struct AdamWScalars {
 template <bool kDecay>
 inline void AdamWLanes(float* p, const float* g, float* m, float* v, const AdamWScalars& s) {
   LaneVec P = Load(p), G = Load(g), M = Load(m), V = Load(v);
+  if (s.scaled) G = Mul(G, Splat(s.grad_scale));
   if constexpr (kDecay) P = Mul(P, Splat(s.decay_factor));
   M = Add(Mul(M, Splat(s.b1)), Mul(Splat(s.one_minus_b1), G));
   V = Add(Mul(V, Splat(s.b2)), Mul(Mul(Splat(s.one_minus_b2), G), G));
@@ -62,13 +65,13 @@ AdamW::AdamW(const AdamWOptions& options, std::vector<DecaySegment> segments, Fl
       m_(static_cast<size_t>(owned.size()), 0.0f),
       v_(static_cast<size_t>(owned.size()), 0.0f) {}
 
-void AdamW::Step(float* params, const float* grads, float lr) {
+void AdamW::Step(float* params, const float* grads, float lr, float grad_scale) {
   BeginStep();
-  Status s = UpdateRange(params, grads, owned(), lr);
+  Status s = UpdateRange(params, grads, owned(), lr, grad_scale);
   (void)s;  // cannot fail: owned() is inside owned() and step() >= 1
 }
 
-Status AdamW::UpdateRange(float* params, const float* grads, FlatRange range, float lr) {
+Status AdamW::UpdateRange(float* params, const float* grads, FlatRange range, float lr, float grad_scale) {
   const double t = static_cast<double>(step());
   const double bc1 = 1.0 - std::pow(options_.beta1, t);
   const double bc2 = 1.0 - std::pow(options_.beta2, t);
@@ -81,6 +84,8 @@ Status AdamW::UpdateRange(float* params, const float* grads, FlatRange range, fl
   s.neg_step_size = static_cast<float>(-(static_cast<double>(lr) / bc1));
   s.bc2_sqrt = static_cast<float>(std::sqrt(bc2));
   s.eps = static_cast<float>(options_.eps);
+  s.grad_scale = grad_scale;
+  s.scaled = grad_scale != 1.0f;
   const bool any_decay = options_.weight_decay != 0.0;
 
   return range_.ForEachSegment("AdamW", range, [&](int64_t in_range, int64_t in_state, int64_t n, bool decay) {

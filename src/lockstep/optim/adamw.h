@@ -45,7 +45,9 @@ class AdamW {
 
   // One full optimizer step over the owned range: BeginStep() then UpdateRange(owned).
   // params/grads hold exactly the owned elements: params[0] is flat element owned().begin.
-  void Step(float* params, const float* grads, float lr);
+  // grad_scale != 1: every gradient is read as grads[i] * grad_scale (the clipping factor,
+  // ClipFactor), in float, as a clipping pass would have stored it.
+  void Step(float* params, const float* grads, float lr, float grad_scale = 1.0f);
 
   // Finer-grained form for overlapping the update with communication (ZeRO-2 steps each
   // bucket as its reduce-scatter lands): BeginStep() advances t once, then UpdateRange() is
@@ -53,7 +55,7 @@ class AdamW {
   // params/grads hold exactly the elements of `range`: params[0] is flat element range.begin.
   // Fails (Internal) if `range` is not inside owned() or BeginStep() was never called.
   void BeginStep() { range_.BeginStep(); }
-  Status UpdateRange(float* params, const float* grads, FlatRange range, float lr);
+  Status UpdateRange(float* params, const float* grads, FlatRange range, float lr, float grad_scale = 1.0f);
 
   // Number of BeginStep()s so far: PyTorch's state["step"].
   int64_t step() const { return range_.step(); }

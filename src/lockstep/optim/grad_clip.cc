@@ -15,6 +15,12 @@ double GlobalGradNorm(const float* grads, int64_t n) {
   return NormOf(sum);
 }
 
+float ClipFactor(double max_norm, double norm) {
+  if (!std::isfinite(norm)) return 1.0f;
+  const double clip_coef = max_norm / (norm + 1e-6);
+  return clip_coef < 1.0 ? static_cast<float>(clip_coef) : 1.0f;
+}
+
 double ClipByGlobalNorm(float* grads, int64_t n, double max_norm, double norm) {
   if (!std::isfinite(norm)) return std::numeric_limits<double>::quiet_NaN();
   double clip_coef = max_norm / (norm + 1e-6);

@@ -23,4 +23,11 @@ double NormOf(const ExactSquareSum& sum);
 // whole buffer into NaN instead; the trainer should report the step (grad_norm is logged).
 double ClipByGlobalNorm(float* grads, int64_t n, double max_norm, double norm);
 
+// The float factor ClipByGlobalNorm multiplies every gradient by: 1 when nothing is clipped,
+// and when the norm is not finite (the trainer skips such steps before clipping). An
+// optimizer step given it (AdamW/Sgd's grad_scale) multiplies each gradient as it reads it,
+// the same float product, so the step has the same bits without the clipping pass over the
+// gradient (gpt-small: 342 MB read and written again each step while clipping).
+float ClipFactor(double max_norm, double norm);
+
 }  // namespace lockstep::optim

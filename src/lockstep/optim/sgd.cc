@@ -10,14 +10,15 @@ namespace lockstep::optim {
 namespace {
 
 struct SgdScalars {
-  float neg_lr, weight_decay, momentum, one_minus_dampening;
-  bool decay, use_momentum, first, nesterov;
+  float neg_lr, weight_decay, momentum, one_minus_dampening, grad_scale;
+  bool decay, use_momentum, first, nesterov, scaled;
 };
 
 // All elements go through this one function (see AdamWLanes for why). The flags are uniform
 // over a whole call, so the branches are perfectly predicted; buf is only touched with momentum.
 inline void SgdLanes(float* p, const float* g, float* buf, const SgdScalars& s) {
   LaneVec P = Load(p), G = Load(g);
+  if (s.scaled) G = Mul(G, Splat(s.grad_scale));
   if (s.decay) G = Add(G, Mul(Splat(s.weight_decay), P));
   if (s.use_momentum) {
     LaneVec B = s.first ? G : Add(Mul(Load(buf), Splat(s.momentum)), Mul(Splat(s.one_minus_dampening), G));
@@ -56,13 +57,13 @@ Sgd::Sgd(const SgdOptions& options, std::vector<DecaySegment> segments, FlatRang
   if (options_.momentum != 0.0) buf_.assign(static_cast<size_t>(owned.size()), 0.0f);
 }
 
-void Sgd::Step(float* params, const float* grads, float lr) {
+void Sgd::Step(float* params, const float* grads, float lr, float grad_scale) {
   BeginStep();
-  Status s = UpdateRange(params, grads, owned(), lr);
+  Status s = UpdateRange(params, grads, owned(), lr, grad_scale);
   (void)s;  // cannot fail: owned() is inside owned() and step() >= 1
 }
 
-Status Sgd::UpdateRange(float* params, const float* grads, FlatRange range, float lr) {
+Status Sgd::UpdateRange(float* params, const float* grads, FlatRange range, float lr, float grad_scale) {
   SgdScalars s;
   s.neg_lr = -lr;
   s.weight_decay = static_cast<float>(options_.weight_decay);
@@ -71,6 +72,8 @@ Status Sgd::UpdateRange(float* params, const float* grads, FlatRange range, floa
   s.use_momentum = options_.momentum != 0.0;
   s.first = step() == 1;
   s.nesterov = options_.nesterov;
+  s.grad_scale = grad_scale;
+  s.scaled = grad_scale != 1.0f;
   return range_.ForEachSegment("Sgd", range, [&](int64_t in_range, int64_t in_state, int64_t n, bool decay) {
     SgdScalars seg = s;
     seg.decay = decay && options_.weight_decay != 0.0;

@@ -37,9 +37,10 @@ class Sgd {
 
   // Same contract as AdamW: params/grads hold exactly the elements of the range they update
   // (params[0] is flat element owned().begin for Step, range.begin for UpdateRange).
-  void Step(float* params, const float* grads, float lr);
+  // grad_scale: as AdamW::Step's (the clipping factor applied as each gradient is read).
+  void Step(float* params, const float* grads, float lr, float grad_scale = 1.0f);
   void BeginStep() { range_.BeginStep(); }
-  Status UpdateRange(float* params, const float* grads, FlatRange range, float lr);
+  Status UpdateRange(float* params, const float* grads, FlatRange range, float lr, float grad_scale = 1.0f);
 
   int64_t step() const { return range_.step(); }
   FlatRange owned() const { return range_.owned(); }

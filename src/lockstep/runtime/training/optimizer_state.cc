@@ -18,11 +18,11 @@ Result<OptimizerState> OptimizerState::Create(const optim::OptimConfig& cfg, con
   return o;
 }
 
-void OptimizerState::Step(float* params, const float* grads, float lr) {
+void OptimizerState::Step(float* params, const float* grads, float lr, float grad_scale) {
   if (adamw_)
-    adamw_->Step(params, grads, lr);
+    adamw_->Step(params, grads, lr, grad_scale);
   else
-    sgd_->Step(params, grads, lr);
+    sgd_->Step(params, grads, lr, grad_scale);
 }
 
 void OptimizerState::set_step(int64_t step) {

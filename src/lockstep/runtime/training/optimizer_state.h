@@ -20,7 +20,8 @@ class OptimizerState {
                                        optim::FlatRange owned);
 
   // params/grads hold exactly the owned elements (params[0] is flat element owned().begin).
-  void Step(float* params, const float* grads, float lr);
+  // grad_scale: the clipping factor, applied as each gradient is read (optim::ClipFactor).
+  void Step(float* params, const float* grads, float lr, float grad_scale = 1.0f);
   int64_t step() const { return adamw_ ? adamw_->step() : sgd_->step(); }
   void set_step(int64_t step);
   optim::FlatRange owned() const { return owned_; }

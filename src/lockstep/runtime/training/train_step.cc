@@ -396,11 +396,12 @@ Status Trainer::TrainStep(int64_t step) {
   if (!std::isfinite(grad_norm) || !std::isfinite(gathered.loss))
     return HandleNonFinite(step, gathered.loss, grad_norm);
   consecutive_skips_ = 0;
-  float* owned_grads = OwnedGrads();
-  if (plan_.optim.grad_clip > 0) optim::ClipByGlobalNorm(owned_grads, owned_.size(), plan_.optim.grad_clip, grad_norm);
+  // Clipping is applied as the optimizer reads each gradient (the same float product as a
+  // clipping pass, without the extra pass over the gradient).
+  const float clip = plan_.optim.grad_clip > 0 ? optim::ClipFactor(plan_.optim.grad_clip, grad_norm) : 1.0f;
   const float lr = schedule_->LrAt(step);
   if (saver_) saver_->WaitForSnapshot();  // an async save may still be copying the parameters
-  optimizer_->Step(OwnedParams(), owned_grads, lr);
+  optimizer_->Step(OwnedParams(), OwnedGrads(), lr, clip);
   if (gather_)
     LS_RETURN_IF_ERROR(Traced("param all-gather", "comm", [&] { return gather_->Gather(params.flat_params()); }));
   RefreshBf16Weights();
