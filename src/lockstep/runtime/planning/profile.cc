@@ -148,8 +148,7 @@ class PieceRun {
   std::vector<double> fwd_, bwd_, fwd_cpu_, bwd_cpu_;
 };
 
-// Norm, clip and update over n elements of a one-tensor store, per element.
-// Norm, clip and update of `n` elements, per element. `oversubscribed` > 1: the thread's CPU
+// Norm, clip and update over `n` elements of a one-tensor store, per element. `oversubscribed` > 1: the thread's CPU
 // time stretched by it, as the pieces' (PieceRun::Cost): the optimizer runs on every worker at
 // once (gpt-tiny on 8 workers, 2 cores, ZeRO-1: 3.6 ms a step trained; the wall time measured
 // while the other workers were finishing their passes predicted 1.3).
