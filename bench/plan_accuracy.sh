@@ -1,7 +1,7 @@
 #!/bin/bash
 # How well `lockstep plan` predicts (issue 15). For each model and worker count: run the plan
 # (profile measured fresh), then train a sample of the layouts it lists (the recommended one
-# plus rows spread over its ranking, fp32 without recompute: what trains today) for a few steps,
+# plus rows spread over its ranking, any precision and recompute) for a few steps,
 # and print predicted vs measured median step_ms (steps after the first two) and rank 0's
 # peak_bytes (its last memory row: the run's peak, evaluation included), the error of each,
 # the worst, and whether the recommended layout is within 10% of the fastest one measured.
@@ -32,7 +32,7 @@ def run(args):
 
 def pick(rows, rec, k):
     # The recommended row, then rows spread evenly over the ranking (fits first, fastest first).
-    idx = [i for i, r in enumerate(rows) if r["precision"] == "fp32" and r["recompute"] == "none" and r["fits"]]
+    idx = [i for i, r in enumerate(rows) if r["fits"]]
     chosen = [rec] if rec >= 0 else []
     step = max(1, len(idx) / max(1, k))
     j = 0.0
@@ -42,7 +42,7 @@ def pick(rows, rec, k):
     return chosen
 
 worst_t = worst_m = (0.0, "")
-print(f"{'model':<12}{'N':>3} {'layout':<16}{'zero':>4}{'micro':>6} {'pred ms':>9}{'meas ms':>9}{'err':>7}  {'pred MiB':>9}{'meas MiB':>9}{'err':>7}")
+print(f"{'model':<12}{'N':>3} {'layout':<16}{'zero':>4}{'micro':>6} {'prec':>5} {'recomp':>6} {'pred ms':>9}{'meas ms':>9}{'err':>7}  {'pred MiB':>9}{'meas MiB':>9}{'err':>7}")
 for model in models:
     cfg = f"configs/{model}.toml"
     for n in workers:
@@ -59,7 +59,8 @@ for model in models:
             key = "train.pp_microbatches" if pp > 1 else "train.accum_steps"
             d = f"{out}/run{i}"
             run(["train", "--config", cfg, "--nproc", str(n), "--backend", backend, "--steps", str(steps), "--out", d,
-                 "--layout", r["layout"], "--zero", str(r["zero"]), "--set", f"{key}={r['microbatches']}"] + common)
+                 "--layout", r["layout"], "--zero", str(r["zero"]), "--set", f"{key}={r['microbatches']}",
+                 "--set", f"train.precision={r['precision']}", "--set", f"train.recompute={r['recompute']}"] + common)
             lines = [json.loads(l) for l in open(f"{d}/metrics.jsonl")]
             ms = statistics.median([l["step_ms"] for l in lines if "step_ms" in l and l["step"] > 2])
             # rank 0's last memory row: the run's peak so far, evaluation included
@@ -67,11 +68,11 @@ for model in models:
             pm, pb = r["step_ms"], r["rank0"]["peak_bytes"]
             et, em = pm / ms - 1, pb / peak - 1
             measured[i] = ms
-            name = f"{model} N={n} {r['layout']} zero {r['zero']} micro {r['microbatches']}"
+            name = f"{model} N={n} {r['layout']} zero {r['zero']} micro {r['microbatches']} {r['precision']} {r['recompute']}"
             if abs(et) > abs(worst_t[0]): worst_t = (et, name)
             if abs(em) > abs(worst_m[0]): worst_m = (em, name)
             mark = "*" if i == rec else " "
-            print(f"{model:<12}{n:>3}{mark}{r['layout']:<16}{r['zero']:>4}{r['microbatches']:>6} {pm:>9.1f}{ms:>9.1f}{100*et:>+6.0f}%  "
+            print(f"{model:<12}{n:>3}{mark}{r['layout']:<16}{r['zero']:>4}{r['microbatches']:>6} {r['precision']:>5} {r['recompute']:>6} {pm:>9.1f}{ms:>9.1f}{100*et:>+6.0f}%  "
                   f"{pb/2**20:>9.1f}{peak/2**20:>9.1f}{100*em:>+6.0f}%", flush=True)
         if rec in measured:
             fastest = min(measured.values())

@@ -218,6 +218,33 @@ TEST(PlanStepModel, RecomputeKeepsBlockInputsAndRunsTheirForwardAgain) {
   EXPECT_EQ(half.saved_bytes, 1650);
 }
 
+// A profile that measured the block in bf16 gives bf16 stages its times and activation bytes
+// (lockstep keeps activations in fp32: nothing is halved); the embedding and head keep fp32's.
+TEST(PlanStepModel, MeasuredBf16BlockReplacesTheAssumption) {
+  StagePieces p;
+  p.has_embedding = p.has_head = true;
+  p.blocks = 3;
+  p.embedding = {1, 1, 100, 150, 0};
+  p.block = {10, 20, 1000, 1600, 0};
+  p.head = {2, 3, 200, 500, 0};
+  p.send_bytes = 64;
+  p.eval_bytes = 900;
+  p.block.bf16_fwd_ms = 6;
+  p.block.bf16_bwd_ms = 11;
+  p.block.bf16_saved_bytes = 1100;
+  p.block.bf16_peak_bytes = 1500;
+  const StageCost s = ComposeStage(p, {true, false, 2.0});
+  EXPECT_DOUBLE_EQ(s.fwd_ms, 1 + 3 * 6 + 2);
+  EXPECT_DOUBLE_EQ(s.bwd_ms, 1 + 3 * 11 + 3);
+  EXPECT_EQ(s.saved_bytes, 100 + 3 * 1100 + 200);
+  EXPECT_EQ(s.workspace_bytes, 400);  // the block's 1500 - 1100, more than the head's 500 - 200
+  EXPECT_EQ(s.send_bytes, 64);
+  EXPECT_EQ(s.eval_bytes, 900);
+  const StageCost fp32 = ComposeStage(p, {});
+  EXPECT_DOUBLE_EQ(fp32.fwd_ms, 33);
+  EXPECT_EQ(fp32.saved_bytes, 3300);
+}
+
 TEST(PlanStepModel, RejectsInconsistentInput) {
   LayoutInput in;
   in.pp = 2;

@@ -6,6 +6,7 @@
 #include <ctime>
 #include <functional>
 #include <map>
+#include <optional>
 #include <thread>
 
 #include "lockstep/comm/threads/threads_world.h"
@@ -17,7 +18,9 @@
 #include "lockstep/parallel/stage_model.h"
 #include "lockstep/parallel/zero_units.h"
 #include "lockstep/runtime/training/optimizer_state.h"
+#include "lockstep/tensor/bf16_ops.h"
 #include "lockstep/tensor/memory.h"
+#include "lockstep/tensor/precision.h"
 #include "lockstep/tensor/threads.h"
 
 namespace lockstep::runtime {
@@ -81,7 +84,22 @@ class PieceRun {
  public:
   PieceRun(parallel::StageModel* m, const nn::ModelInput* in) : m_(m), in_(in) {}
 
+  // train.precision = bf16, as the trainer runs it: products in bf16 from the weights' bf16
+  // copy (refreshed once, as after an optimizer step).
+  parallel::StageModel* model() const { return m_; }
+  void UseBf16() {
+    bf16_ = true;
+    nn::ParameterStore& ps = m_->params();
+    if (tensor::UseNativeBf16() && ps.has_flat_params()) weights_.Refresh(ps.flat_params(), ps.numel());
+  }
+
   void Pass(tensor::MemoryTracker& mem, bool first_pass) {
+    std::optional<tensor::ScopedPrecision> precision;
+    std::optional<tensor::ScopedBf16Weights> weights;
+    if (bf16_) {
+      precision.emplace(tensor::Precision::kBF16);
+      weights.emplace(&weights_);
+    }
     const bool first = m_->first_stage(), last = m_->last_stage();
     Variable x;
     tensor::Tensor grad;
@@ -143,6 +161,8 @@ class PieceRun {
 
   parallel::StageModel* m_;
   const nn::ModelInput* in_;
+  bool bf16_ = false;
+  tensor::Bf16WeightCopy weights_;
   autograd::Tape tape_;
   PieceCost cost_;
   std::vector<double> fwd_, bwd_, fwd_cpu_, bwd_cpu_;
@@ -279,7 +299,7 @@ WorkerResult MeasureOnWorker(const ProfileRequest& req, int tp_degree, const std
     ~Leave() {
       if (left > 0) b->arrive_and_drop();
     }
-  } leave{passes, req.reps + 1};
+  } leave{passes, 2 * (req.reps + 1)};
   tensor::MemoryTracker mem;
   tensor::ScopedTracker scope(&mem);
   tensor::SetComputeThreads(req.threads_per_worker);
@@ -334,6 +354,24 @@ WorkerResult MeasureOnWorker(const ProfileRequest& req, int tp_degree, const std
   // In a training step every worker computes at once for the whole step and gets cores/workers
   // of a core: the piece's own CPU time stretched by that. (Multi-threaded workers keep wall
   // times: their OpenMP threads' CPU time is not this thread's.)
+  // train.precision = bf16: the piece that carries the products (the block, or the whole
+  // model) again, on its own tape, in the same line-up of passes.
+  std::vector<std::unique_ptr<PieceRun>> bf16_runs;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    bf16_runs.push_back(std::make_unique<PieceRun>(runs[req.gpt ? 3 * i + 1 : i]->model(), &batches[i]->in));
+    bf16_runs.back()->UseBf16();
+  }
+  for (int pass = 0; pass <= req.reps; ++pass) {
+    passes->arrive_and_wait();
+    --leave.left;
+    for (auto& run : bf16_runs) {
+      run->Pass(mem, pass == 0);
+      if (!ctx.status().ok()) {
+        r.status = ctx.status();
+        return r;
+      }
+    }
+  }
   const double oversubscribed = Oversubscription(req);
   for (size_t i = 0; i < rows.size(); ++i) {
     if (req.gpt)
@@ -341,6 +379,12 @@ WorkerResult MeasureOnWorker(const ProfileRequest& req, int tp_degree, const std
                        runs[3 * i + 2]->Cost(oversubscribed)});
     else
       r.whole.push_back(runs[i]->Cost(oversubscribed));
+    PieceCost& main = req.gpt ? r.gpt.back().block : r.whole.back();
+    const PieceCost b = bf16_runs[i]->Cost(oversubscribed);
+    main.bf16_fwd_ms = b.fwd_ms;
+    main.bf16_bwd_ms = b.bwd_ms;
+    main.bf16_saved_bytes = b.saved_bytes;
+    main.bf16_peak_bytes = b.peak_bytes;
     if (!dp) continue;
     PieceRun& plain = req.gpt ? *runs[3 * i + 1] : *runs[i];
     r.status = MeasureZero(req, &batches[i]->in, &ctx, dp, mem, plain, req.gpt ? &r.gpt.back().block : &r.whole.back());
@@ -351,11 +395,15 @@ WorkerResult MeasureOnWorker(const ProfileRequest& req, int tp_degree, const std
 }
 
 PieceCost MedianOf(const std::vector<PieceCost>& v) {
-  std::vector<double> f, b;
+  std::vector<double> f, b, f16, b16;
   PieceCost out;
   for (const PieceCost& c : v) {
     f.push_back(c.fwd_ms);
     b.push_back(c.bwd_ms);
+    f16.push_back(c.bf16_fwd_ms);
+    b16.push_back(c.bf16_bwd_ms);
+    out.bf16_saved_bytes = std::max(out.bf16_saved_bytes, c.bf16_saved_bytes);
+    out.bf16_peak_bytes = std::max(out.bf16_peak_bytes, c.bf16_peak_bytes);
     out.saved_bytes = std::max(out.saved_bytes, c.saved_bytes);
     out.peak_bytes = std::max(out.peak_bytes, c.peak_bytes);
     out.eval_peak_bytes = std::max(out.eval_peak_bytes, c.eval_peak_bytes);
@@ -363,6 +411,8 @@ PieceCost MedianOf(const std::vector<PieceCost>& v) {
   }
   out.fwd_ms = Median(f);
   out.bwd_ms = Median(b);
+  out.bf16_fwd_ms = Median(f16);
+  out.bf16_bwd_ms = Median(b16);
   for (int k = 0; k < 2; ++k) {
     std::vector<double> z;
     for (const PieceCost& c : v) z.push_back(c.zero_ns_per_element[k]);
@@ -379,7 +429,11 @@ nlohmann::json PieceJson(const PieceCost& c) {
           {"eval_peak_bytes", c.eval_peak_bytes},
           {"kernel_bytes", c.kernel_bytes},
           {"zero2_ns_per_element", c.zero_ns_per_element[0]},
-          {"zero3_ns_per_element", c.zero_ns_per_element[1]}};
+          {"zero3_ns_per_element", c.zero_ns_per_element[1]},
+          {"bf16_fwd_ms", c.bf16_fwd_ms},
+          {"bf16_bwd_ms", c.bf16_bwd_ms},
+          {"bf16_saved_bytes", c.bf16_saved_bytes},
+          {"bf16_peak_bytes", c.bf16_peak_bytes}};
 }
 PieceCost PieceFromJson(const nlohmann::json& j) {
   PieceCost c{j.at("fwd_ms").get<double>(),          j.at("bwd_ms").get<double>(),
@@ -387,6 +441,10 @@ PieceCost PieceFromJson(const nlohmann::json& j) {
               j.at("eval_peak_bytes").get<int64_t>(), j.at("kernel_bytes").get<int64_t>()};
   c.zero_ns_per_element[0] = j.value("zero2_ns_per_element", 0.0);
   c.zero_ns_per_element[1] = j.value("zero3_ns_per_element", 0.0);
+  c.bf16_fwd_ms = j.value("bf16_fwd_ms", 0.0);
+  c.bf16_bwd_ms = j.value("bf16_bwd_ms", 0.0);
+  c.bf16_saved_bytes = j.value("bf16_saved_bytes", int64_t{0});
+  c.bf16_peak_bytes = j.value("bf16_peak_bytes", int64_t{0});
   return c;
 }
 
@@ -468,6 +526,8 @@ Status MeasureCompute(const ProfileRequest& req, ComputeProfile* into) {
       auto add = [stretch](std::vector<PieceCost>& to, PieceCost c) {
         c.fwd_ms *= stretch;
         c.bwd_ms *= stretch;
+        c.bf16_fwd_ms *= stretch;
+        c.bf16_bwd_ms *= stretch;
         to.push_back(c);
       };
       for (const WorkerResult& r : results) {

@@ -158,7 +158,20 @@ int64_t StageCost::largest_unit() const {
 
 StageCost ComposeStage(const StagePieces& p, const ComputeOptions& o) {
   StageCost s;
-  auto add = [&](const PieceCost& c, int times, bool recompute) {
+  // bf16 measured on the piece that carries the products (the block, or a whole model): its
+  // own times and activation bytes; the embedding (a lookup) and the head keep fp32's.
+  const bool measured_bf16 = o.bf16 && (p.block.bf16_fwd_ms > 0 || p.embedding.bf16_fwd_ms > 0);
+  auto as_run = [&](PieceCost c) {
+    if (measured_bf16 && c.bf16_fwd_ms > 0) {
+      c.fwd_ms = c.bf16_fwd_ms;
+      c.bwd_ms = c.bf16_bwd_ms;
+      c.saved_bytes = c.bf16_saved_bytes;
+      c.peak_bytes = c.bf16_peak_bytes;
+    }
+    return c;
+  };
+  auto add = [&](const PieceCost& piece, int times, bool recompute) {
+    const PieceCost c = as_run(piece);
     if (times <= 0) return;
     const int64_t kept = recompute ? p.block_input_bytes : c.saved_bytes;
     s.fwd_ms += times * c.fwd_ms;
@@ -176,7 +189,7 @@ StageCost ComposeStage(const StagePieces& p, const ComputeOptions& o) {
   for (int k = 0; k < 2; ++k)  // measured on one piece (the block, or a whole model)
     s.zero_ns_per_element[k] =
         std::max({p.embedding.zero_ns_per_element[k], p.block.zero_ns_per_element[k], p.head.zero_ns_per_element[k]});
-  if (o.bf16) {
+  if (o.bf16 && !measured_bf16) {  // a described assumption, not this implementation's
     const double speed = o.bf16_speedup > 0 ? o.bf16_speedup : 1.0;
     s.fwd_ms /= speed;
     s.bwd_ms /= speed;

@@ -36,6 +36,11 @@ struct PieceCost {
   // parameter element, measured with the piece as one ZeRO unit over the profile's workers
   // (0: not measured; the step model then uses the collectives' curves).
   double zero_ns_per_element[2] = {0, 0};
+  // The same piece with train.precision = bf16 (GEMM and convolution operands rounded to bf16,
+  // the weights' bf16 copy; activations stay fp32), measured as the fp32 figures above; 0: not
+  // measured (ComposeStage then assumes bf16_speedup and halved activations).
+  double bf16_fwd_ms = 0, bf16_bwd_ms = 0;
+  int64_t bf16_saved_bytes = 0, bf16_peak_bytes = 0;
 };
 
 // train.precision and train.recompute as the model applies them (the assumptions are in
