@@ -48,7 +48,8 @@ Result<LayoutInput> BuildLayoutInput(const Candidate& c, const PlanSetup& s, con
       p.block = g.block;
       p.head = g.head;
       if (eval_key != key)
-        p.eval_kernel_bytes = (sl.has_embedding ? e.embedding.kernel_bytes : 0) + sl.blocks * e.block.kernel_bytes +
+        p.eval_kernel_bytes = (sl.has_embedding ? e.embedding.kernel_bytes : 0) +
+                              sl.blocks * (e.block.kernel_bytes + (bf16 ? e.block.bf16_kernel_bytes : 0)) +
                               (sl.has_head ? e.head.kernel_bytes : 0);
       const int64_t act = 4 * c.micro_rows * s.gpt->context * s.gpt->width;  // [rows, T, C] in fp32
       p.block_input_bytes = act;
@@ -57,7 +58,10 @@ Result<LayoutInput> BuildLayoutInput(const Candidate& c, const PlanSetup& s, con
       p.has_embedding = true;  // the whole model as one piece
       p.embedding = profile.whole.at(c.micro_rows);
       p.eval_bytes = profile.whole.at(eval_key.first).eval_peak_bytes;
-      if (eval_key != key) p.eval_kernel_bytes = profile.whole.at(eval_key.first).kernel_bytes;
+      if (eval_key != key) {  // bf16 evaluation makes bf16 plans of its shape too
+        const PieceCost& e = profile.whole.at(eval_key.first);
+        p.eval_kernel_bytes = e.kernel_bytes + (bf16 ? e.bf16_kernel_bytes : 0);
+      }
     }
     StageCost sc = ComposeStage(p, co);
     sc.param_numels = sl.param_numels;

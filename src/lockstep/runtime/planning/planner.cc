@@ -36,7 +36,7 @@ std::string ModelKey(const PlanSetup& s) {
     std::snprintf(model, sizeof(model), "model %s", kind.ok() ? kind->c_str() : "");
   }
   char key[768];
-  std::snprintf(key, sizeof(key), "lockstep %s profile 6 on %s, %s, optimizer %s", LOCKSTEP_VERSION, host, model,
+  std::snprintf(key, sizeof(key), "lockstep %s profile 7 on %s, %s, optimizer %s", LOCKSTEP_VERSION, host, model,
                 optim::OptimizerName(s.optim.kind));
   return key;
 }

@@ -385,6 +385,7 @@ WorkerResult MeasureOnWorker(const ProfileRequest& req, int tp_degree, const std
     main.bf16_bwd_ms = b.bwd_ms;
     main.bf16_saved_bytes = b.saved_bytes;
     main.bf16_peak_bytes = b.peak_bytes;
+    main.bf16_kernel_bytes = b.kernel_bytes;  // made by the bf16 passes, beside the fp32 plans
     if (!dp) continue;
     PieceRun& plain = req.gpt ? *runs[3 * i + 1] : *runs[i];
     r.status = MeasureZero(req, &batches[i]->in, &ctx, dp, mem, plain, req.gpt ? &r.gpt.back().block : &r.whole.back());
@@ -404,6 +405,7 @@ PieceCost MedianOf(const std::vector<PieceCost>& v) {
     b16.push_back(c.bf16_bwd_ms);
     out.bf16_saved_bytes = std::max(out.bf16_saved_bytes, c.bf16_saved_bytes);
     out.bf16_peak_bytes = std::max(out.bf16_peak_bytes, c.bf16_peak_bytes);
+    out.bf16_kernel_bytes = std::max(out.bf16_kernel_bytes, c.bf16_kernel_bytes);
     out.saved_bytes = std::max(out.saved_bytes, c.saved_bytes);
     out.peak_bytes = std::max(out.peak_bytes, c.peak_bytes);
     out.eval_peak_bytes = std::max(out.eval_peak_bytes, c.eval_peak_bytes);
@@ -433,7 +435,8 @@ nlohmann::json PieceJson(const PieceCost& c) {
           {"bf16_fwd_ms", c.bf16_fwd_ms},
           {"bf16_bwd_ms", c.bf16_bwd_ms},
           {"bf16_saved_bytes", c.bf16_saved_bytes},
-          {"bf16_peak_bytes", c.bf16_peak_bytes}};
+          {"bf16_peak_bytes", c.bf16_peak_bytes},
+          {"bf16_kernel_bytes", c.bf16_kernel_bytes}};
 }
 PieceCost PieceFromJson(const nlohmann::json& j) {
   PieceCost c{j.at("fwd_ms").get<double>(),          j.at("bwd_ms").get<double>(),
@@ -445,6 +448,7 @@ PieceCost PieceFromJson(const nlohmann::json& j) {
   c.bf16_bwd_ms = j.value("bf16_bwd_ms", 0.0);
   c.bf16_saved_bytes = j.value("bf16_saved_bytes", int64_t{0});
   c.bf16_peak_bytes = j.value("bf16_peak_bytes", int64_t{0});
+  c.bf16_kernel_bytes = j.value("bf16_kernel_bytes", int64_t{0});
   return c;
 }
 

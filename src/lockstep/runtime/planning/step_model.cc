@@ -167,6 +167,7 @@ StageCost ComposeStage(const StagePieces& p, const ComputeOptions& o) {
       c.bwd_ms = c.bf16_bwd_ms;
       c.saved_bytes = c.bf16_saved_bytes;
       c.peak_bytes = c.bf16_peak_bytes;
+      c.kernel_bytes += c.bf16_kernel_bytes;
     }
     return c;
   };

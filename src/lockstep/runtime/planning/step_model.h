@@ -41,6 +41,7 @@ struct PieceCost {
   // measured (ComposeStage then assumes bf16_speedup and halved activations).
   double bf16_fwd_ms = 0, bf16_bwd_ms = 0;
   int64_t bf16_saved_bytes = 0, bf16_peak_bytes = 0;
+  int64_t bf16_kernel_bytes = 0;  // bf16 plans kept beside the fp32 ones (convolutions)
 };
 
 // train.precision and train.recompute as the model applies them (the assumptions are in
