@@ -195,13 +195,19 @@ TEST(PlanStepModel, MeasuredZeroCostReplacesTheOverlapModel) {
               3 * t.Ms(CommOp::kReduceScatter, 2, 4 * 1000) + t.Ms(CommOp::kAllGather, 2, 4 * 1001 * 2), 1e-9);
 }
 
-TEST(PlanStepModel, RecomputeKeepsBlockInputsAndRunsTheirForwardAgain) {
+// Embeddings, three blocks and the head: fwd, bwd, saved and peak bytes of each.
+StagePieces ThreeBlockStage() {
   StagePieces p;
   p.has_embedding = p.has_head = true;
   p.blocks = 3;
   p.embedding = {1, 1, 100, 150, 0};
   p.block = {10, 20, 1000, 1600, 0};
   p.head = {2, 3, 200, 500, 0};
+  return p;
+}
+
+TEST(PlanStepModel, RecomputeKeepsBlockInputsAndRunsTheirForwardAgain) {
+  StagePieces p = ThreeBlockStage();
   p.block_input_bytes = 64;
   StageCost plain = ComposeStage(p, {});
   EXPECT_DOUBLE_EQ(plain.fwd_ms, 33);
@@ -221,12 +227,7 @@ TEST(PlanStepModel, RecomputeKeepsBlockInputsAndRunsTheirForwardAgain) {
 // A profile that measured the block in bf16 gives bf16 stages its times and activation bytes
 // (lockstep keeps activations in fp32: nothing is halved); the embedding and head keep fp32's.
 TEST(PlanStepModel, MeasuredBf16BlockReplacesTheAssumption) {
-  StagePieces p;
-  p.has_embedding = p.has_head = true;
-  p.blocks = 3;
-  p.embedding = {1, 1, 100, 150, 0};
-  p.block = {10, 20, 1000, 1600, 0};
-  p.head = {2, 3, 200, 500, 0};
+  StagePieces p = ThreeBlockStage();
   p.send_bytes = 64;
   p.eval_bytes = 900;
   p.block.bf16_fwd_ms = 6;
