@@ -114,9 +114,11 @@ void BackwardToBlocked(float* dx, const int32_t* argmax, const float* out, const
 // transposes were most of these kernels' time: 17% of a one-thread cnn-fashion step).
 #define LOCKSTEP_AVX512 __attribute__((target("avx512f")))
 // GCC 12's unpack intrinsics pass _mm512_undefined_ps() as the unused merge source, which
-// -Wmaybe-uninitialized reports (a known false positive of these headers).
+// -Wmaybe-uninitialized (and at -O1, as the sanitizer build compiles, -Wuninitialized) reports:
+// a known false positive of these headers.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 
 // r[i] (16 lanes each) becomes its transpose: r[k] lane i = old r[i] lane k.
 LOCKSTEP_AVX512 inline void Transpose16x16(__m512* r) {
