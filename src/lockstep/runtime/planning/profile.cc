@@ -331,29 +331,25 @@ WorkerResult MeasureOnWorker(const ProfileRequest& req, int tp_degree, const std
       runs.push_back(std::make_unique<PieceRun>(models.back().get(), &batches.back()->in));
     }
   }
-  for (int pass = 0; pass <= req.reps; ++pass) {
-    passes->arrive_and_wait();
-    --leave.left;
-    Stopwatch wall;
-    const double cpu = ThreadCpuMs();
-    for (auto& run : runs) {
-      run->Pass(mem, pass == 0);
-      if (!ctx.status().ok()) {
-        r.status = ctx.status();
-        return r;
+  // Every pass of `list` lines up with the other workers' (their fp32 passes, then their bf16
+  // ones); `timed` keeps each timed pass's wall and CPU time for SharingLoss.
+  auto run_passes = [&](std::vector<std::unique_ptr<PieceRun>>& list, bool timed) {
+    for (int pass = 0; pass <= req.reps; ++pass) {
+      passes->arrive_and_wait();
+      --leave.left;
+      Stopwatch wall;
+      const double cpu = ThreadCpuMs();
+      for (auto& run : list) {
+        run->Pass(mem, pass == 0);
+        if (!ctx.status().ok()) return false;
+      }
+      if (timed && pass > 0) {
+        r.pass_wall_ms.push_back(wall.ElapsedMs());
+        r.pass_cpu_ms.push_back(ThreadCpuMs() - cpu);
       }
     }
-    if (pass > 0) {
-      r.pass_wall_ms.push_back(wall.ElapsedMs());
-      r.pass_cpu_ms.push_back(ThreadCpuMs() - cpu);
-    }
-  }
-  // More single-threaded workers than cores: a piece shorter than the scheduler's time slice
-  // either runs alone or waits most of its time, so its wall times are bimodal and their median
-  // is the alone one (gpt-tiny, 4 workers on 2 cores: predicted 21 ms a step, trained in 42).
-  // In a training step every worker computes at once for the whole step and gets cores/workers
-  // of a core: the piece's own CPU time stretched by that. (Multi-threaded workers keep wall
-  // times: their OpenMP threads' CPU time is not this thread's.)
+    return true;
+  };
   // train.precision = bf16: the piece that carries the products (the block, or the whole
   // model) again, on its own tape, in the same line-up of passes.
   std::vector<std::unique_ptr<PieceRun>> bf16_runs;
@@ -361,17 +357,16 @@ WorkerResult MeasureOnWorker(const ProfileRequest& req, int tp_degree, const std
     bf16_runs.push_back(std::make_unique<PieceRun>(runs[req.gpt ? 3 * i + 1 : i]->model(), &batches[i]->in));
     bf16_runs.back()->UseBf16();
   }
-  for (int pass = 0; pass <= req.reps; ++pass) {
-    passes->arrive_and_wait();
-    --leave.left;
-    for (auto& run : bf16_runs) {
-      run->Pass(mem, pass == 0);
-      if (!ctx.status().ok()) {
-        r.status = ctx.status();
-        return r;
-      }
-    }
+  if (!run_passes(runs, true) || !run_passes(bf16_runs, false)) {
+    r.status = ctx.status();
+    return r;
   }
+  // More single-threaded workers than cores: a piece shorter than the scheduler's time slice
+  // either runs alone or waits most of its time, so its wall times are bimodal and their median
+  // is the alone one (gpt-tiny, 4 workers on 2 cores: predicted 21 ms a step, trained in 42).
+  // In a training step every worker computes at once for the whole step and gets cores/workers
+  // of a core: the piece's own CPU time stretched by that. (Multi-threaded workers keep wall
+  // times: their OpenMP threads' CPU time is not this thread's.)
   const double oversubscribed = Oversubscription(req);
   for (size_t i = 0; i < rows.size(); ++i) {
     if (req.gpt)
