@@ -14,8 +14,7 @@ namespace {
 bool IsP2P(const CallDesc& d) { return d.kind == OpKind::kSend || d.kind == OpKind::kRecv; }
 
 constexpr int64_t kLazyPickupNs = 500'000;  // an unwaited small op waits at most this
-constexpr int64_t kPollNs = 1'000'000;      // progress thread poll while recently busy
-constexpr int64_t kDeepSleepAfterNs = 1'000'000'000;
+constexpr int64_t kPollNs = 1'000'000;      // progress thread poll while sends are staged
 constexpr int64_t kWaitSliceNs = 200'000;  // Wait() retries running inline this often
 
 int64_t ToNanos(std::chrono::milliseconds ms) {
@@ -148,9 +147,8 @@ WorkHandle MpiCommunicator::Issue(const CallDesc& d, const void* send, const voi
     std::lock_guard<std::mutex> lk(mu_);
     if (stop_) return CompletedWork(Status::Aborted("communicator is shut down"));
     queue_.push_back(w);
-    last_enqueue_ns_ = w->enqueue_ns;
     if (eager) ++eager_pending_;
-    wake = eager || deep_sleep_;
+    wake = eager || idle_;
   }
   if (wake) cv_.notify_one();
   return w;
@@ -178,14 +176,16 @@ bool MpiCommunicator::TryRunInline(MpiWork& target, int64_t caller_deadline_ns) 
   return true;
 }
 
+// As the threads backend's (comm/threads/comm_impl.cc): with nothing queued and no send staged
+// the thread sleeps until Issue (or a staged send) wakes it, instead of polling every 1 ms for a
+// second after any activity, which took CPU from oversubscribed ranks.
 void MpiCommunicator::ProgressLoop() {
-  int64_t last_active = NowNanos();
   for (;;) {
     bool runnable = false;
     {
       std::unique_lock<std::mutex> lk(mu_);
       const int64_t now = NowNanos();
-      deep_sleep_ = false;
+      idle_ = false;
       int64_t sleep_ns;
       if (!queue_.empty()) {
         const int64_t age = now - queue_.front()->enqueue_ns;
@@ -193,11 +193,10 @@ void MpiCommunicator::ProgressLoop() {
         sleep_ns = kLazyPickupNs - age;
       } else if (stop_) {
         break;
-      } else if (has_staged_.load(std::memory_order_relaxed) ||
-                 now - std::max(last_active, last_enqueue_ns_) < kDeepSleepAfterNs) {
+      } else if (has_staged_.load(std::memory_order_relaxed)) {
         sleep_ns = kPollNs;
       } else {
-        deep_sleep_ = true;  // Issue wakes us explicitly from now on
+        idle_ = true;  // Issue wakes us
         sleep_ns = int64_t{3600} * 1'000'000'000;
       }
       if (!runnable) {
@@ -210,7 +209,6 @@ void MpiCommunicator::ProgressLoop() {
     has_staged_.store(!staged_.empty(), std::memory_order_relaxed);
     if (!runnable) continue;
     while (std::shared_ptr<MpiWork> w = PopFront()) Execute(*w, int64_t{1} << 62);
-    last_active = NowNanos();
   }
   std::lock_guard<std::mutex> exec(exec_mu_);
   ServiceSends(true);
@@ -236,7 +234,11 @@ void MpiCommunicator::Execute(MpiWork& w, int64_t caller_deadline_ns) {
     }
     state_->Poison(s);
   }
-  if (!staged_.empty()) has_staged_.store(true, std::memory_order_relaxed);
+  if (!staged_.empty() && !has_staged_.load(std::memory_order_relaxed)) {
+    has_staged_.store(true, std::memory_order_relaxed);
+    std::lock_guard<std::mutex> lk(mu_);  // an idle progress thread must start polling the sends
+    if (idle_) cv_.notify_one();
+  }
   w.Finish(std::move(s));
 }
 

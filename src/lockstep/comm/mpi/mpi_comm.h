@@ -145,8 +145,7 @@ class MpiCommunicator final : public Communicator,
   std::condition_variable cv_;
   std::deque<std::shared_ptr<MpiWork>> queue_;
   int eager_pending_ = 0;
-  bool deep_sleep_ = false;
-  int64_t last_enqueue_ns_ = 0;
+  bool idle_ = false;  // the progress thread sleeps with nothing to do: Issue must wake it
   bool stop_ = false;
   std::thread progress_;
   std::once_flag shutdown_once_;

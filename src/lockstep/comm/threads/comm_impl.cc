@@ -11,8 +11,6 @@ namespace lockstep::comm::threads {
 namespace {
 
 constexpr int64_t kLazyPickupNs = 500'000;  // an unwaited small op waits at most this
-constexpr int64_t kPollNs = 1'000'000;      // progress thread poll while recently busy
-constexpr int64_t kDeepSleepAfterNs = 1'000'000'000;
 constexpr int64_t kWaitSliceNs = 1'000'000;      // Wait() first retries running inline after
 constexpr int64_t kMaxWaitSliceNs = 32'000'000;  // this, then at doubling intervals up to this
 
@@ -79,8 +77,7 @@ WorkHandle CommImpl::Enqueue(std::shared_ptr<Op> op) {
       Finish(*op, Status::Aborted("rank " + std::to_string(rank_) + ": " + OpLabel(*op) +
                                   " aborted: communicator destroyed"));
     } else {
-      wake = op->eager || deep_sleep_;
-      last_enqueue_ns_ = op->enqueue_ns;
+      wake = op->eager || idle_;
       if (op->eager) ++eager_pending_;
       queue_.push_back(op);
     }
@@ -98,8 +95,14 @@ std::shared_ptr<Op> CommImpl::PopFront() {
   return op;
 }
 
+// With nothing queued the progress thread sleeps until Enqueue wakes it; with a small (lazy)
+// operation queued it sleeps until that one is kLazyPickupNs old, in case its caller does not
+// Wait() for it (a waiting caller runs it inline). It used to poll every 1 ms for a second
+// after any activity instead of being woken: with a progress thread per communicator (five per
+// rank in a dp x tp layout) that was thousands of wake-ups a second per rank, and on
+// oversubscribed cores they took the ranks' CPU. The cost now is one futex wake per small
+// operation enqueued while the thread sleeps.
 void CommImpl::ProgressLoop() {
-  int64_t last_active = NowNanos();
   while (true) {
     uint32_t seen = queue_word_.value.load(std::memory_order_seq_cst);
     bool runnable = false, stopping = false;
@@ -108,17 +111,15 @@ void CommImpl::ProgressLoop() {
       std::lock_guard<std::mutex> lock(queue_mu_);
       int64_t now = NowNanos();
       stopping = stop_;
-      deep_sleep_ = false;
+      idle_ = false;
       if (!queue_.empty()) {
         int64_t age = now - queue_.front()->enqueue_ns;
         runnable = stopping || eager_pending_ > 0 || age >= kLazyPickupNs;
         sleep_ns = kLazyPickupNs - age;
       } else if (stopping) {
         return;
-      } else if (now - std::max(last_active, last_enqueue_ns_) < kDeepSleepAfterNs) {
-        sleep_ns = kPollNs;
       } else {
-        deep_sleep_ = true;  // Enqueue wakes us explicitly from now on
+        idle_ = true;  // Enqueue wakes us
         sleep_ns = 3'600'000'000'000;
       }
     }
@@ -132,7 +133,6 @@ void CommImpl::ProgressLoop() {
           Execute(*op, kNoDeadline);
         }
       }
-      last_active = NowNanos();
       continue;
     }
     queue_word_.sleepers.fetch_add(1, std::memory_order_seq_cst);

@@ -105,8 +105,7 @@ class CommImpl : public std::enable_shared_from_this<CommImpl> {
   std::mutex queue_mu_;
   std::deque<std::shared_ptr<Op>> queue_;
   int eager_pending_ = 0;
-  bool deep_sleep_ = false;
-  int64_t last_enqueue_ns_ = 0;  // the progress thread sleeps deeply only after 1 s idle
+  bool idle_ = false;  // the progress thread sleeps with an empty queue: Enqueue must wake it
   bool stop_ = false;
   WaitWord queue_word_;
   std::thread progress_;
