@@ -106,6 +106,33 @@ TEST(PlanStepModel, EqualStagesGiveTheClosedFormMakespanAndBubble) {
   EXPECT_NEAR(p->step_ms, p->pipeline_ms, 1e-9);
 }
 
+TEST(PlanStepModel, OversubscribedPipelineSharesTheCoresAmongTheStagesThatRun) {
+  // Four stages at fwd 1 + bwd 2 ms a micro-batch when every worker computes, with two workers
+  // per core: 0.5 + 1 ms for a stage while at most two run (capacity: 4 stages / 2).
+  LayoutInput in;
+  in.pp = 4;
+  in.micros = 1;
+  in.oversubscription = 2;
+  for (int s = 0; s < 4; ++s) in.stages.push_back(Stage(1, 2));
+  // One micro-batch runs one op at a time, each at full speed: 4 x 0.5 + 4 x 1 ms, where the
+  // shared speed throughout would take 12.
+  Result<Prediction> p = PredictLayout(in, CommTable());
+  ASSERT_TRUE(p.ok());
+  EXPECT_NEAR(p->pipeline_ms, 6.0, 1e-9);
+  // Sixteen: the work binds (4 stages x 16 x 1.5 ms over a capacity of 2 = 48 ms; the
+  // own-core schedule would take 19 x 1.5 = 28.5), plus the fill and drain that run fewer
+  // than two stages; the shared speed throughout would take 19 x 3 = 57.
+  in.micros = 16;
+  p = PredictLayout(in, CommTable());
+  ASSERT_TRUE(p.ok());
+  EXPECT_GT(p->pipeline_ms, 48.0);
+  EXPECT_LT(p->pipeline_ms, 48.0 + 3 * 1.5);
+  in.oversubscription = 1;  // a core each: the schedule as measured
+  p = PredictLayout(in, CommTable());
+  ASSERT_TRUE(p.ok());
+  EXPECT_NEAR(p->pipeline_ms, (16 + 3) * 3.0, 1e-9);
+}
+
 TEST(PlanStepModel, AccumulationRunsEveryMicroBatchAndTheOptimizerCountsOwnedElements) {
   LayoutInput in;
   in.micros = 4;

@@ -22,6 +22,7 @@ Result<LayoutInput> BuildLayoutInput(const Candidate& c, const PlanSetup& s, con
   in.bucket_bytes = s.run.train.bucket_bytes;
   in.optimizer_moments = s.optim.kind == optim::OptimizerKind::kAdamW ? 2 : (s.optim.sgd.momentum != 0.0 ? 1 : 0);
   in.optimizer_ns_per_element = profile.optimizer_ns_per_element;
+  in.oversubscription = profile.oversubscription();
   const bool bf16 = c.precision == "bf16";
   in.weight_copy_bytes = bf16 ? 2 : 0;
   const ComputeOptions co{bf16, c.recompute == "block", 1.0};

@@ -267,10 +267,11 @@ Status MeasureZero(const ProfileRequest& req, const nn::ModelInput* in, parallel
 
 // More single-threaded workers than cores: the share of a core each gets while all compute
 // (PieceRun::Cost). 1 when every worker has a core, or runs several threads.
-double Oversubscription(const ProfileRequest& req) {
+double Oversubscription(int workers, int threads_per_worker) {
   const double cores = std::max(1u, std::thread::hardware_concurrency());
-  return req.threads_per_worker == 1 ? std::max(1.0, static_cast<double>(req.workers) / cores) : 1.0;
+  return threads_per_worker == 1 ? std::max(1.0, static_cast<double>(workers) / cores) : 1.0;
 }
+double Oversubscription(const ProfileRequest& req) { return Oversubscription(req.workers, req.threads_per_worker); }
 
 // What one worker thread measured: per rows, the GPT's three pieces or the whole model.
 struct WorkerResult {
@@ -555,6 +556,8 @@ Status MeasureCompute(const ProfileRequest& req, ComputeProfile* into) {
   }
   return Status::Ok();
 }
+
+double ComputeProfile::oversubscription() const { return Oversubscription(workers, threads_per_worker); }
 
 nlohmann::json ComputeProfile::ToJson() const {
   nlohmann::json g = nlohmann::json::array(), w = nlohmann::json::array();

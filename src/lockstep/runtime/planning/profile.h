@@ -39,6 +39,9 @@ struct ComputeProfile {
   std::map<int64_t, PieceCost> whole;  // rows -> the whole model (non-GPT)
   double optimizer_ns_per_element = 0;
 
+  // workers / cores when more single-threaded workers than cores share them (the factor the
+  // pieces' CPU times were stretched by), else 1.
+  double oversubscription() const;
   bool Has(const ShapeKey& k, bool is_gpt) const { return is_gpt ? gpt.count(k) > 0 : whole.count(k.first) > 0; }
   nlohmann::json ToJson() const;
   static Result<ComputeProfile> FromJson(const nlohmann::json& j);

@@ -98,6 +98,9 @@ struct LayoutInput {
   double optimizer_ns_per_element = 0;  // norm + clip + update, per owned element
   int64_t weight_copy_bytes = 0;        // per parameter, beside the fp32 master (bf16: 2)
   std::vector<StageCost> stages;        // pp entries
+  // Workers per core when they outnumber the cores (the stages' times are then each worker's
+  // share of a core while all compute: ComputeProfile::oversubscription()), else 1.
+  double oversubscription = 1;
 };
 
 // One rank's bytes (stage s, tp rank 0, dp rank 0: the largest ZeRO shard).
