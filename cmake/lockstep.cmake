@@ -70,7 +70,12 @@ function(lockstep_tests layer)
     endif()
     # CLI tests run the real binary end to end: labelled 'slow' so the sanitizer pass of
     # .ci/run can skip them (they are covered by the Release pass).
-    if(layer STREQUAL "cli")
+    if(name STREQUAL "straggler_test")
+      # Four ranks on two cores must get equal shares of them for "nobody is named" to hold:
+      # another test's threads on the same cores make whichever ranks share a core with them
+      # slower, and the detector rightly names one (1.14-1.41x the others, 3 of 20 runs).
+      gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 120 LABELS slow RUN_SERIAL TRUE)
+    elseif(layer STREQUAL "cli")
       gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 120 LABELS slow)
     else()
       gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 120)
