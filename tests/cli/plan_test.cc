@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <map>
 
 #include <nlohmann/json.hpp>
 
@@ -156,6 +157,39 @@ TEST(Plan, HardwareFileErrorsNameTheField) {
   CommandResult r = RunLockstep({"plan", "--config", config, "--hardware", good, "--nproc", "7"});
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_NE(r.err.find("no layout of 7 devices"), std::string::npos) << r.err;
+}
+
+// The Llama terms on a described machine where only the products cost anything (1 TFLOP/s at
+// full efficiency, memory and links effectively free): flash attention's backward does 2.5x
+// its forward's FLOPs, torchtitan's op policy recomputes every second matmul of a layer (wk, wo,
+// w3) and full recompute the whole forward.
+TEST(Plan, LlamaTimeTermsOnADescribedMachine) {
+  const std::string dir = MakeTempDir("plan-llama");
+  std::ofstream(dir + "/hw.toml") << "name = \"products only\"\n[node]\ndevices = 1\n"
+                                     "[device]\nmemory_gib = 1000\npeak_tflops_bf16 = 1\npeak_tflops_fp32 = 1\n"
+                                     "matmul_efficiency = 1\nattention_efficiency = 1\nmemory_gbs = 1e9\n"
+                                     "memory_efficiency = 1\n"
+                                     "[intra_node]\nbandwidth_gbs = 1e9\nlatency_us = 0\nefficiency = 1\n"
+                                     "[inter_node]\nbandwidth_gbs = 1e9\nlatency_us = 0\nefficiency = 1\n";
+  const int layers = 2, h = 64, heads = 4, kv_heads = 2, f = 128, vocab = 256, s = 32;
+  std::ofstream(dir + "/llama.toml") << "[model]\nkind = \"llama\"\nvocab = " << vocab << "\ncontext = " << s
+                                     << "\nlayers = " << layers << "\nheads = " << heads << "\nkv_heads = " << kv_heads
+                                     << "\nwidth = " << h << "\nffn_hidden = " << f << "\n[train]\nbatch_size = 1\n";
+  CommandResult r = RunLockstep({"plan", "--config", dir + "/llama.toml", "--hardware", dir + "/hw.toml", "--nproc", "1",
+                                 "--json", dir + "/plan.json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json plan = ReadJson(dir + "/plan.json");
+  std::map<std::string, double> step;
+  for (const nlohmann::json& row : plan["layouts"]) step[row["recompute"].get<std::string>()] = row["step_ms"];
+  ASSERT_EQ(step.size(), 3u) << plan.dump();
+  const double kv = static_cast<double>(kv_heads) * h / heads, tokens = s;
+  const double ms_per_flop = 1e3 / 1e12;
+  const double matmul = tokens * 2 * (h * (h + 2 * kv) + h * h + 3.0 * h * f) * ms_per_flop;
+  const double attention = tokens * 4 * (s / 2.0) * h * ms_per_flop;  // the causal half
+  const double head = 3 * tokens * 2 * h * vocab * ms_per_flop;
+  EXPECT_NEAR(step["none"], layers * (3 * matmul + 3.5 * attention) + head, 1e-6 * step["none"]);
+  EXPECT_NEAR(step["op"] - step["none"], layers * tokens * 2 * (h * kv + h * h + h * f) * ms_per_flop, 1e-6 * step["none"]);
+  EXPECT_NEAR(step["full"] - step["none"], layers * (matmul + attention), 1e-6 * step["none"]);
 }
 
 }  // namespace

@@ -88,6 +88,13 @@ struct Costs {
     const double kv = static_cast<double>(m.kv_heads) * h / static_cast<double>(m.heads);
     return h * (h + 2 * kv) + h * h + 3 * h * f;
   }
+  // torchtitan's op policy keeps the output of every second matmul a layer runs and recomputes
+  // the others: of wq, wk, wv, wo, w1, w3, w2 (in call order) it recomputes wk, wo and w3.
+  double OpRecomputedMatmulParams() const {
+    const double h = static_cast<double>(m.width), f = static_cast<double>(m.ffn);
+    const double kv = static_cast<double>(m.kv_heads) * h / static_cast<double>(m.heads);
+    return h * kv + h * h + h * f;
+  }
   // Attention score FLOPs per token per layer (QK^T and AV): Megatron's kernels compute the
   // whole s x s square, flash attention (Llama, torchtitan) only its causal half.
   double AttentionFlopsPerToken() const {
@@ -103,7 +110,8 @@ Result<PlanRow> Predict(const Costs& c, const Layout& L, int64_t global_batch) {
   const double layers = static_cast<double>(m.layers) / p;
   // One layer, one micro-batch: forward; backward twice the forward; recompute on top.
   // Megatron computes attention scores with ordinary GEMMs; Llama's flash attention is one fused
-  // kernel with its own efficiency.
+  // kernel with its own efficiency, whose backward does 2.5x its forward's FLOPs (five products
+  // against two: it recomputes the scores; Dao 2023, FlashAttention-2).
   const double attn_flops = tokens * c.AttentionFlopsPerToken() / t;
   const double mm_fwd = tokens * 2 * c.LayerMatmulParams() / t + (m.llama ? 0 : attn_flops);
   const double attn_ms = m.llama ? attn_flops / (c.hw.peak_tflops_bf16 * 1e12 * c.hw.attention_efficiency) * 1e3 : 0;
@@ -114,11 +122,13 @@ Result<PlanRow> Predict(const Costs& c, const Layout& L, int64_t global_batch) {
   if (L.recompute == "selective")
     extra_ms = (m.llama ? attn_ms : c.MatmulMs(attn_flops)) +
                c.MemoryMs(2 * 5 * static_cast<double>(m.heads) * static_cast<double>(m.context) * tokens / t);
-  if (L.recompute == "op") extra_ms = 0.5 * c.MatmulMs(mm_fwd) + c.MemoryMs(vec_fwd);
+  if (L.recompute == "op")
+    extra_ms = c.MatmulMs(tokens * 2 * c.OpRecomputedMatmulParams() / t) + c.MemoryMs(vec_fwd);
   const Link& tp_link = c.LinkFor(t);
   const double ar = c.CollectiveMs(tp_link, t, 2 * tokens * h, 2.0 * (t - 1) / t);
   const int n_ar = 4 + (L.recompute == "full" ? 2 : 0);
-  const double layer_ms = 3 * f_ms + extra_ms + n_ar * ar;
+  const double flash_bwd_extra_ms = 0.5 * attn_ms;  // 2.5x forward, not the 2x counted in 3 * f_ms
+  const double layer_ms = 3 * f_ms + flash_bwd_extra_ms + extra_ms + n_ar * ar;
   // The head (last stage): its matmul and the bf16 logits with their fp32 softmax.
   const double vocab = static_cast<double>(m.vocab);
   const double head_ms = 3 * (c.MatmulMs(2 * tokens * h * vocab / t) + c.MemoryMs(tokens * vocab / t * 12));
@@ -185,7 +195,7 @@ Result<PlanRow> Predict(const Costs& c, const Layout& L, int64_t global_batch) {
   pr.memory = {stage_memory(p > 1 ? first_act : last_act)};
   if (p > 1) pr.memory.push_back(stage_memory(last_act));
   for (const StageMemory& sm : pr.memory) pr.peak_bytes = std::max(pr.peak_bytes, sm.peak_bytes);
-  pr.compute_ms = mcount * (layers * (3 * f_ms + extra_ms) + head_ms);
+  pr.compute_ms = mcount * (layers * (3 * f_ms + flash_bwd_extra_ms + extra_ms) + head_ms);
   pr.pipeline_ms = pipeline_ms;
   pr.bubble = p > 1 ? fill / (mcount + fill) : 0;
   pr.comm_exposed_ms = mcount * layers * n_ar * ar + sends + dp_ms;
