@@ -164,6 +164,47 @@ TEST(ExactSquareSum, ThreadCountDoesNotChangeABit) {
   EXPECT_NEAR(pieces.Value(), static_cast<double>(ref), 1e-15 * static_cast<double>(ref));
 }
 
+// The per-exponent tables against the definition, element by element: each square M^2 placed
+// at bit 2e - 2 of the 32-bit digits (units of 2^-298), carries propagated at the end. Values of
+// every exponent (subnormals, FLT_MAX), zeros, and 2^17 copies of FLT_MAX in a row (the most one
+// table entry can take between flushes).
+TEST(ExactSquareSum, EqualsTheElementByElementSum) {
+  std::vector<float> g;
+  for (uint32_t exp = 0; exp < 255; ++exp)
+    for (uint32_t mant : {0u, 1u, 0x400000u, 0x7fffffu, 0x123457u}) {
+      const uint32_t bits = (exp << 23) | mant | (mant == 1u ? 0x80000000u : 0u);
+      float x;
+      std::memcpy(&x, &bits, sizeof x);
+      g.push_back(x);
+    }
+  const std::vector<float> random = Random(5000);
+  g.insert(g.end(), random.begin(), random.end());
+  g.insert(g.end(), int64_t{1} << 17, std::numeric_limits<float>::max());
+  std::vector<unsigned __int128> ref(ExactSquareSum::kDigits + 4, 0);
+  for (float x : g) {
+    uint32_t bits;
+    std::memcpy(&bits, &x, sizeof bits);
+    const uint32_t exp = (bits >> 23) & 0xffu;
+    const uint64_t mant = (bits & 0x7fffffu) | (exp != 0 ? 0x800000u : 0u);
+    const uint32_t shift = 2 * std::max(exp, 1u) - 2;
+    const unsigned __int128 v = static_cast<unsigned __int128>(mant * mant) << (shift % 32);
+    for (uint32_t k = 0; k < 3; ++k) ref[shift / 32 + k] += static_cast<uint32_t>(v >> (32 * k));
+  }
+  unsigned __int128 carry = 0;
+  for (unsigned __int128& d : ref) {
+    d += carry;
+    carry = d >> 32;
+    d &= 0xffffffffu;
+  }
+  ExactSquareSum s;
+  s.Add(g.data(), static_cast<int64_t>(g.size()));
+  int64_t words[ExactSquareSum::kWords];
+  s.ToWords(words);
+  for (int i = 0; i < ExactSquareSum::kDigits; ++i) EXPECT_EQ(words[i], static_cast<int64_t>(ref[i])) << "digit " << i;
+  EXPECT_EQ(words[ExactSquareSum::kDigits], 0);  // no infinities
+  EXPECT_EQ(words[ExactSquareSum::kDigits + 1], 0);
+}
+
 TEST(ExactSquareSum, IsExactWhereDoubleSumsAreNot) {
   // 2^60 + 1 + 1 + ... : a double accumulator started with the big term loses the ones.
   std::vector<float> g(1025, 1.0f);

@@ -21,56 +21,58 @@ void ExactSquareSum::Normalize() {
 
 namespace {
 
-// Adds the squares of x[0, n) into `digits` (units of 2^-298, see the header). Four banks of
-// digits take consecutive elements in turn: neighbouring gradient elements have similar
-// exponents and so hit the same digits, and one bank would make every add wait for the
-// previous one's store. n <= kBankChunk keeps every bank digit below 2^60.
-constexpr int64_t kBankChunk = int64_t{1} << 28;
-constexpr int kBanks = 4;
+// Squares are summed per exponent first: a float is M * 2^(e - 150) (e = max(exp, 1); M < 2^24
+// with the implicit bit for normal numbers), so its square is M^2 << (2e - 2) in units of
+// 2^-298, and the squares of one exponent add up as plain integers M^2 < 2^48. A uint64 per
+// exponent holds 2^16 of them; every kFlush elements the 255 sums are shifted into the digits
+// once. Four tables take consecutive elements in turn: neighbouring gradient elements share
+// exponents, and one table would make every add wait for the previous one's store. Per element
+// this is a multiply and one add, against a 128-bit shift and three digit adds element by
+// element (same digits, so the same bits: the sum is exact either way).
+constexpr int64_t kFlush = int64_t{1} << 16;  // elements per flush: <= 2^16 adds per table entry
+constexpr int kTables = 4;
 
-inline void AddSquare(uint32_t bits, uint64_t* digits, int64_t* infs, int64_t* nans) {
+inline void AddToTable(uint32_t bits, uint64_t* table, int64_t* infs, int64_t* nans) {
   const uint32_t exp = (bits >> 23) & 0xffu;
-  uint64_t mant = bits & 0x7fffffu;
-  if (exp == 0xffu) {
-    (mant != 0 ? *nans : *infs) += 1;
+  const uint64_t mant = (bits & 0x7fffffu) | (exp != 0 ? 0x800000u : 0u);
+  if (exp == 0xffu) [[unlikely]] {
+    ((bits & 0x7fffffu) != 0 ? *nans : *infs) += 1;
     return;
   }
-  if (exp == 0 && mant == 0) return;  // +-0
-  // value = M * 2^(e - 150) with e = max(exp, 1) (subnormals have no implicit bit), so the
-  // square is M^2 * 2^(2e - 300) = M^2 << (2e - 2) in units of 2^-298.
-  uint32_t e = exp;
-  if (exp == 0)
-    e = 1;
-  else
-    mant |= 0x800000u;
-  const uint32_t shift = 2 * e - 2;
-  const unsigned __int128 v = static_cast<unsigned __int128>(mant * mant) << (shift & 31u);
-  const uint32_t d = shift >> 5;
-  digits[d] += static_cast<uint32_t>(v);
-  digits[d + 1] += static_cast<uint32_t>(v >> 32);
-  digits[d + 2] += static_cast<uint32_t>(v >> 64);
+  table[exp] += mant * mant;  // +-0 adds 0
 }
 
 }  // namespace
 
 void ExactSquareSum::AddSerial(const float* x, int64_t n) {
-  for (int64_t start = 0; start < n; start += kBankChunk) {
-    const int64_t end = std::min(n, start + kBankChunk);
-    uint64_t bank[kBanks][kDigits] = {};
+  for (int64_t start = 0; start < n; start += kFlush) {
+    const int64_t end = std::min(n, start + kFlush);
+    uint64_t table[kTables][256] = {};
     int64_t i = start;
-    for (; i + kBanks <= end; i += kBanks) {
-      uint32_t bits[kBanks];
+    for (; i + kTables <= end; i += kTables) {
+      uint32_t bits[kTables];
       std::memcpy(bits, &x[i], sizeof bits);
-      for (int b = 0; b < kBanks; ++b) AddSquare(bits[b], bank[b], &infs_, &nans_);
+      for (int t = 0; t < kTables; ++t) AddToTable(bits[t], table[t], &infs_, &nans_);
     }
     for (; i < end; ++i) {
       uint32_t bits;
       std::memcpy(&bits, &x[i], sizeof bits);
-      AddSquare(bits, bank[0], &infs_, &nans_);
+      AddToTable(bits, table[0], &infs_, &nans_);
     }
-    // digits_ < 2^32 after Normalize, each bank digit < 2^60: no overflow.
-    for (int b = 0; b < kBanks; ++b)
-      for (int k = 0; k < kDigits; ++k) digits_[k] += bank[b][k];
+    for (uint32_t exp = 0; exp < 0xffu; ++exp) {
+      for (int t = 0; t < kTables; ++t) {
+        const uint64_t v = table[t][exp];
+        if (v == 0) continue;
+        const uint32_t shift = 2 * std::max(exp, 1u) - 2;
+        const unsigned __int128 w = static_cast<unsigned __int128>(v) << (shift & 31u);  // < 2^95
+        const uint32_t d = shift >> 5;
+        digits_[d] += static_cast<uint32_t>(w);
+        digits_[d + 1] += static_cast<uint32_t>(w >> 32);
+        digits_[d + 2] += static_cast<uint32_t>(w >> 64);
+      }
+    }
+    // digits_ < 2^32 after Normalize, plus at most 4 tables x 48 exponents of additions below
+    // 2^32 each: no overflow.
     Normalize();
   }
 }
