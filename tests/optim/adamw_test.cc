@@ -7,6 +7,7 @@
 #include <cstring>
 #include <vector>
 
+#include "lockstep/core/bf16.h"
 #include "lockstep/core/rng.h"
 
 namespace lockstep::optim {
@@ -153,6 +154,27 @@ TEST(AdamW, ThreadCountDoesNotChangeABit) {
     EXPECT_EQ(0, std::memcmp(params[0].data(), params[i].data(), n * sizeof(float))) << i;
     EXPECT_EQ(0, std::memcmp(m[0].data(), m[i].data(), n * sizeof(float))) << i;
   }
+}
+
+// Mixed precision's weight copy written during the update is the bf16 rounding of the updated
+// parameters, element for element, over many pieces, both decay kinds and a ragged tail; and
+// the parameters are those of a step without it.
+TEST(AdamW, RoundedCopyIsTheBf16OfTheUpdatedParameters) {
+  constexpr int64_t n = (int64_t{1} << 19) + 29;
+  const std::vector<ParamGroupSpan> groups = {{0, 300001, true}, {300001, n - 300001, false}};
+  auto a = AdamW::Create({}, groups, {0, n}), b = AdamW::Create({}, groups, {0, n});
+  ASSERT_TRUE(a.ok() && b.ok());
+  std::vector<float> pa = RandomVector(n, 0), pb = pa;
+  std::vector<uint16_t> rounded(n, 0xffff);
+  for (int step = 0; step < 2; ++step) {
+    const std::vector<float> g = RandomVector(n, 20 + step);
+    a->Step(pa.data(), g.data(), 0.01f, 0.5f, rounded.data());
+    b->Step(pb.data(), g.data(), 0.01f, 0.5f);
+  }
+  ASSERT_EQ(0, std::memcmp(pa.data(), pb.data(), n * sizeof(float)));
+  int64_t wrong = 0;
+  for (int64_t i = 0; i < n; ++i) wrong += rounded[i] != F32ToBf16(pa[i]);
+  EXPECT_EQ(wrong, 0);
 }
 
 TEST(AdamW, ExportImportContinuesIdentically) {

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <vector>
 
+#include "lockstep/core/bf16.h"
 #include "lockstep/core/rng.h"
 
 namespace lockstep::optim {
@@ -112,6 +113,27 @@ TEST(Sgd, SubRangeSteppingIsBitIdenticalToFullStepping) {
   }
   EXPECT_EQ(0, std::memcmp(pa.data(), pb.data(), n * sizeof(float)));
   EXPECT_EQ(hi->momentum_buffer().size(), static_cast<size_t>(n - 130));
+}
+
+// As AdamW's: the copy written during the update is the bf16 rounding of the result.
+TEST(Sgd, RoundedCopyIsTheBf16OfTheUpdatedParameters) {
+  constexpr int64_t n = (int64_t{1} << 18) + 7;
+  SgdOptions o;
+  o.momentum = 0.9;
+  o.weight_decay = 0.1;
+  auto s = Sgd::Create(o, {{0, 1000, false}, {1000, n - 1000, true}}, {0, n});
+  ASSERT_TRUE(s.ok());
+  Rng rng(3, 0);
+  std::vector<float> p(n), g(n);
+  for (int64_t i = 0; i < n; ++i) {
+    p[i] = rng.Uniform() * 4 - 2;
+    g[i] = rng.Uniform() - 0.5f;
+  }
+  std::vector<uint16_t> rounded(n, 0xffff);
+  s->Step(p.data(), g.data(), 0.1f, 1.0f, rounded.data());
+  int64_t wrong = 0;
+  for (int64_t i = 0; i < n; ++i) wrong += rounded[i] != F32ToBf16(p[i]);
+  EXPECT_EQ(wrong, 0);
 }
 
 TEST(Sgd, StateExportImportAndValidation) {

@@ -65,13 +65,14 @@ AdamW::AdamW(const AdamWOptions& options, std::vector<DecaySegment> segments, Fl
       m_(static_cast<size_t>(owned.size()), 0.0f),
       v_(static_cast<size_t>(owned.size()), 0.0f) {}
 
-void AdamW::Step(float* params, const float* grads, float lr, float grad_scale) {
+void AdamW::Step(float* params, const float* grads, float lr, float grad_scale, uint16_t* rounded) {
   BeginStep();
-  Status s = UpdateRange(params, grads, owned(), lr, grad_scale);
+  Status s = UpdateRange(params, grads, owned(), lr, grad_scale, rounded);
   (void)s;  // cannot fail: owned() is inside owned() and step() >= 1
 }
 
-Status AdamW::UpdateRange(float* params, const float* grads, FlatRange range, float lr, float grad_scale) {
+Status AdamW::UpdateRange(float* params, const float* grads, FlatRange range, float lr, float grad_scale,
+                         uint16_t* rounded) {
   const double t = static_cast<double>(step());
   const double bc1 = 1.0 - std::pow(options_.beta1, t);
   const double bc2 = 1.0 - std::pow(options_.beta2, t);
@@ -100,6 +101,7 @@ Status AdamW::UpdateRange(float* params, const float* grads, FlatRange range, fl
       else
         ApplyLanes(len, [&](float* p, const float* g, float* m, float* v) { AdamWLanes<false>(p, g, m, v, s); }, p, g,
                    m_at, v_at);
+      RoundPiece(p, rounded, in_range + at, len);
     });
   });
 }

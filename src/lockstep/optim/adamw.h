@@ -47,7 +47,10 @@ class AdamW {
   // params/grads hold exactly the owned elements: params[0] is flat element owned().begin.
   // grad_scale != 1: every gradient is read as grads[i] * grad_scale (the clipping factor,
   // ClipFactor), in float, as a clipping pass would have stored it.
-  void Step(float* params, const float* grads, float lr, float grad_scale = 1.0f);
+  // rounded != nullptr (laid out like params): each updated parameter's bf16 rounding is also
+  // written there while its piece is still in cache (mixed precision's weight copy, without a
+  // second pass over the parameters; the same bits as rounding them afterwards).
+  void Step(float* params, const float* grads, float lr, float grad_scale = 1.0f, uint16_t* rounded = nullptr);
 
   // Finer-grained form for overlapping the update with communication (ZeRO-2 steps each
   // bucket as its reduce-scatter lands): BeginStep() advances t once, then UpdateRange() is
@@ -55,7 +58,8 @@ class AdamW {
   // params/grads hold exactly the elements of `range`: params[0] is flat element range.begin.
   // Fails (Internal) if `range` is not inside owned() or BeginStep() was never called.
   void BeginStep() { range_.BeginStep(); }
-  Status UpdateRange(float* params, const float* grads, FlatRange range, float lr, float grad_scale = 1.0f);
+  Status UpdateRange(float* params, const float* grads, FlatRange range, float lr, float grad_scale = 1.0f,
+                     uint16_t* rounded = nullptr);
 
   // Number of BeginStep()s so far: PyTorch's state["step"].
   int64_t step() const { return range_.step(); }

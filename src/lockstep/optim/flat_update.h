@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "lockstep/core/bf16.h"
 #include "lockstep/core/result.h"
 #include "lockstep/optim/lanes.h"
 #include "lockstep/optim/param_groups.h"
@@ -91,6 +92,12 @@ void ApplyLanes(int64_t n, Lane&& lane, Ptr... ptrs) {
   (std::make_index_sequence<kArrays>{});
   for (size_t a = 0; a < kArrays; ++a)
     if (out[a]) std::memcpy(out[a], tail[a], bytes);
+}
+
+// After a piece p[0, len) is updated: its bf16 rounding into rounded[at, at + len) when the
+// caller keeps a bf16 copy (rounded may be null), while the piece is still in cache.
+inline void RoundPiece(const float* p, uint16_t* rounded, int64_t at, int64_t len) {
+  if (rounded != nullptr) F32ToBf16(p, rounded + at, static_cast<size_t>(len));
 }
 
 }  // namespace lockstep::optim

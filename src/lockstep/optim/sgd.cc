@@ -57,13 +57,14 @@ Sgd::Sgd(const SgdOptions& options, std::vector<DecaySegment> segments, FlatRang
   if (options_.momentum != 0.0) buf_.assign(static_cast<size_t>(owned.size()), 0.0f);
 }
 
-void Sgd::Step(float* params, const float* grads, float lr, float grad_scale) {
+void Sgd::Step(float* params, const float* grads, float lr, float grad_scale, uint16_t* rounded) {
   BeginStep();
-  Status s = UpdateRange(params, grads, owned(), lr, grad_scale);
+  Status s = UpdateRange(params, grads, owned(), lr, grad_scale, rounded);
   (void)s;  // cannot fail: owned() is inside owned() and step() >= 1
 }
 
-Status Sgd::UpdateRange(float* params, const float* grads, FlatRange range, float lr, float grad_scale) {
+Status Sgd::UpdateRange(float* params, const float* grads, FlatRange range, float lr, float grad_scale,
+                         uint16_t* rounded) {
   SgdScalars s;
   s.neg_lr = -lr;
   s.weight_decay = static_cast<float>(options_.weight_decay);
@@ -85,6 +86,7 @@ Status Sgd::UpdateRange(float* params, const float* grads, FlatRange range, floa
                    buf_.data() + in_state + at);
       else
         ApplyLanes(len, [&](float* p, const float* g) { SgdLanes(p, g, nullptr, seg); }, p, g);
+      RoundPiece(p, rounded, in_range + at, len);
     });
   });
 }

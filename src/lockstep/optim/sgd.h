@@ -37,10 +37,12 @@ class Sgd {
 
   // Same contract as AdamW: params/grads hold exactly the elements of the range they update
   // (params[0] is flat element owned().begin for Step, range.begin for UpdateRange).
-  // grad_scale: as AdamW::Step's (the clipping factor applied as each gradient is read).
-  void Step(float* params, const float* grads, float lr, float grad_scale = 1.0f);
+  // grad_scale and rounded: as AdamW::Step's (the clipping factor applied as each gradient is
+  // read; the bf16 rounding of the updated parameters written beside them).
+  void Step(float* params, const float* grads, float lr, float grad_scale = 1.0f, uint16_t* rounded = nullptr);
   void BeginStep() { range_.BeginStep(); }
-  Status UpdateRange(float* params, const float* grads, FlatRange range, float lr, float grad_scale = 1.0f);
+  Status UpdateRange(float* params, const float* grads, FlatRange range, float lr, float grad_scale = 1.0f,
+                     uint16_t* rounded = nullptr);
 
   int64_t step() const { return range_.step(); }
   FlatRange owned() const { return range_.owned(); }

@@ -31,6 +31,10 @@ class Bf16WeightCopy {
  public:
   // Rounds src[0, n) into the copy (allocated on first use or when n changes).
   void Refresh(const float* src, int64_t n);
+  // The same copy of src[0, n), for a caller that writes the rounding itself (the optimizer
+  // does as it updates the weights): returns the n bf16 slots, which must all be written
+  // before the next Find.
+  uint16_t* RefreshInPlace(const float* src, int64_t n);
   // The copy of `p` when p[0, extent) lies inside the copied range, else nullptr.
   const uint16_t* Find(const float* p, int64_t extent) const;
   int64_t bytes() const { return copy_.defined() ? static_cast<int64_t>(copy_.nbytes()) : 0; }

@@ -215,11 +215,16 @@ void GemmBf16(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float
 }
 
 void Bf16WeightCopy::Refresh(const float* src, int64_t n) {
+  uint16_t* out = RefreshInPlace(src, n);
+  RoundToBf16(src, n, out, n, 1, n);
+}
+
+uint16_t* Bf16WeightCopy::RefreshInPlace(const float* src, int64_t n) {
   LS_CHECK(src != nullptr && n >= 0) << "Bf16WeightCopy::Refresh of " << n << " elements";
   if (!copy_.defined() || copy_.numel() != n) copy_ = Tensor::Empty({n}, DType::kBF16, MemoryTag::kParameterCopy);
-  RoundToBf16(src, n, copy_.data<uint16_t>(), n, 1, n);
   src_ = src;
   n_ = n;
+  return copy_.data<uint16_t>();
 }
 
 const uint16_t* Bf16WeightCopy::Find(const float* p, int64_t extent) const {

@@ -18,11 +18,11 @@ Result<OptimizerState> OptimizerState::Create(const optim::OptimConfig& cfg, con
   return o;
 }
 
-void OptimizerState::Step(float* params, const float* grads, float lr, float grad_scale) {
+void OptimizerState::Step(float* params, const float* grads, float lr, float grad_scale, uint16_t* rounded) {
   if (adamw_)
-    adamw_->Step(params, grads, lr, grad_scale);
+    adamw_->Step(params, grads, lr, grad_scale, rounded);
   else
-    sgd_->Step(params, grads, lr, grad_scale);
+    sgd_->Step(params, grads, lr, grad_scale, rounded);
 }
 
 void OptimizerState::set_step(int64_t step) {

@@ -21,7 +21,8 @@ class OptimizerState {
 
   // params/grads hold exactly the owned elements (params[0] is flat element owned().begin).
   // grad_scale: the clipping factor, applied as each gradient is read (optim::ClipFactor).
-  void Step(float* params, const float* grads, float lr, float grad_scale = 1.0f);
+  // rounded (nullable, laid out like params): receives the updated parameters' bf16 rounding.
+  void Step(float* params, const float* grads, float lr, float grad_scale = 1.0f, uint16_t* rounded = nullptr);
   int64_t step() const { return adamw_ ? adamw_->step() : sgd_->step(); }
   void set_step(int64_t step);
   optim::FlatRange owned() const { return owned_; }

@@ -401,10 +401,11 @@ Status Trainer::TrainStep(int64_t step) {
   const float clip = plan_.optim.grad_clip > 0 ? optim::ClipFactor(plan_.optim.grad_clip, grad_norm) : 1.0f;
   const float lr = schedule_->LrAt(step);
   if (saver_) saver_->WaitForSnapshot();  // an async save may still be copying the parameters
-  optimizer_->Step(OwnedParams(), OwnedGrads(), lr, clip);
+  uint16_t* rounded = Bf16WeightsFromTheUpdate();
+  optimizer_->Step(OwnedParams(), OwnedGrads(), lr, clip, rounded);
   if (gather_)
     LS_RETURN_IF_ERROR(Traced("param all-gather", "comm", [&] { return gather_->Gather(params.flat_params()); }));
-  RefreshBf16Weights();
+  if (rounded == nullptr) RefreshBf16Weights();
   trace_.Add("optimizer", "compute", optim_clock_start, NowNanos());
   const double optim_ms = optim_clock.ElapsedMs();
 

@@ -369,14 +369,28 @@ Status Trainer::WriteTrace() {
   return Status::Ok();
 }
 
-void Trainer::RefreshBf16Weights() {
-  nn::ParameterStore& ps = model_->params();
-  if (tensor::ComputePrecision() != tensor::Precision::kBF16 || !tensor::UseNativeBf16() || !ps.has_flat_params())
-    return;
+bool Trainer::KeepsBf16Weights() {
+  if (tensor::ComputePrecision() != tensor::Precision::kBF16 || !tensor::UseNativeBf16() ||
+      !model_->params().has_flat_params())
+    return false;
   // Deterministic GPT runs copy each canonical tensor-parallel slice of a weight before its
   // product (parallel/tp_linear.cc), so they round per product and a copy would go unread.
-  if (plan_.options.deterministic && plan_.layout.gpt) return;
+  return !(plan_.options.deterministic && plan_.layout.gpt);
+}
+
+void Trainer::RefreshBf16Weights() {
+  if (!KeepsBf16Weights()) return;
+  nn::ParameterStore& ps = model_->params();
   Traced("bf16 weight copy", "compute", [&] { bf16_weights_.Refresh(ps.flat_params(), ps.numel()); });
+}
+
+uint16_t* Trainer::Bf16WeightsFromTheUpdate() {
+  // Only when this rank updates every parameter itself: with ZeRO the other shards arrive by
+  // all-gather after the update, and the whole copy is refreshed then.
+  if (zero_ != 0 || !KeepsBf16Weights()) return nullptr;
+  nn::ParameterStore& ps = model_->params();
+  if (owned_.begin != 0 || owned_.end != ps.numel()) return nullptr;
+  return bf16_weights_.RefreshInPlace(ps.flat_params(), ps.numel());
 }
 
 Status Trainer::Run() {

@@ -86,7 +86,11 @@ class Trainer {
   // update, the fixed points where they change), when the products run on bf16 kernels and
   // the rank holds a flat parameter buffer (ZeRO-3 rounds each gathered layer per product,
   // deterministic GPT runs each gathered slice).
+  // Mixed precision's bf16 copy of the weights: whether this rank keeps one, a full refresh,
+  // and the slots the optimizer fills as it updates (nullptr when it cannot fill all of them).
+  bool KeepsBf16Weights();
   void RefreshBf16Weights();
+  uint16_t* Bf16WeightsFromTheUpdate();
   bool bf16_grads() const { return plan_.run.train.grad_dtype == "bf16"; }
   int TiedParam() const;
   Status SumTiedGradients(int slots);
