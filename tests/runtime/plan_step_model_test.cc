@@ -187,6 +187,33 @@ TEST(PlanStepModel, ZeroThreeGathersEveryUnitTwicePerMicroBatch) {
   EXPECT_NEAR(p->comm_total_ms, 2 * (2 * gathers + reduces), 1e-9);
 }
 
+// Each step ends with the step statistics' all-gather and the gradient norm's allreduce over
+// every rank (here dp=2 x tp=2: a group of 4), added to the step and the exposed communication;
+// one worker has no such collectives.
+TEST(PlanStepModel, StepSyncAddsTheWorldCollectivesOfEveryStep) {
+  CommTable t = Table(2);
+  t.Set(CommOp::kAllreduce, 4, Linear(0.3, 1.0));
+  t.Set(CommOp::kAllGather, 4, Linear(0.2, 0.5));
+  LayoutInput in;
+  in.dp = 2;
+  in.tp = 2;
+  in.stages = {Stage(1, 2)};
+  Result<Prediction> without = PredictLayout(in, t);
+  in.step_stats_bytes = 56;
+  in.grad_norm_bytes = 1024 * 8;  // above the curves' first point: interpolated, not the floor
+  Result<Prediction> with = PredictLayout(in, t);
+  ASSERT_TRUE(without.ok() && with.ok());
+  const double sync = t.Ms(CommOp::kAllGather, 4, 56 * 4) + t.Ms(CommOp::kAllreduce, 4, 8192);
+  EXPECT_GT(sync, 0.5);
+  EXPECT_NEAR(with->step_sync_ms, sync, 1e-12);
+  EXPECT_NEAR(with->step_ms - without->step_ms, sync, 1e-12);
+  EXPECT_NEAR(with->comm_exposed_ms - without->comm_exposed_ms, sync, 1e-12);
+  in.dp = in.tp = 1;
+  Result<Prediction> one = PredictLayout(in, t);
+  ASSERT_TRUE(one.ok());
+  EXPECT_EQ(one->step_sync_ms, 0);
+}
+
 // Profiled on this machine, ZeRO-2/3's exposed cost is what the profile measured per micro-batch
 // and parameter element (collectives on the cores that compute do not hide behind backward);
 // the total stays the collectives' curves, and ZeRO-2 still all-gathers after the optimizer.

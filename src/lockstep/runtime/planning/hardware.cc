@@ -51,6 +51,10 @@ struct Costs {
     return factor * bytes / (l.bandwidth_gbs * 1e9 * l.efficiency) * 1e3 + (n - 1) * l.latency_us * 1e-3;
   }
   const Link& LinkFor(int span) const { return span <= hw.devices_per_node ? hw.intra : hw.inter; }
+  // Width of the keys (and of the values): kv_heads heads of width/heads (grouped-query attention).
+  double KvWidth() const {
+    return static_cast<double>(m.kv_heads) * static_cast<double>(m.width) / static_cast<double>(m.heads);
+  }
 
   // Activation bytes one layer keeps for its backward, for `tokens` tokens on one tp rank
   // (bf16; Korthikanti et al. 2022 section 4 for the GPT, the same counting for Llama).
@@ -61,7 +65,7 @@ struct Costs {
       if (recompute == "selective") return 34 * tokens * h / t;  // with sequence parallelism
       return tokens * h * (10 + 24.0 / t + 5 * a * s / (h * t));
     }
-    const double kv = static_cast<double>(m.kv_heads) * h / a, f = static_cast<double>(m.ffn);
+    const double kv = KvWidth(), f = static_cast<double>(m.ffn);
     // Flash attention keeps no s x s scores; per token: 4h replicated (norm inputs and
     // outputs), q, k, v, the attention output, three MLP tensors split over tp, fp32 logsumexp.
     if (recompute == "op")  // torchtitan's op policy: every second matmul output and attention kept
@@ -77,22 +81,21 @@ struct Costs {
   // product (12f).
   double ElementwiseBytes(double tokens, int t) const {
     if (!m.llama) return 2 * SavedPerLayer(tokens, t, "none");
-    const double h = static_cast<double>(m.width), a = static_cast<double>(m.heads), f = static_cast<double>(m.ffn);
-    const double kv = static_cast<double>(m.kv_heads) * h / a;
+    const double h = static_cast<double>(m.width), f = static_cast<double>(m.ffn), kv = KvWidth();
     return tokens * (72 * h + 12 * h + (20 * (h + kv) + 2 * (h + 2 * kv) + 2 * h + 12 * f) / t);
   }
 
   double LayerMatmulParams() const {
     const double h = static_cast<double>(m.width), f = static_cast<double>(m.ffn);
     if (!m.llama) return 12 * h * h;
-    const double kv = static_cast<double>(m.kv_heads) * h / static_cast<double>(m.heads);
+    const double kv = KvWidth();
     return h * (h + 2 * kv) + h * h + 3 * h * f;
   }
   // torchtitan's op policy keeps the output of every second matmul a layer runs and recomputes
   // the others: of wq, wk, wv, wo, w1, w3, w2 (in call order) it recomputes wk, wo and w3.
   double OpRecomputedMatmulParams() const {
     const double h = static_cast<double>(m.width), f = static_cast<double>(m.ffn);
-    const double kv = static_cast<double>(m.kv_heads) * h / static_cast<double>(m.heads);
+    const double kv = KvWidth();
     return h * kv + h * h + h * f;
   }
   // Attention score FLOPs per token per layer (QK^T and AV): Megatron's kernels compute the

@@ -177,6 +177,7 @@ Status RunPlan(const PlanOptions& o, const CommMeasurer& measure) {
 
   std::set<int> groups;
   bool send = false;
+  if (o.nproc > 1) groups.insert(o.nproc);  // every step's world collectives (step statistics, norm)
   for (const Candidate& c : cands) {
     if (c.dims.dp > 1) groups.insert(c.dims.dp);
     if (c.dims.tp > 1) groups.insert(c.dims.tp);
