@@ -77,6 +77,29 @@ TEST(PlanStepModel, ModelStatesFollowTheZeroAccountingWithCeilShards) {
   }
 }
 
+// The evaluation computes no gradients: when its activations are the larger, ZeRO-2's gradient
+// units are not beside them and ZeRO-3 holds only its two gathered parameter units.
+TEST(PlanStepModel, EvaluationPeakHoldsNoGradientUnits) {
+  for (int zero : {0, 2, 3}) {
+    LayoutInput in;
+    in.dp = 3;
+    in.zero = zero;
+    StageCost s = Stage(1, 2, {1000, 700, 302});
+    s.eval_bytes = 50000;  // above the step's 1100 + its units
+    in.stages = {s};
+    Result<Prediction> p = PredictLayout(in, Table(3));
+    ASSERT_TRUE(p.ok());
+    const StageMemory& m = p->memory[0];
+    const int64_t states = m.params_bytes + m.grads_bytes + m.optimizer_bytes;
+    EXPECT_EQ(m.activation_bytes, 50000) << zero;
+    EXPECT_EQ(p->peak_bytes, states + 50000 + (zero == 3 ? 2 * 4 * 1000 : 0)) << zero;
+    in.stages[0].eval_bytes = 1000;  // the step is the peak again: every unit counts
+    p = PredictLayout(in, Table(3));
+    ASSERT_TRUE(p.ok());
+    EXPECT_EQ(p->peak_bytes, states + p->memory[0].in_flight_bytes + 1100) << zero;
+  }
+}
+
 TEST(PlanStepModel, PipelineStagesHoldTheirMicroBatchesInFlight) {
   LayoutInput in;
   in.pp = 4;
