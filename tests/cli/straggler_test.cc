@@ -14,10 +14,14 @@ namespace {
 
 // A model big enough that a step's compute (tens of milliseconds) stands above the scheduling
 // noise of four ranks sharing two cores; 30 steps leave a full window of 20 after the first.
+// The detector's threshold is 1.5x, not the default 1.2x: with another process busy on the
+// machine, a rank sharing its core stays 1.14-1.41x slower than the others for the whole run
+// (a true straggler then, but not what these tests are about); the injected 3x rank measures
+// ~2.5x.
 std::vector<std::string> Args(const std::string& out, const std::vector<std::string>& extra) {
   std::vector<std::string> a = TinyTrainArgs(out, 30, 0, extra);
   for (const char* kv : {"model.layers=2", "model.width=128", "model.context=64", "train.batch_size=16",
-                         "eval.batches=1", "train.log_every=10"}) {
+                         "eval.batches=1", "train.log_every=10", "train.straggler_ratio=1.5"}) {
     a.push_back("--set");
     a.push_back(kv);
   }
@@ -70,7 +74,7 @@ void ExpectRank2Named(const std::vector<std::string>& backend) {
   EXPECT_EQ(s["rank"], 2) << s.dump();
   EXPECT_EQ(s["host"], Host()) << s.dump();
   EXPECT_EQ(s["step"], 21) << s.dump();  // step 1 is warm-up, then a window of 20
-  EXPECT_GT(s["ratio"].get<double>(), 1.2) << s.dump();
+  EXPECT_GT(s["ratio"].get<double>(), 1.5) << s.dump();
   EXPECT_NE(r.err.find("warning: straggler: rank 2 on host " + Host()), std::string::npos) << r.err;
   // The others waited for it: rank 2 waited least in most steps (a majority, not all: four
   // ranks share two cores, and under MPI the waiting ranks spin on the same cores).

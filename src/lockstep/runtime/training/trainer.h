@@ -85,9 +85,9 @@ class Trainer {
   // train.precision = bf16: rounds the weights into bf16_weights_ (after set-up and after each
   // update, the fixed points where they change), when the products run on bf16 kernels and
   // the rank holds a flat parameter buffer (ZeRO-3 rounds each gathered layer per product,
-  // deterministic GPT runs each gathered slice).
-  // Mixed precision's bf16 copy of the weights: whether this rank keeps one, a full refresh,
-  // and the slots the optimizer fills as it updates (nullptr when it cannot fill all of them).
+  // deterministic GPT runs each gathered slice). KeepsBf16Weights says whether it does;
+  // Bf16WeightsFromTheUpdate gives the optimizer the copy's slots to fill as it updates the
+  // weights (nullptr when it does not update all of them: ZeRO), saving the refresh's pass.
   bool KeepsBf16Weights();
   void RefreshBf16Weights();
   uint16_t* Bf16WeightsFromTheUpdate();
