@@ -92,6 +92,23 @@ double BubbleFormula(int stages, int micros) {
   return static_cast<double>(stages - 1) / static_cast<double>(micros + stages - 1);
 }
 
+size_t PipeOpSlot(const PipeOp& op) { return 2 * static_cast<size_t>(op.micro) + (op.kind == Kind::kBackward); }
+
+double PipeOpReadyAt(const std::vector<std::vector<double>>& done, int s, const PipeOp& op, double comm) {
+  const int stages = static_cast<int>(done.size());
+  if (op.kind == Kind::kBackward) {
+    // Needs its own forward and, below the last stage, the gradient from above.
+    const double own = done[s][PipeOpSlot(F(op.micro))];
+    if (own < 0) return -1;
+    if (s + 1 == stages) return own;
+    const double above = done[s + 1][PipeOpSlot(op)];
+    return above < 0 ? -1 : std::max(own, above + comm);
+  }
+  if (s == 0) return 0;
+  const double below = done[s - 1][PipeOpSlot(op)];
+  return below < 0 ? -1 : below + comm;
+}
+
 Result<PipeSimulation> SimulatePipeline(PipeSchedule schedule, int micros, const std::vector<double>& forward_time,
                                         const std::vector<double>& backward_time, double comm) {
   int stages = static_cast<int>(forward_time.size());
@@ -125,8 +142,7 @@ Result<PipeSimulation> SimulatePipeline(const std::vector<std::vector<PipeOp>>& 
   // moves yet some stage has ops left" is exactly a deadlock.
   constexpr double kNotRun = -1;
   std::vector<std::vector<double>> done(stages, std::vector<double>(2 * static_cast<size_t>(micros), kNotRun));
-  auto slot = [](const PipeOp& op) { return 2 * static_cast<size_t>(op.micro) + (op.kind == Kind::kBackward); };
-  auto finish = [&](int s, const PipeOp& op) { return done[s][slot(op)]; };
+  auto finish = [&](int s, const PipeOp& op) { return done[s][PipeOpSlot(op)]; };
 
   PipeSimulation sim;
   sim.spans.resize(stages);
@@ -137,22 +153,11 @@ Result<PipeSimulation> SimulatePipeline(const std::vector<std::vector<PipeOp>>& 
     for (int s = 0; s < stages; ++s) {
       while (next[s] < stage_ops[s].size()) {
         const PipeOp& op = stage_ops[s][next[s]];
-        double ready = 0;
-        if (op.kind == Kind::kBackward) {
-          // Needs its own forward and, below the last stage, the gradient from above.
-          if (finish(s, F(op.micro)) == kNotRun) break;
-          ready = finish(s, F(op.micro));
-          if (s + 1 < stages) {
-            if (finish(s + 1, op) == kNotRun) break;
-            ready = std::max(ready, finish(s + 1, op) + comm);
-          }
-        } else if (s > 0) {
-          if (finish(s - 1, op) == kNotRun) break;
-          ready = finish(s - 1, op) + comm;
-        }
+        const double ready = PipeOpReadyAt(done, s, op, comm);
+        if (ready < 0) break;
         double start = std::max(free_at[s], ready);
         double end = start + (op.kind == Kind::kForward ? forward_time[s] : backward_time[s]);
-        done[s][slot(op)] = end;
+        done[s][PipeOpSlot(op)] = end;
         free_at[s] = end;
         sim.spans[s].push_back({op, start, end});
         ++next[s];

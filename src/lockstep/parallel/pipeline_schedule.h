@@ -63,6 +63,15 @@ struct PipeSimulation {
   std::vector<std::vector<PipeOpSpan>> spans;  // per stage, in run order (for traces)
 };
 
+// The dependency rule of a pipeline, shared by every simulation of one (SimulatePipeline here,
+// the planner's time-sliced variant): `done[s][PipeOpSlot(op)]` is the finish time of stage s's
+// op, or a negative value while it has not run. Returns when stage s's `op` may start as far
+// as its inputs go: F(s,i) after F(s-1,i) has finished and `comm` has passed (0 for stage 0);
+// B(s,i) after F(s,i) and, below the last stage, B(s+1,i) + `comm`. Negative while an input
+// has not finished.
+size_t PipeOpSlot(const PipeOp& op);
+double PipeOpReadyAt(const std::vector<std::vector<double>>& done, int s, const PipeOp& op, double comm);
+
 // Event-driven run of every stage's StageSchedule; stages = forward_time.size(). F(s,i)
 // starts when F(s-1,i) has finished and `comm` has passed (s > 0) and the stage is free;
 // B(s,i) when B(s+1,i) has finished plus `comm` (s < last) and F(s,i) has finished. A

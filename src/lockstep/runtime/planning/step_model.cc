@@ -153,9 +153,8 @@ StageMemory MemoryOf(const LayoutInput& in, const StageCost& s, int stage) {
 // every stage's dp x tp workers compute together, and whatever runs at a moment shares the
 // cores equally (a fluid model of time slicing). `fwd`/`bwd` are stage times at the shared
 // speed of all N workers (N / cores = in.oversubscription each); a stage alone would run
-// in.oversubscription times faster, up to a core per worker. Dependencies as
-// parallel::SimulatePipeline: F(s,i) after F(s-1,i) + send, B(s,i) after F(s,i) and
-// B(s+1,i) + send; each stage runs its ops in schedule order.
+// in.oversubscription times faster, up to a core per worker. Dependencies are
+// parallel::SimulatePipeline's (PipeOpReadyAt); each stage runs its ops in schedule order.
 double SharedCoreMakespan(const LayoutInput& in, int m, const std::vector<double>& fwd,
                           const std::vector<double>& bwd, double send_ms) {
   using Kind = parallel::PipeOp::Kind;
@@ -164,38 +163,16 @@ double SharedCoreMakespan(const LayoutInput& in, int m, const std::vector<double
   const double capacity = stages / in.oversubscription;
   std::vector<std::vector<parallel::PipeOp>> ops;
   for (int s = 0; s < stages; ++s) ops.push_back(parallel::StageSchedule(in.schedule, stages, s, m));
-  constexpr double kNotRun = -1;
-  std::vector<std::vector<double>> done(stages, std::vector<double>(2 * static_cast<size_t>(m), kNotRun));
-  auto slot = [](const parallel::PipeOp& op) { return 2 * static_cast<size_t>(op.micro) + (op.kind == Kind::kBackward); };
+  std::vector<std::vector<double>> done(stages, std::vector<double>(2 * static_cast<size_t>(m), -1.0));
   std::vector<size_t> next(stages, 0);
   std::vector<double> left(stages, -1);  // work left of the running op (own-core ms); -1: none
   double now = 0;
-  // When stage s's next op may start (its inputs done and sent), or -1 while an input is missing.
-  auto ready_at = [&](int s) {
-    const parallel::PipeOp& op = ops[s][next[s]];
-    double ready = 0;
-    if (op.kind == Kind::kBackward) {
-      const double own = done[s][slot({Kind::kForward, op.micro})];
-      if (own == kNotRun) return -1.0;
-      ready = own;
-      if (s + 1 < stages) {
-        const double above = done[s + 1][slot(op)];
-        if (above == kNotRun) return -1.0;
-        ready = std::max(ready, above + send_ms);
-      }
-    } else if (s > 0) {
-      const double below = done[s - 1][slot(op)];
-      if (below == kNotRun) return -1.0;
-      ready = below + send_ms;
-    }
-    return ready;
-  };
   for (;;) {
     int running = 0;
     double next_ready = -1;
     for (int s = 0; s < stages; ++s) {
       if (left[s] < 0 && next[s] < ops[s].size()) {
-        const double r = ready_at(s);
+        const double r = parallel::PipeOpReadyAt(done, s, ops[s][next[s]], send_ms);
         if (r >= 0 && r <= now) {
           const parallel::PipeOp& op = ops[s][next[s]];
           left[s] = (op.kind == Kind::kForward ? fwd[s] : bwd[s]) / in.oversubscription;
@@ -215,7 +192,7 @@ double SharedCoreMakespan(const LayoutInput& in, int m, const std::vector<double
       if (left[s] < 0) continue;
       left[s] -= step * speed;
       if (left[s] > 1e-12) continue;
-      done[s][slot(ops[s][next[s]])] = now;
+      done[s][parallel::PipeOpSlot(ops[s][next[s]])] = now;
       ++next[s];
       left[s] = -1;
     }
