@@ -300,7 +300,7 @@ WorkerResult MeasureOnWorker(const ProfileRequest& req, int tp_degree, const std
     ~Leave() {
       if (left > 0) b->arrive_and_drop();
     }
-  } leave{passes, 2 * (req.reps + 1)};
+  } leave{passes, 2 * (req.reps + 1) + (optimizer ? 1 : 0)};
   tensor::MemoryTracker mem;
   tensor::ScopedTracker scope(&mem);
   tensor::SetComputeThreads(req.threads_per_worker);
@@ -387,7 +387,11 @@ WorkerResult MeasureOnWorker(const ProfileRequest& req, int tp_degree, const std
     r.status = MeasureZero(req, &batches[i]->in, &ctx, dp, mem, plain, req.gpt ? &r.gpt.back().block : &r.whole.back());
     if (!r.status.ok()) return r;
   }
-  if (optimizer) r.optimizer_ns = OptimizerNsPerElement(req.optim, req.optimizer_elements, req.reps, oversubscribed);
+  if (optimizer) {
+    passes->arrive_and_wait();  // every worker's update at once, as in a step (they share the memory bus)
+    --leave.left;
+    r.optimizer_ns = OptimizerNsPerElement(req.optim, req.optimizer_elements, req.reps, oversubscribed);
+  }
   return r;
 }
 
