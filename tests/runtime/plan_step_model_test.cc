@@ -272,6 +272,30 @@ TEST(PlanStepModel, MeasuredZeroCostReplacesTheOverlapModel) {
               3 * t.Ms(CommOp::kReduceScatter, 2, 4 * 1000) + t.Ms(CommOp::kAllGather, 2, 4 * 1001 * 2), 1e-9);
 }
 
+// Workers sharing cores: a ZeRO-3 micro-batch costs the measured figure for two of the largest
+// units (the first forward and backward gathers), not for every element; ZeRO-2 and a worker
+// per core keep the per-element figure.
+TEST(PlanStepModel, OversubscribedZeroThreeCostsTwoUnitsAMicroBatch) {
+  StageCost s = Stage(5, 10, {1000, 1000, 1000, 1000});
+  s.zero_ns_per_element[0] = 2000;
+  s.zero_ns_per_element[1] = 5000;
+  LayoutInput in;
+  in.dp = 4;
+  in.micros = 3;
+  in.zero = 3;
+  in.stages = {s};
+  const CommTable t = Table(4);
+  Result<Prediction> core_each = PredictLayout(in, t);
+  in.oversubscription = 2;
+  Result<Prediction> shared = PredictLayout(in, t);
+  in.zero = 2;
+  Result<Prediction> zero2 = PredictLayout(in, t);
+  ASSERT_TRUE(core_each.ok() && shared.ok() && zero2.ok());
+  EXPECT_NEAR(core_each->comm_exposed_ms, 3 * 5000e-6 * 4000, 1e-9);
+  EXPECT_NEAR(shared->comm_exposed_ms, 3 * 5000e-6 * 2000, 1e-9);
+  EXPECT_NEAR(zero2->comm_exposed_ms, 3 * 2000e-6 * 4000 + t.Ms(CommOp::kAllGather, 4, 4 * 1000 * 4), 1e-9);
+}
+
 // Embeddings, three blocks and the head: fwd, bwd, saved and peak bytes of each.
 StagePieces ThreeBlockStage() {
   StagePieces p;
