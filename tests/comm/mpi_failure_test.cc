@@ -75,9 +75,11 @@ TEST(MpiFailure, MissingRankTimesOutAndJobExitsNonZero) {
     sw.Reset();
     s = b->Allreduce(x, x, 4, DType::kF32, ReduceOp::kSum)->Wait(milliseconds(200));
     EXPECT_EQ(s.code(), StatusCode::kTimeout) << s.ToString();
+    // The message gives the wait as measured: at least the 0.2 s, later when a loaded machine
+    // wakes the waiter late (0.21 s in one CI run).
     EXPECT_TRUE(Contains(s.message(),
                          "^rank 0: collective allreduce #1 \\(count=4, dtype=f32\\) "
-                         "timed out after 0\\.20 s waiting for rank\\(s\\) 1$"))
+                         "timed out after 0\\.2[0-9] s waiting for rank\\(s\\) 1$"))
         << s.message();
     EXPECT_LT(sw.ElapsedSeconds(), 1.0);
     PrintOkMarker(rank);
