@@ -385,11 +385,11 @@ void Trainer::RefreshBf16Weights() {
 }
 
 uint16_t* Trainer::Bf16WeightsFromTheUpdate() {
-  // Only when this rank updates every parameter itself: with ZeRO the other shards arrive by
-  // all-gather after the update, and the whole copy is refreshed then.
+  // Only when this rank updates every parameter itself (ZeRO 0: owned_ is the whole buffer):
+  // with ZeRO the other shards arrive by all-gather after the update, and the whole copy is
+  // refreshed then.
   if (zero_ != 0 || !KeepsBf16Weights()) return nullptr;
   nn::ParameterStore& ps = model_->params();
-  if (owned_.begin != 0 || owned_.end != ps.numel()) return nullptr;
   return bf16_weights_.RefreshInPlace(ps.flat_params(), ps.numel());
 }
 
