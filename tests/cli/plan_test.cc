@@ -190,6 +190,9 @@ TEST(Plan, LlamaTimeTermsOnADescribedMachine) {
   EXPECT_NEAR(step["none"], layers * (3 * matmul + 3.5 * attention) + head, 1e-6 * step["none"]);
   EXPECT_NEAR(step["op"] - step["none"], layers * tokens * 2 * (h * kv + h * h + h * f) * ms_per_flop, 1e-6 * step["none"]);
   EXPECT_NEAR(step["full"] - step["none"], layers * (matmul + attention), 1e-6 * step["none"]);
+  // One stage holds every parameter: both the embedding and the untied head, as bf16 weights.
+  const int64_t total = layers * (h * (h + 2 * static_cast<int64_t>(kv)) + h * h + 3 * h * f + 2 * h) + 2 * vocab * h + h;
+  for (const nlohmann::json& row : plan["layouts"]) EXPECT_EQ(row["rank0"]["params_bytes"].get<int64_t>(), 2 * total);
 }
 
 }  // namespace

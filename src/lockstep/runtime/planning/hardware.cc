@@ -144,8 +144,12 @@ Result<PlanRow> Predict(const Costs& c, const Layout& L, int64_t global_batch) {
   const double sends = p > 1 ? 2.0 * L.v * mcount * send : 0;
   const double pipeline_ms = (mcount + fill) * stage_ms + sends;
   // Data parallelism over dp replicas (the outermost ranks).
-  const double local_params = layers * static_cast<double>(m.LayerParams()) / t +
-                              static_cast<double>(std::max(m.EmbeddingParams(), m.HeadParams())) / t;
+  // One stage holds the whole model (the embedding and an untied head both); across stages
+  // the first holds the embedding and the last the head, the larger of them bounds the two.
+  const double local_params =
+      p == 1 ? static_cast<double>(m.TotalParams()) / t
+             : layers * static_cast<double>(m.LayerParams()) / t +
+                   static_cast<double>(std::max(m.EmbeddingParams(), m.HeadParams())) / t;
   const Link& dp_link = c.LinkFor(c.workers);
   double dp_ms = 0;
   if (L.dp > 1 && L.zero < 3) {  // fp32 gradients allreduced after the step (no overlap)
