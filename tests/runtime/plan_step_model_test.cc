@@ -69,8 +69,10 @@ TEST(PlanStepModel, ModelStatesFollowTheZeroAccountingWithCeilShards) {
     EXPECT_EQ(m.params_bytes, 4 * (zero == 3 ? 668 : numel)) << zero;
     EXPECT_EQ(m.grads_bytes, 4 * (zero >= 2 ? 668 : numel)) << zero;
     EXPECT_EQ(m.optimizer_bytes, 8 * (zero >= 1 ? 668 : numel)) << zero;
-    // gradients: 4 largest units (ZeRO-2/3); parameters: 2 more (ZeRO-3); largest unit: 1000
-    const int64_t in_flight = zero == 2 ? 4 * 4 * 1000 : zero == 3 ? 6 * 4 * 1000 : 0;
+    // gradients (ZeRO-2/3): 2 buffers of the largest unit (1000) and 4 received parts of its
+    // shard (ceil(1000/3) = 334); parameters: 2 gathered units more (ZeRO-3)
+    const int64_t grads = 4 * (2 * 1000 + 4 * 334);
+    const int64_t in_flight = zero == 2 ? grads : zero == 3 ? grads + 2 * 4 * 1000 : 0;
     EXPECT_EQ(m.in_flight_bytes, in_flight) << zero;
     EXPECT_EQ(m.activation_bytes, 1100) << zero;
     EXPECT_EQ(p->peak_bytes, m.params_bytes + m.grads_bytes + m.optimizer_bytes + in_flight + 1100) << zero;

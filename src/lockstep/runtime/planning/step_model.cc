@@ -128,18 +128,24 @@ StageMemory MemoryOf(const LayoutInput& in, const StageCost& s, int stage) {
   mem.params_bytes = kF32 * (in.zero == 3 ? shard : numel);
   mem.grads_bytes = kF32 * (in.zero >= 2 ? shard : numel);
   mem.optimizer_bytes = kF32 * in.optimizer_moments * (in.zero >= 1 ? shard : numel);
-  // At the peak (a backward's start, activations all still held), as parallel::ZeroUnits holds
-  // them: gradients of the unit being filled, of the reductions still in flight when it
-  // started, and the spare buffers (4 units: the tracker at the peak of gpt-tiny dp=2 shows
-  // them), and in ZeRO-3 two gathered units of parameters (the one being differentiated, the
-  // next one prefetched).
+  // At the peak, as parallel::ZeroUnits holds them: whole-unit gradient buffers, which cycle
+  // between the unit being filled and the oldest reduction in flight (kMaxPendingUnits = 2 of
+  // them), and the parts of units this rank receives, a shard (unit / dp) each: those of the
+  // reductions in flight and their spares (kMaxPendingUnits + kMaxSpares = 4). Measured with the
+  // tracker, gpt-tiny ZeRO-2 with 2 accumulation steps, beyond states and peak activations:
+  // 4.13, 3.27 and 2.72 block units at dp = 2, 4, 8, against 4, 3 and 2.5 from this count (a
+  // flat 4 units had dp=8 rows +7..+8% high). ZeRO-3 adds two gathered units of parameters
+  // (the one being differentiated, the next one prefetched: +2.0 units measured at dp=8).
   // A stage of one unit (a whole CNN) has nothing to prefetch, reduce behind or spare: its
   // gradient, the part of it this rank receives (1/dp), and with ZeRO-3 its parameters
   // (measured, cnn-fashion dp=2: 1.5 and 1 units).
-  constexpr int kGradUnits = 1 + (parallel::ZeroUnits::kMaxPendingUnits - 1) + parallel::ZeroUnits::kMaxSpares;
+  constexpr int kGradUnits = parallel::ZeroUnits::kMaxPendingUnits;
+  constexpr int kReceivedParts = parallel::ZeroUnits::kMaxPendingUnits + parallel::ZeroUnits::kMaxSpares;
   const bool one_unit = s.units.size() <= 1;
   int64_t step_units = 0;
-  if (in.zero >= 2) step_units = one_unit ? kF32 * (unit + ZeroShard(unit, in.dp)) : kGradUnits * kF32 * unit;
+  if (in.zero >= 2)
+    step_units = one_unit ? kF32 * (unit + ZeroShard(unit, in.dp))
+                          : kF32 * (kGradUnits * unit + kReceivedParts * ZeroShard(unit, in.dp));
   // Evaluation computes no gradients: ZeRO-2 holds no gradient unit then, ZeRO-3 only its
   // gathered parameters (measured, gpt-tiny dp=4 with 4 accumulation steps and recompute, where
   // the evaluation is the peak: 0.2 and 2.25 block units beside the activations).
