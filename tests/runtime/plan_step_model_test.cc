@@ -4,6 +4,10 @@
 // pipeline makespan and bubble, accumulation, the optimizer term, recompute and bf16.
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <fstream>
+
+#include "lockstep/runtime/planning/planner.h"
 #include "lockstep/runtime/planning/profile.h"
 #include "lockstep/runtime/planning/step_model.h"
 
@@ -370,6 +374,36 @@ TEST(PlanProfile, SharingLossIsTheSlowestWorkersPassOverTheFairShare) {
   EXPECT_DOUBLE_EQ(SharingLoss({{15}, {18}}, {{10}, {10}}, 2.0), 1.0);
   EXPECT_DOUBLE_EQ(SharingLoss(wall, cpu, 1.0), 1.0);
   EXPECT_DOUBLE_EQ(SharingLoss({{22}, {}}, {{10}, {10}}, 2.0), 1.0);  // a worker without passes
+}
+
+// The evaluation's activations: the largest piece's measured peak, and with tp = 1 the residual
+// stream the profile's pieces keep outside the tracker (a block's input and output, the head's
+// input: [rows, T, C] fp32 each); a tensor-parallel block's measured peak already holds them.
+TEST(PlanLayoutInput, EvaluationHoldsTheResidualStreamBesideTheLargestPiece) {
+  const std::string path = ::testing::TempDir() + "/plan_eval_rows.toml";
+  std::ofstream(path) << "[model]\nkind = \"gpt\"\nvocab = 16\ncontext = 8\nlayers = 2\nheads = 2\nwidth = 16\n"
+                         "[data]\nkind = \"text\"\n[train]\nbatch_size = 4\nsteps = 1\n";
+  for (int tp : {1, 2}) {
+    Result<PlanSetup> setup = ReadPlanSetup(path, {}, tp);
+    ASSERT_TRUE(setup.ok()) << setup.status().ToString();
+    Candidate c;
+    c.dims.tp = tp;
+    c.micro_rows = 2;
+    c.stages = {StageLayout{true, true, 2, {100, 200, 200, 50}, {{0, 1}, {1, 2}, {2, 3}, {3, 4}}}};
+    ComputeProfile profile;
+    const int64_t eval_rows = 4;  // the whole batch on one replica
+    for (int64_t rows : {int64_t{2}, eval_rows}) {
+      GptPieceCosts& g = profile.gpt[{rows, tp}];
+      g.embedding.eval_peak_bytes = 100;
+      g.block.eval_peak_bytes = 9000;
+      g.head.eval_peak_bytes = 5000;
+    }
+    Result<LayoutInput> in = BuildLayoutInput(c, *setup, profile, Table(tp));
+    ASSERT_TRUE(in.ok()) << in.status().ToString();
+    const int64_t stream = tp == 1 ? 4 * eval_rows * 8 * 16 : 0;
+    EXPECT_EQ(in->stages.at(0).eval_bytes, 9000 + 2 * stream) << tp;
+  }
+  std::remove(path.c_str());
 }
 
 }  // namespace
