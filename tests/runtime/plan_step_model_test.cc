@@ -376,10 +376,10 @@ TEST(PlanProfile, SharingLossIsTheSlowestWorkersPassOverTheFairShare) {
   EXPECT_DOUBLE_EQ(SharingLoss({{22}, {}}, {{10}, {10}}, 2.0), 1.0);  // a worker without passes
 }
 
-// The evaluation's activations: the largest piece's measured peak, and with tp = 1 the residual
-// stream the profile's pieces keep outside the tracker (a block's input and output, the head's
-// input: [rows, T, C] fp32 each); a tensor-parallel block's measured peak already holds them.
-TEST(PlanLayoutInput, EvaluationHoldsTheResidualStreamBesideTheLargestPiece) {
+// The evaluation's activations: the largest piece's measured peak, except that with tp = 1 the
+// head's logits (sized [rows, T, vocab], like no block buffer) come on top of the blocks' buffers,
+// which the pool still holds when the head runs.
+TEST(PlanLayoutInput, EvaluationAddsTheHeadToTheBlocksWhenNoBufferFits) {
   const std::string path = ::testing::TempDir() + "/plan_eval_rows.toml";
   std::ofstream(path) << "[model]\nkind = \"gpt\"\nvocab = 16\ncontext = 8\nlayers = 2\nheads = 2\nwidth = 16\n"
                          "[data]\nkind = \"text\"\n[train]\nbatch_size = 4\nsteps = 1\n";
@@ -389,10 +389,10 @@ TEST(PlanLayoutInput, EvaluationHoldsTheResidualStreamBesideTheLargestPiece) {
     Candidate c;
     c.dims.tp = tp;
     c.micro_rows = 2;
-    c.stages = {StageLayout{true, true, 2, {100, 200, 200, 50}, {{0, 1}, {1, 2}, {2, 3}, {3, 4}}}};
+    c.stages = {StageLayout{true, true, 2, {100, 200, 200, 50}, {{0, 1}, {1, 2}, {2, 3}, {3, 4}}},
+                StageLayout{true, false, 2, {100, 200, 200}, {{0, 1}, {1, 2}, {2, 3}}}};
     ComputeProfile profile;
-    const int64_t eval_rows = 4;  // the whole batch on one replica
-    for (int64_t rows : {int64_t{2}, eval_rows}) {
+    for (int64_t rows : {2, 4}) {  // the micro-batch, and the evaluation's whole batch
       GptPieceCosts& g = profile.gpt[{rows, tp}];
       g.embedding.eval_peak_bytes = 100;
       g.block.eval_peak_bytes = 9000;
@@ -400,8 +400,8 @@ TEST(PlanLayoutInput, EvaluationHoldsTheResidualStreamBesideTheLargestPiece) {
     }
     Result<LayoutInput> in = BuildLayoutInput(c, *setup, profile, Table(tp));
     ASSERT_TRUE(in.ok()) << in.status().ToString();
-    const int64_t stream = tp == 1 ? 4 * eval_rows * 8 * 16 : 0;
-    EXPECT_EQ(in->stages.at(0).eval_bytes, 9000 + 2 * stream) << tp;
+    EXPECT_EQ(in->stages.at(0).eval_bytes, tp == 1 ? 9000 + 5000 : 9000) << tp;
+    EXPECT_EQ(in->stages.at(1).eval_bytes, 9000) << tp;  // no head on this stage
   }
   std::remove(path.c_str());
 }

@@ -42,18 +42,19 @@ Result<LayoutInput> BuildLayoutInput(const Candidate& c, const PlanSetup& s, con
     StagePieces p;
     if (s.gpt) {
       const GptPieceCosts& g = profile.gpt.at(key);
-      // Evaluation reuses its buffers from piece to piece (same-sized activations): the largest
-      // piece's peak, plus, with tp = 1, the residual stream the profile keeps outside the
-      // tracker: a block holds its input and its output beside its own peak, the head its
-      // input. (Without them gpt-tiny's evaluation of 16 rows on one worker was 2.1 MB, 10%, short
-      // of the memory row: 19.92 MB predicted, 22.04 measured; 22.02 with them.) A tensor-parallel
-      // block's measured peak already holds them (its collectives' buffers are the pool's):
-      // dp=1,tp=2 with recompute, 20.79 predicted without them, 20.81 measured.
+      // Evaluation reuses its buffers from piece to piece when their sizes match exactly (the
+      // buffer pool's free lists are keyed by size): the largest piece's peak. The head's logits
+      // ([rows, T, vocab / tp]) match no block buffer when tp = 1, so beside the blocks' buffers,
+      // which the pool still holds, they are new: gpt-tiny's evaluation of 16 rows on one worker
+      // measured 22.04 MB, the block's 19.92 plus the head's 2.10 (the largest piece alone was
+      // 10% short); a first pipeline stage without the head measured the block's alone, and at
+      // tp = 2 the logits' shards match the blocks' [rows, T, C] buffers (20.79 predicted, 20.81
+      // measured, recompute's dp=1,tp=2).
       const GptPieceCosts& e = profile.gpt.at(eval_key);
-      const int64_t eval_act = key.second == 1 ? 4 * eval_key.first * s.gpt->context * s.gpt->width : 0;
-      p.eval_bytes = std::max({sl.has_embedding ? e.embedding.eval_peak_bytes : 0,
-                               sl.blocks > 0 ? e.block.eval_peak_bytes + 2 * eval_act : 0,
-                               sl.has_head ? e.head.eval_peak_bytes + eval_act : 0});
+      const int64_t block_eval = sl.blocks > 0 ? e.block.eval_peak_bytes : 0;
+      const int64_t head_eval = sl.has_head ? e.head.eval_peak_bytes : 0;
+      p.eval_bytes = std::max({sl.has_embedding ? e.embedding.eval_peak_bytes : 0, block_eval, head_eval});
+      if (key.second == 1 && block_eval > 0 && head_eval > 0) p.eval_bytes = block_eval + head_eval;
       p.has_embedding = sl.has_embedding;
       p.has_head = sl.has_head;
       p.blocks = sl.blocks;
