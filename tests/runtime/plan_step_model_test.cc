@@ -406,5 +406,33 @@ TEST(PlanLayoutInput, EvaluationAddsTheHeadToTheBlocksWhenNoBufferFits) {
   std::remove(path.c_str());
 }
 
+// ZeRO is measured on the unsharded block; a tensor-parallel stage takes that figure per element
+// of its own shards (not the curves, which hide ZeRO-3 behind backward), and keeps its own if
+// the profile has one.
+TEST(PlanLayoutInput, TensorParallelStagesTakeTheUnshardedZeroFigure) {
+  const std::string path = ::testing::TempDir() + "/plan_zero_tp.toml";
+  std::ofstream(path) << "[model]\nkind = \"gpt\"\nvocab = 16\ncontext = 8\nlayers = 2\nheads = 2\nwidth = 16\n"
+                         "[data]\nkind = \"text\"\n[train]\nbatch_size = 4\nsteps = 1\n";
+  Result<PlanSetup> setup = ReadPlanSetup(path, {}, 4);
+  ASSERT_TRUE(setup.ok()) << setup.status().ToString();
+  Candidate c;
+  c.dims.dp = 2;
+  c.dims.tp = 2;
+  c.zero = 3;
+  c.micro_rows = 2;
+  c.stages = {StageLayout{true, true, 2, {100, 200, 200, 50}, {{0, 1}, {1, 2}, {2, 3}, {3, 4}}}};
+  ComputeProfile profile;
+  profile.gpt[{2, 1}].block.zero_ns_per_element[0] = 3.0;
+  profile.gpt[{2, 1}].block.zero_ns_per_element[1] = 30.0;
+  profile.gpt[{2, 2}];  // a tensor-parallel shape, no ZeRO measured
+  profile.gpt[{2, 2}].block.zero_ns_per_element[0] = 5.0;  // ... except ZeRO-2: kept
+  for (int64_t rows : {2, 4}) profile.gpt[{rows, 2}].block.eval_peak_bytes = 1;
+  Result<LayoutInput> in = BuildLayoutInput(c, *setup, profile, Table(2));
+  ASSERT_TRUE(in.ok()) << in.status().ToString();
+  EXPECT_DOUBLE_EQ(in->stages.at(0).zero_ns_per_element[0], 5.0);
+  EXPECT_DOUBLE_EQ(in->stages.at(0).zero_ns_per_element[1], 30.0);
+  std::remove(path.c_str());
+}
+
 }  // namespace
 }  // namespace lockstep::runtime

@@ -13,6 +13,17 @@ int64_t EvalRows(const Candidate& c, const PlanSetup& s) {
   return std::max<int64_t>(1, (batch + c.dims.dp - 1) / c.dims.dp);
 }
 
+namespace {
+
+// The ZeRO figure measured on the unsharded block (pooled over its rows), 0 when none was.
+double UnshardedZeroNs(const ComputeProfile& profile, int k) {
+  for (const auto& [key, costs] : profile.gpt)
+    if (key.second == 1 && costs.block.zero_ns_per_element[k] > 0) return costs.block.zero_ns_per_element[k];
+  return 0;
+}
+
+}  // namespace
+
 Result<LayoutInput> BuildLayoutInput(const Candidate& c, const PlanSetup& s, const ComputeProfile& profile,
                                      const CommTable& comm) {
   LayoutInput in;
@@ -61,6 +72,15 @@ Result<LayoutInput> BuildLayoutInput(const Candidate& c, const PlanSetup& s, con
       p.embedding = g.embedding;
       p.block = g.block;
       p.head = g.head;
+      // ZeRO is measured on the unsharded block only (tp = 1, over every worker); a
+      // tensor-parallel block's units are its shards, and its ZeRO collectives do the same work
+      // per element, so its stages take that figure. Without it they fell back to the curves,
+      // which hide ZeRO-3 behind backward: gpt-tiny dp=4,tp=2 on 8 threads and 2 cores, 2
+      // accumulation steps, ZeRO-3 predicted 1 ms faster than ZeRO-0, trained 12-18 ms slower
+      // (the tp = 1 figure gives 15).
+      if (key.second > 1)
+        for (int k = 0; k < 2; ++k)
+          if (p.block.zero_ns_per_element[k] <= 0) p.block.zero_ns_per_element[k] = UnshardedZeroNs(profile, k);
       if (eval_key != key)
         p.eval_kernel_bytes = (sl.has_embedding ? e.embedding.kernel_bytes : 0) +
                               sl.blocks * (e.block.kernel_bytes + (bf16 ? e.block.bf16_kernel_bytes : 0)) +
