@@ -45,6 +45,26 @@ TEST(MemoryRow, ValidationDoesNotRaiseTheActivationPeak) {
                                                  "train.pp_microbatches=1"});
 }
 
+// A stage after the first holds each micro-batch's received activation and its gradient until
+// that gradient has been sent, not to the step's end: its peak follows the micro-batches in flight
+// (one, on the last stage of 1F1B), not the step's count. Same rows a micro-batch, 2 and 8 of them.
+TEST(MemoryRow, LaterPipelineStagesHoldOnlyTheMicroBatchesInFlight) {
+  int64_t peak[2] = {0, 0};
+  for (int k = 0; k < 2; ++k) {
+    const int micros = k == 0 ? 2 : 8;
+    const std::string dir =
+        TrainTiny("memory-pipe", 2, 0,
+                  {"--nproc", "2", "--layout", "pp=2", "--set", "model.layers=2", "--set",
+                   "train.pp_microbatches=" + std::to_string(micros), "--set",
+                   "train.batch_size=" + std::to_string(2 * micros), "--set", "eval.batch_size=2", "--set",
+                   "eval.every=0"});
+    for (const nlohmann::json& j : Events(dir, "memory"))
+      if (j.value("rank", -1) == 1) peak[k] = j["peak_activation_bytes"].get<int64_t>();
+  }
+  EXPECT_GT(peak[0], 0);
+  EXPECT_EQ(peak[1], peak[0]) << "the last stage's activation peak grew with the micro-batches of the step";
+}
+
 // The row carries the process's resident set: at the start of the workers (the binary, its
 // libraries and the job's data) and at its peak, which holds at least the model states the
 // row counts on top of that start (they are written, so resident).
