@@ -313,6 +313,38 @@ StagePieces ThreeBlockStage() {
   return p;
 }
 
+// A pipeline stage's micro-batch in flight holds its output to the backward (not the last stage)
+// and its received input's gradient until sent (not the first); recompute one tensor more on the
+// last stage, two (one block) or three (more) on the others. In [rows, T, C] tensors.
+TEST(PlanStepModel, PipelineStagesHoldTheirStreamTensorsPerMicroBatch) {
+  struct Case {
+    bool first, last;
+    int blocks;
+    int none, recompute;
+  };
+  for (const Case& c : {Case{true, true, 3, 0, 1}, Case{true, false, 3, 1, 4}, Case{true, false, 1, 1, 3},
+                        Case{false, false, 1, 2, 4}, Case{false, false, 2, 2, 5}, Case{false, true, 3, 1, 2}}) {
+    StagePieces p = ThreeBlockStage();
+    p.has_embedding = c.first;
+    p.has_head = c.last;
+    p.blocks = c.blocks;
+    p.block_input_bytes = 64;
+    SCOPED_TRACE(::testing::Message() << "first " << c.first << " last " << c.last << " blocks " << c.blocks);
+    EXPECT_EQ(ComposeStage(p, {}).stream_bytes, 64 * c.none);
+    EXPECT_EQ(ComposeStage(p, {false, true, 1.0}).stream_bytes, 64 * c.recompute);
+  }
+  // Counted once per micro-batch in flight, beside the saved bytes and the workspace.
+  LayoutInput in;
+  in.pp = 2;
+  in.micros = 4;
+  in.stages = {Stage(1, 2), Stage(1, 2)};
+  in.stages[0].stream_bytes = 64;
+  Result<Prediction> p = PredictLayout(in, CommTable());
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->memory[0].activation_bytes,
+            2 * (in.stages[0].saved_bytes + in.stages[0].workspace_bytes + 64));  // 1F1B: 2 in flight
+}
+
 TEST(PlanStepModel, RecomputeKeepsBlockInputsAndRunsTheirForwardAgain) {
   StagePieces p = ThreeBlockStage();
   p.block_input_bytes = 64;

@@ -77,6 +77,9 @@ struct StageCost {
   bool tp_comm_in_compute = true;  // measured inside fwd/bwd (a profile) or to add (a described machine)
   int64_t saved_bytes = 0;         // activations held per micro-batch in flight
   int64_t workspace_bytes = 0;     // on top of them while a piece runs
+  // Per micro-batch in flight, beside the pieces' own: the [rows, T, C] tensors a pipeline stage
+  // and recompute keep around them (ComposeStage).
+  int64_t stream_bytes = 0;
   // Evaluation's forward without gradients. It runs in the step's pools (Trainer::
   // EvaluateLocal), so the peak is the larger of the two, never their sum.
   int64_t eval_bytes = 0;
