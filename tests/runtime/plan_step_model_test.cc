@@ -73,10 +73,11 @@ TEST(PlanStepModel, ModelStatesFollowTheZeroAccountingWithCeilShards) {
     EXPECT_EQ(m.params_bytes, 4 * (zero == 3 ? 668 : numel)) << zero;
     EXPECT_EQ(m.grads_bytes, 4 * (zero >= 2 ? 668 : numel)) << zero;
     EXPECT_EQ(m.optimizer_bytes, 8 * (zero >= 1 ? 668 : numel)) << zero;
-    // gradients (ZeRO-2/3): 2 buffers of the largest unit (1000) and 4 received parts of its
-    // shard (ceil(1000/3) = 334); parameters: 2 gathered units more (ZeRO-3)
-    const int64_t grads = 4 * (2 * 1000 + 4 * 334);
-    const int64_t in_flight = zero == 2 ? grads : zero == 3 ? grads + 2 * 4 * 1000 : 0;
+    // gradients (ZeRO-2/3): buffers of the two largest units (1000 + 700) and 4 received parts
+    // of the largest one's shard (ceil(1000/3) = 334); parameters: the two largest units
+    // gathered (ZeRO-3)
+    const int64_t grads = 4 * (1000 + 700 + 4 * 334);
+    const int64_t in_flight = zero == 2 ? grads : zero == 3 ? grads + 4 * (1000 + 700) : 0;
     EXPECT_EQ(m.in_flight_bytes, in_flight) << zero;
     EXPECT_EQ(m.activation_bytes, 1100) << zero;
     EXPECT_EQ(p->peak_bytes, m.params_bytes + m.grads_bytes + m.optimizer_bytes + in_flight + 1100) << zero;
@@ -98,7 +99,7 @@ TEST(PlanStepModel, EvaluationPeakHoldsNoGradientUnits) {
     const StageMemory& m = p->memory[0];
     const int64_t states = m.params_bytes + m.grads_bytes + m.optimizer_bytes;
     EXPECT_EQ(m.activation_bytes, 50000) << zero;
-    EXPECT_EQ(p->peak_bytes, states + 50000 + (zero == 3 ? 2 * 4 * 1000 : 0)) << zero;
+    EXPECT_EQ(p->peak_bytes, states + 50000 + (zero == 3 ? 4 * (1000 + 700) : 0)) << zero;
     in.stages[0].eval_bytes = 1000;  // the step is the peak again: every unit counts
     p = PredictLayout(in, Table(3));
     ASSERT_TRUE(p.ok());
@@ -332,6 +333,8 @@ TEST(PlanStepModel, PipelineStagesHoldTheirStreamTensorsPerMicroBatch) {
     SCOPED_TRACE(::testing::Message() << "first " << c.first << " last " << c.last << " blocks " << c.blocks);
     EXPECT_EQ(ComposeStage(p, {}).stream_bytes, 64 * c.none);
     EXPECT_EQ(ComposeStage(p, {false, true, 1.0}).stream_bytes, 64 * c.recompute);
+    p.tensor_parallel = true;  // the last stage's recompute holds none more
+    EXPECT_EQ(ComposeStage(p, {false, true, 1.0}).stream_bytes, 64 * (c.last ? c.recompute - 1 : c.recompute));
   }
   // Counted once per micro-batch in flight, beside the saved bytes and the workspace.
   LayoutInput in;

@@ -87,6 +87,7 @@ Result<LayoutInput> BuildLayoutInput(const Candidate& c, const PlanSetup& s, con
                               (sl.has_head ? e.head.kernel_bytes : 0);
       const int64_t act = 4 * c.micro_rows * s.gpt->context * s.gpt->width;  // [rows, T, C] in fp32
       p.block_input_bytes = act;
+      p.tensor_parallel = key.second > 1;
       p.send_bytes = sl.has_head ? 0 : act;
     } else {
       p.has_embedding = true;  // the whole model as one piece

@@ -62,6 +62,7 @@ struct StagePieces {
   int blocks = 0;
   PieceCost embedding, block, head;
   int64_t block_input_bytes = 0;  // fp32 bytes of a block's input (what recompute keeps)
+  bool tensor_parallel = false;   // tp > 1 (on the last stage its recompute holds no extra tensor)
   int64_t send_bytes = 0;         // fp32 bytes of the activation a stage sends on (pp > 1)
   int64_t eval_bytes = 0;         // fp32 evaluation peak of the stage (StageCost::eval_bytes)
   // Kernel buffers of the evaluation's batch size when it differs from the step's: a plan is
@@ -90,6 +91,7 @@ struct StageCost {
   std::vector<std::pair<int, int>> units;  // ZeRO units: parameter index ranges [first, end)
   int64_t numel() const;
   int64_t largest_unit() const;
+  int64_t largest_units(int k) const;  // the k largest units' elements together
 };
 
 StageCost ComposeStage(const StagePieces& p, const ComputeOptions& o);
