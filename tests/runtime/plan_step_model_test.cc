@@ -411,15 +411,23 @@ TEST(PlanProfile, SharingLossIsTheSlowestWorkersPassOverTheFairShare) {
   EXPECT_DOUBLE_EQ(SharingLoss({{22}, {}}, {{10}, {10}}, 2.0), 1.0);  // a worker without passes
 }
 
+// A two-layer GPT of width 16 and context 8, batch 4, read as `lockstep plan` reads it for
+// `world` workers.
+Result<PlanSetup> TinyPlanSetup(int world) {
+  const std::string path = ::testing::TempDir() + "/plan_layout_input.toml";
+  std::ofstream(path) << "[model]\nkind = \"gpt\"\nvocab = 16\ncontext = 8\nlayers = 2\nheads = 2\nwidth = 16\n"
+                         "[data]\nkind = \"text\"\n[train]\nbatch_size = 4\nsteps = 1\n";
+  Result<PlanSetup> setup = ReadPlanSetup(path, {}, world);
+  std::remove(path.c_str());
+  return setup;
+}
+
 // The evaluation's activations: the largest piece's measured peak, except that with tp = 1 the
 // head's logits (sized [rows, T, vocab], like no block buffer) come on top of the blocks' buffers,
 // which the pool still holds when the head runs.
 TEST(PlanLayoutInput, EvaluationAddsTheHeadToTheBlocksWhenNoBufferFits) {
-  const std::string path = ::testing::TempDir() + "/plan_eval_rows.toml";
-  std::ofstream(path) << "[model]\nkind = \"gpt\"\nvocab = 16\ncontext = 8\nlayers = 2\nheads = 2\nwidth = 16\n"
-                         "[data]\nkind = \"text\"\n[train]\nbatch_size = 4\nsteps = 1\n";
   for (int tp : {1, 2}) {
-    Result<PlanSetup> setup = ReadPlanSetup(path, {}, tp);
+    Result<PlanSetup> setup = TinyPlanSetup(tp);
     ASSERT_TRUE(setup.ok()) << setup.status().ToString();
     Candidate c;
     c.dims.tp = tp;
@@ -438,17 +446,13 @@ TEST(PlanLayoutInput, EvaluationAddsTheHeadToTheBlocksWhenNoBufferFits) {
     EXPECT_EQ(in->stages.at(0).eval_bytes, tp == 1 ? 9000 + 5000 : 9000) << tp;
     EXPECT_EQ(in->stages.at(1).eval_bytes, 9000) << tp;  // no head on this stage
   }
-  std::remove(path.c_str());
 }
 
 // ZeRO is measured on the unsharded block; a tensor-parallel stage takes that figure per element
 // of its own shards (not the curves, which hide ZeRO-3 behind backward), and keeps its own if
 // the profile has one.
 TEST(PlanLayoutInput, TensorParallelStagesTakeTheUnshardedZeroFigure) {
-  const std::string path = ::testing::TempDir() + "/plan_zero_tp.toml";
-  std::ofstream(path) << "[model]\nkind = \"gpt\"\nvocab = 16\ncontext = 8\nlayers = 2\nheads = 2\nwidth = 16\n"
-                         "[data]\nkind = \"text\"\n[train]\nbatch_size = 4\nsteps = 1\n";
-  Result<PlanSetup> setup = ReadPlanSetup(path, {}, 4);
+  Result<PlanSetup> setup = TinyPlanSetup(4);
   ASSERT_TRUE(setup.ok()) << setup.status().ToString();
   Candidate c;
   c.dims.dp = 2;
@@ -459,14 +463,12 @@ TEST(PlanLayoutInput, TensorParallelStagesTakeTheUnshardedZeroFigure) {
   ComputeProfile profile;
   profile.gpt[{2, 1}].block.zero_ns_per_element[0] = 3.0;
   profile.gpt[{2, 1}].block.zero_ns_per_element[1] = 30.0;
-  profile.gpt[{2, 2}];  // a tensor-parallel shape, no ZeRO measured
-  profile.gpt[{2, 2}].block.zero_ns_per_element[0] = 5.0;  // ... except ZeRO-2: kept
+  profile.gpt[{2, 2}].block.zero_ns_per_element[0] = 5.0;  // a tensor-parallel shape with ZeRO-2 only: kept
   for (int64_t rows : {2, 4}) profile.gpt[{rows, 2}].block.eval_peak_bytes = 1;
   Result<LayoutInput> in = BuildLayoutInput(c, *setup, profile, Table(2));
   ASSERT_TRUE(in.ok()) << in.status().ToString();
   EXPECT_DOUBLE_EQ(in->stages.at(0).zero_ns_per_element[0], 5.0);
   EXPECT_DOUBLE_EQ(in->stages.at(0).zero_ns_per_element[1], 30.0);
-  std::remove(path.c_str());
 }
 
 }  // namespace
