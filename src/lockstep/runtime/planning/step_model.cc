@@ -102,13 +102,14 @@ DpComm DataParallelComm(const LayoutInput& in, const StageCost& s, const CommTab
     // cost their time rather than hiding behind backward.
     const double measured_ns = s.zero_ns_per_element[in.zero - 2];
     // The figure is one unit's cost over the profile's workers in lock-step, scaled per element.
-    // With more workers than cores a ZeRO-3 micro-batch costs two units (the stage's two largest)
-    // whatever the model's size: the first unit's gathers in forward and in backward, which nothing can hide; the
-    // others are prefetched while other ranks compute. Trained gpt-tiny, ZeRO-3 over ZeRO-0 per
-    // micro-batch: dp=4 on 2 cores ~5 ms with 2 and with 4 layers (the per-element figure gave 6
-    // and 11), dp=8 ~25 ms at 4 layers (22.6 for two units). With a core per worker the copies
-    // run on cores that compute, and they grow with the model (gpt-small: ~1 GB a micro-batch),
-    // so the per-element figure stays (gpt-tiny 2-worker ZeRO-3 rows -1..+3% with it).
+    // With more workers than cores a ZeRO-3 micro-batch costs two units (the stage's two
+    // largest) whatever the model's size: the first unit's gathers in forward and in backward,
+    // which nothing can hide; the others are prefetched while other ranks compute. Trained
+    // gpt-tiny, ZeRO-3 over ZeRO-0 per micro-batch: dp=4 on 2 cores ~5 ms with 2 and with 4
+    // layers (the per-element figure gave 6 and 11), dp=8 ~25 ms at 4 layers (22.6 for two
+    // units). With a core per worker the copies run on cores that compute, and they grow with
+    // the model (gpt-small: ~1 GB a micro-batch), so the per-element figure stays (gpt-tiny
+    // 2-worker ZeRO-3 rows -1..+3% with it).
     double counted = static_cast<double>(numel);
     if (in.zero == 3 && in.oversubscription > 1)
       counted = std::min(counted, static_cast<double>(s.largest_units(2)));
