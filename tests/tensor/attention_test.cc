@@ -128,6 +128,23 @@ TEST(Attention, SameBitsForAnyThreadCount) {
   }
 }
 
+// Overwrite mode (a gradient nothing has written yet) writes every element of dqkv once: the
+// same bits as accumulating into zeros, whatever was in the buffer; accumulate mode adds.
+TEST(Attention, BackwardOverwriteEqualsAccumulatingIntoZero) {
+  const int64_t B = 2, T = 37, C = 48, H = 3;
+  auto qkv = RandomVector(B * T * 3 * C, 9);
+  auto g = RandomVector(B * T * C, 10);
+  std::vector<float> out(B * T * C), att(B * H * T * T);
+  AttentionForward(out.data(), att.data(), qkv.data(), B, T, C, H);
+  std::vector<float> acc(qkv.size(), 0.0f), over(qkv.size(), std::nanf("")), twice(qkv.size(), 0.0f);
+  AttentionBackward(acc.data(), g.data(), qkv.data(), att.data(), B, T, C, H, /*accumulate=*/true);
+  AttentionBackward(over.data(), g.data(), qkv.data(), att.data(), B, T, C, H, /*accumulate=*/false);
+  EXPECT_TRUE(testing::BitEqual(over, acc));
+  AttentionBackward(twice.data(), g.data(), qkv.data(), att.data(), B, T, C, H, /*accumulate=*/true);
+  AttentionBackward(twice.data(), g.data(), qkv.data(), att.data(), B, T, C, H, /*accumulate=*/true);
+  for (size_t i = 0; i < acc.size(); ++i) ASSERT_EQ(twice[i], acc[i] + acc[i]) << i;
+}
+
 // The AVX-512 build of the micro-kernel must give the AVX2 build's bits (a run's results may
 // not depend on the machine's vector width): every row count, column counts around the panel
 // widths (16 and 32, masked tails), row-major and transposed A, overwrite and accumulate.

@@ -134,6 +134,35 @@ TEST(Gelu, ForwardAndBackwardMatchTanhApproximation) {
   EXPECT_TRUE(testing::BitEqual(inplace, out));
 }
 
+// GeluForwardKeepGrad computes gelu and gelu' in one pass; the MLP's step then multiplies by
+// the kept derivative (MulGrad). Both must give exactly the two-pass bits, so a run's weights
+// do not depend on which path an op took; and the overwrite forms equal accumulating into 0.
+TEST(Gelu, KeptDerivativeGivesTheTwoPassBits) {
+  const int64_t n = 10007;
+  auto x = RandomVector(n, 7, 8.0f);
+  auto g = RandomVector(n, 8);
+  std::vector<float> out(n), two_pass(n), dx_two(n, 0.0f), dx_kept(n, 0.0f), dx_write(n, 123.0f);
+  GeluForward(two_pass.data(), x.data(), n);
+  GeluBackward(dx_two.data(), x.data(), g.data(), n);
+  std::vector<float> kept = x;
+  GeluForwardKeepGrad(out.data(), kept.data(), n);
+  EXPECT_TRUE(testing::BitEqual(out, two_pass));
+  EXPECT_FALSE(testing::BitEqual(kept, x));  // the input now holds the derivative
+  MulGrad(dx_kept.data(), kept.data(), g.data(), n, /*accumulate=*/true);
+  EXPECT_TRUE(testing::BitEqual(dx_kept, dx_two));
+  MulGrad(dx_write.data(), kept.data(), g.data(), n, /*accumulate=*/false);
+  EXPECT_TRUE(testing::BitEqual(dx_write, dx_two));
+  std::vector<float> dx_gw(n, 123.0f);
+  GeluBackward(dx_gw.data(), x.data(), g.data(), n, /*accumulate=*/false);
+  EXPECT_TRUE(testing::BitEqual(dx_gw, dx_two));
+  // Accumulating onto an existing gradient: the same bits as the two-pass backward there too.
+  std::vector<float> acc_kept(n, 0.25f), acc_two(n, 0.25f);
+  MulGrad(acc_kept.data(), kept.data(), g.data(), n, /*accumulate=*/true);
+  GeluBackward(acc_two.data(), x.data(), g.data(), n);
+  EXPECT_TRUE(testing::BitEqual(acc_kept, acc_two));
+  EXPECT_FALSE(testing::BitEqual(acc_kept, dx_two));
+}
+
 TEST(Relu, ForwardBackward) {
   std::vector<float> x = {-1, 0, 2, -3, 4}, g = {1, 2, 3, 4, 5};
   std::vector<float> y(5), dx(5, 1.0f);

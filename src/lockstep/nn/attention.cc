@@ -20,8 +20,10 @@ Variable AttentionForward(Tape& tape, const Variable& qkv, int64_t heads) {
 void AttentionBackward(const Variable& out, const Variable& qkv, const tensor::Tensor& att, int64_t heads) {
   if (!out.has_grad() || !qkv.requires_grad()) return;
   const int64_t B = qkv.shape()[0], T = qkv.shape()[1], C = qkv.shape()[2] / 3;
-  tensor::AttentionBackward(qkv.GradAccumulate(), out.grad().data<float>(), qkv.data(), att.data<float>(), B, T, C,
-                            heads);
+  bool fresh = false;
+  float* dqkv = qkv.GradForWrite(&fresh);
+  tensor::AttentionBackward(dqkv, out.grad().data<float>(), qkv.data(), att.data<float>(), B, T, C, heads,
+                            /*accumulate=*/!fresh);
 }
 
 CausalSelfAttention::CausalSelfAttention(ParameterStore& ps, const std::string& prefix, int64_t width, int64_t heads,

@@ -133,7 +133,8 @@ void ForwardUnit(const Dims& d, int64_t unit, float* out, float* att, const floa
   }
 }
 
-void BackwardUnit(const Dims& d, int64_t unit, float* dqkv, const float* dout, const float* qkv, const float* att) {
+void BackwardUnit(const Dims& d, int64_t unit, float* dqkv, const float* dout, const float* qkv, const float* att,
+                  bool accumulate) {
   const int64_t b = unit / d.H, h = unit % d.H, T = d.T;
   const int64_t base = b * T * d.C3 + h * d.hs;
   const float* q = qkv + base;
@@ -163,14 +164,16 @@ void BackwardUnit(const Dims& d, int64_t unit, float* dqkv, const float* dout, c
     MicroGemm(rows, d.hs, dO + i0 * d.C, d.C, 1, vt, d.Tp, keys, ds + i0 * T, T, 1.0f, false);
     for (int64_t i = i0; i < i0 + rows; ++i) CausalSoftmaxBackwardRow(ds + i * T, p + i * T, i, T, d.scale);
     // dq_i += sum_j dS[i, j] k_j
-    MicroGemm(rows, keys, ds + i0 * T, T, 1, kp, d.hs, d.hs, dq + i0 * d.C3, d.C3, 1.0f, true);
+    MicroGemm(rows, keys, ds + i0 * T, T, 1, kp, d.hs, d.hs, dq + i0 * d.C3, d.C3, 1.0f, accumulate);
   }
   for (int64_t j0 = 0; j0 < T; j0 += kRowBlock) {
     const int rows = static_cast<int>(std::min<int64_t>(kRowBlock, T - j0));
     // dk_j += sum_{i >= j} dS[i, j] q_i;  dv_j += sum_{i >= j} P[i, j] dO_i
     // (A is read transposed: element (r, kk) at [(j0 + kk) * T + j0 + r].)
-    MicroGemm(rows, T - j0, ds + j0 * T + j0, 1, T, qp + j0 * d.hs, d.hs, d.hs, dk + j0 * d.C3, d.C3, 1.0f, true);
-    MicroGemm(rows, T - j0, p + j0 * T + j0, 1, T, dop + j0 * d.hs, d.hs, d.hs, dv + j0 * d.C3, d.C3, 1.0f, true);
+    MicroGemm(rows, T - j0, ds + j0 * T + j0, 1, T, qp + j0 * d.hs, d.hs, d.hs, dk + j0 * d.C3, d.C3, 1.0f,
+              accumulate);
+    MicroGemm(rows, T - j0, p + j0 * T + j0, 1, T, dop + j0 * d.hs, d.hs, d.hs, dv + j0 * d.C3, d.C3, 1.0f,
+              accumulate);
   }
 }
 
@@ -192,9 +195,9 @@ void AttentionForward(float* out, float* att, const float* qkv, int64_t B, int64
 }
 
 void AttentionBackward(float* dqkv, const float* dout, const float* qkv, const float* att, int64_t B, int64_t T,
-                       int64_t C, int64_t H) {
+                       int64_t C, int64_t H, bool accumulate) {
   const Dims d = MakeDims(B, T, C, H);
-  ForEachUnit(B * H, [&](int64_t u) { BackwardUnit(d, u, dqkv, dout, qkv, att); });
+  ForEachUnit(B * H, [&](int64_t u) { BackwardUnit(d, u, dqkv, dout, qkv, att, accumulate); });
 }
 
 }  // namespace lockstep::tensor

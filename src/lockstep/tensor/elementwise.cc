@@ -19,24 +19,30 @@ constexpr float kGeluA = 0.044715f;
 // gelu(x) = 0.5 x (1 + tanh(u)), u = k (x + a x^3). Using 1 + tanh(u) = 2 sigmoid(2u),
 // gelu(x) = x / (1 + exp(-2u)): no cancellation for large negative x, and exp's ~2 ulp
 // error is the only approximation.
-inline __m256 GeluVec(__m256 x) {
+struct GeluTerms {
+  __m256 x2, e;  // x^2 and exp(-2u)
+};
+
+inline GeluTerms GeluCommon(__m256 x) {
   __m256 x2 = _mm256_mul_ps(x, x);
   __m256 inner = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(kGeluA), x2), x, x);
-  __m256 m2u = _mm256_mul_ps(_mm256_set1_ps(-2.0f * kGeluK), inner);
-  __m256 e = Exp256(m2u);
-  return _mm256_div_ps(x, _mm256_add_ps(_mm256_set1_ps(1.0f), e));
+  return {x2, Exp256(_mm256_mul_ps(_mm256_set1_ps(-2.0f * kGeluK), inner))};
+}
+
+inline __m256 GeluOf(__m256 x, const GeluTerms& t) {
+  return _mm256_div_ps(x, _mm256_add_ps(_mm256_set1_ps(1.0f), t.e));
 }
 
 // d/dx gelu = s + x s (1 - s) 2k (1 + 3a x^2), s = sigmoid(2u).
-inline __m256 GeluGradVec(__m256 x) {
-  __m256 x2 = _mm256_mul_ps(x, x);
-  __m256 inner = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(kGeluA), x2), x, x);
-  __m256 e = Exp256(_mm256_mul_ps(_mm256_set1_ps(-2.0f * kGeluK), inner));
-  __m256 s = _mm256_div_ps(_mm256_set1_ps(1.0f), _mm256_add_ps(_mm256_set1_ps(1.0f), e));
-  __m256 du = _mm256_fmadd_ps(_mm256_set1_ps(2.0f * kGeluK * 3.0f * kGeluA), x2, _mm256_set1_ps(2.0f * kGeluK));
-  __m256 s1 = _mm256_mul_ps(_mm256_mul_ps(s, s), e);  // s (1 - s) without cancellation
+inline __m256 GeluGradOf(__m256 x, const GeluTerms& t) {
+  __m256 s = _mm256_div_ps(_mm256_set1_ps(1.0f), _mm256_add_ps(_mm256_set1_ps(1.0f), t.e));
+  __m256 du = _mm256_fmadd_ps(_mm256_set1_ps(2.0f * kGeluK * 3.0f * kGeluA), t.x2, _mm256_set1_ps(2.0f * kGeluK));
+  __m256 s1 = _mm256_mul_ps(_mm256_mul_ps(s, s), t.e);  // s (1 - s) without cancellation
   return _mm256_fmadd_ps(_mm256_mul_ps(x, s1), du, s);
 }
+
+inline __m256 GeluVec(__m256 x) { return GeluOf(x, GeluCommon(x)); }
+inline __m256 GeluGradVec(__m256 x) { return GeluGradOf(x, GeluCommon(x)); }
 
 template <typename VecFn>
 void MapUnary(float* out, const float* inp, int64_t n, VecFn fn) {
@@ -91,17 +97,54 @@ double FixedOrderSum(const float* a, int64_t n) {
 
 void GeluForward(float* out, const float* inp, int64_t n) { MapUnary(out, inp, n, GeluVec); }
 
-void GeluBackward(float* dinp, const float* inp, const float* dout, int64_t n) {
+// The accumulating forms spell the fused multiply-add out: with GNU C++'s default
+// -ffp-contract=fast the compiler fuses `dinp + a * b` anyway, and an explicit FMA keeps
+// GeluBackward and MulGrad on the same bits whatever the flags.
+void GeluBackward(float* dinp, const float* inp, const float* dout, int64_t n, bool accumulate) {
   int64_t nv = n / 8 * 8;
 #pragma omp parallel for schedule(static) if (parallel : WorthParallel(n * 8))
   for (int64_t i = 0; i < nv; i += 8) {
-    __m256 g = _mm256_mul_ps(GeluGradVec(_mm256_loadu_ps(inp + i)), _mm256_loadu_ps(dout + i));
-    _mm256_storeu_ps(dinp + i, _mm256_add_ps(_mm256_loadu_ps(dinp + i), g));
+    __m256 d = GeluGradVec(_mm256_loadu_ps(inp + i)), g = _mm256_loadu_ps(dout + i);
+    _mm256_storeu_ps(dinp + i, accumulate ? _mm256_fmadd_ps(d, g, _mm256_loadu_ps(dinp + i)) : _mm256_mul_ps(d, g));
   }
   if (nv < n) {
     __m256i m = internal::TailMask(n - nv);
-    __m256 g = _mm256_mul_ps(GeluGradVec(_mm256_maskload_ps(inp + nv, m)), _mm256_maskload_ps(dout + nv, m));
-    _mm256_maskstore_ps(dinp + nv, m, _mm256_add_ps(_mm256_maskload_ps(dinp + nv, m), g));
+    __m256 d = GeluGradVec(_mm256_maskload_ps(inp + nv, m)), g = _mm256_maskload_ps(dout + nv, m);
+    _mm256_maskstore_ps(dinp + nv, m,
+                        accumulate ? _mm256_fmadd_ps(d, g, _mm256_maskload_ps(dinp + nv, m)) : _mm256_mul_ps(d, g));
+  }
+}
+
+void GeluForwardKeepGrad(float* out, float* inp, int64_t n) {
+  int64_t nv = n / 8 * 8;
+#pragma omp parallel for schedule(static) if (parallel : WorthParallel(n * 8))
+  for (int64_t i = 0; i < nv; i += 8) {
+    __m256 x = _mm256_loadu_ps(inp + i);
+    GeluTerms t = GeluCommon(x);
+    _mm256_storeu_ps(out + i, GeluOf(x, t));
+    _mm256_storeu_ps(inp + i, GeluGradOf(x, t));
+  }
+  if (nv < n) {
+    __m256i m = internal::TailMask(n - nv);
+    __m256 x = _mm256_maskload_ps(inp + nv, m);
+    GeluTerms t = GeluCommon(x);
+    _mm256_maskstore_ps(out + nv, m, GeluOf(x, t));
+    _mm256_maskstore_ps(inp + nv, m, GeluGradOf(x, t));
+  }
+}
+
+void MulGrad(float* dinp, const float* grad, const float* dout, int64_t n, bool accumulate) {
+  int64_t nv = n / 8 * 8;
+#pragma omp parallel for schedule(static) if (parallel : WorthParallel(n))
+  for (int64_t i = 0; i < nv; i += 8) {
+    __m256 d = _mm256_loadu_ps(grad + i), g = _mm256_loadu_ps(dout + i);
+    _mm256_storeu_ps(dinp + i, accumulate ? _mm256_fmadd_ps(d, g, _mm256_loadu_ps(dinp + i)) : _mm256_mul_ps(d, g));
+  }
+  if (nv < n) {
+    __m256i m = internal::TailMask(n - nv);
+    __m256 d = _mm256_maskload_ps(grad + nv, m), g = _mm256_maskload_ps(dout + nv, m);
+    _mm256_maskstore_ps(dinp + nv, m,
+                        accumulate ? _mm256_fmadd_ps(d, g, _mm256_maskload_ps(dinp + nv, m)) : _mm256_mul_ps(d, g));
   }
 }
 

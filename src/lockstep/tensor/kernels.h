@@ -39,7 +39,14 @@ void LayerNormBackward(float* dinp, float* dweight, float* dbias, const float* d
 
 // GELU, tanh approximation (PyTorch approximate='tanh'). out may alias inp.
 void GeluForward(float* out, const float* inp, int64_t n);
-void GeluBackward(float* dinp, const float* inp, const float* dout, int64_t n);  // accumulate
+// dinp (+)= gelu'(inp) * dout: accumulates, or overwrites when !accumulate.
+void GeluBackward(float* dinp, const float* inp, const float* dout, int64_t n, bool accumulate = true);
+// out = gelu(inp), and inp is overwritten with gelu'(inp) (the same bits GeluBackward would
+// compute), for an input nothing else reads: backward is then one multiply (MulGrad), and
+// exp runs once per element for the step instead of twice.
+void GeluForwardKeepGrad(float* out, float* inp, int64_t n);
+// dinp (+)= grad * dout, rounded as GeluBackward's (one FMA when accumulating).
+void MulGrad(float* dinp, const float* grad, const float* dout, int64_t n, bool accumulate);
 // out may alias inp. Backward uses the forward output (out > 0 <=> inp > 0).
 void ReluForward(float* out, const float* inp, int64_t n);
 void ReluBackward(float* dinp, const float* out, const float* dout, int64_t n);  // accumulate
@@ -63,9 +70,10 @@ void EmbeddingBackward(float* dtable, const int32_t* ids, const float* dout, int
 // uses cols h*hs..(h+1)*hs of each), out [B,T,C], att [B,H,T,T] saved softmax
 // probabilities (upper triangle zero). scale = 1/sqrt(hs).
 void AttentionForward(float* out, float* att, const float* qkv, int64_t B, int64_t T, int64_t C, int64_t H);
-// dqkv accumulate; the kernel needs only a small per-thread buffer of its own.
+// dqkv accumulates, or is overwritten when !accumulate (every element is written once);
+// the kernel needs only a small per-thread buffer of its own.
 void AttentionBackward(float* dqkv, const float* dout, const float* qkv, const float* att, int64_t B, int64_t T,
-                       int64_t C, int64_t H);
+                       int64_t C, int64_t H, bool accumulate = true);
 
 // Fused softmax + cross-entropy over rows of logits[n,v]: losses[n] (nullable); returns the
 // mean loss over counted rows (double accumulation, fixed order). If dlogits != nullptr
