@@ -9,8 +9,10 @@
 # autocast) and activation recompute (train.recompute = block against lockstep's own "none":
 # step time and the activation bytes of the memory row).
 # Usage: bench/engine_vs_torch.sh [gpt_steps=40] [cnn_steps=200] [threads=1] [small_steps=6] [rounds=3]
-# (small_steps=0 skips gpt-small, which takes about 8 minutes on a 2-core machine; rounds: how
-# many times the gpt-tiny and cnn-fashion pairs run, alternating the two sides).
+#        [small_rounds=2]
+# (small_steps=0 skips gpt-small, which takes about 7 minutes a round on a 2-core machine;
+# rounds / small_rounds: how many times the gpt-tiny and cnn-fashion pairs / the gpt-small
+# fp32 and bf16 pairs run, alternating the two sides).
 # Needs scripts/setup.sh (installs the peer's packages itself when missing).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,6 +21,7 @@ CNN_STEPS=${2:-200}
 THREADS=${3:-1}
 SMALL_STEPS=${4:-6}
 ROUNDS=${5:-3}
+SMALL_ROUNDS=${6:-2}
 SMALL_THREADS=2
 source bench/peer_lib.sh
 peer_setup
@@ -93,24 +96,46 @@ print(statistics.median(r["tokens_per_s"] for r in train), statistics.median(r["
       sys.argv[2], mem["peak_activation_bytes"])
 PY
 }
-read -r s_tok s_gf s_rss s_act < <(small_run fp32)
-read -r b_tok _ b_rss _ < <(small_run bf16 --set train.precision=bf16)
-read -r r_tok _ r_rss r_act < <(small_run recompute --set train.recompute=block)
+# Like the pairs above, the sides alternate over SMALL_ROUNDS rounds (medians printed), and
+# the sgemm peak is measured right before and right after each fp32 run: the larger of the two
+# counts (the machine's speed at that moment, not at some other minute; taking the larger keeps
+# the percentage from being flattered by a slow peak measurement).
 small_args=(--steps "$SMALL_STEPS" --layers 12 --embd 768 --heads 12 --block 256 --batch 8)
-pt_small=$(peer_run "$SMALL_THREADS" "$PEERS/torch_gpt.py" "${small_args[@]}")
-peer_check_blas "$pt_small" >/dev/null
-pt_small_bf16=$(peer_run "$SMALL_THREADS" "$PEERS/torch_gpt.py" --bf16 "${small_args[@]}")
-peak2=$(sgemm_peak "$SMALL_THREADS")
+small_file="$tmp/small_rounds"
+for ((r = 1; r <= SMALL_ROUNDS; r++)); do
+  p_before=$(sgemm_peak "$SMALL_THREADS")
+  read -r s_tok s_gf s_rss s_act < <(small_run "fp32-$r")
+  p_after=$(sgemm_peak "$SMALL_THREADS")
+  pt_small=$(peer_run "$SMALL_THREADS" "$PEERS/torch_gpt.py" "${small_args[@]}")
+  peer_check_blas "$pt_small" >/dev/null
+  read -r b_tok _ b_rss _ < <(small_run "bf16-$r" --set train.precision=bf16)
+  pt_small_bf16=$(peer_run "$SMALL_THREADS" "$PEERS/torch_gpt.py" --bf16 "${small_args[@]}")
+  echo "$s_tok $(peer_field "$pt_small" tokens/s) $s_rss $(peer_field "$pt_small" peak_rss_kb)" \
+    "$b_tok $(peer_field "$pt_small_bf16" tokens/s) $b_rss $(peer_field "$pt_small_bf16" peak_rss_kb)" \
+    "$s_act $s_gf $p_before $p_after" >>"$small_file"
+  python3 - "$r" $(tail -1 "$small_file") <<'PY'
+import sys
+r = sys.argv[1]
+st, pt, _, _, bt, pbt, _, _, _, gf, p0, p1 = map(float, sys.argv[2:])
+print(f"gpt-small round {r}: fp32 {st:.0f} vs {pt:.0f} t/s ({st/pt:.2f}x), bf16 {bt:.0f} vs {pbt:.0f} t/s ({bt/pbt:.2f}x, "
+      f"{bt/st:.2f}x lockstep fp32), fp32 step {gf:.1f} GFLOP/s against sgemm peaks {p0:.1f} before / {p1:.1f} after "
+      f"-> {100*gf/max(p0, p1):.0f}%")
+PY
+done
+read -r r_tok _ r_rss r_act < <(small_run recompute --set train.recompute=block)
 bf16_isa=$(grep -qw 'avx512_bf16\|amx_bf16' /proc/cpuinfo && echo "bf16 instructions present" ||
   echo "no AVX512_BF16/AMX: lockstep's bf16 products run emulated")
 
 echo
 echo "gpt-small (85.6M parameters, batch 8 x 256), $SMALL_THREADS compute threads on both sides, median of steps 3..$SMALL_STEPS; $bf16_isa"
-python3 - "$s_tok" "$(peer_field "$pt_small" tokens/s)" "$s_rss" "$(peer_field "$pt_small" peak_rss_kb)" \
-  "$b_tok" "$(peer_field "$pt_small_bf16" tokens/s)" "$b_rss" "$(peer_field "$pt_small_bf16" peak_rss_kb)" \
-  "$r_tok" "$r_rss" "$s_act" "$r_act" "$s_gf" "$peak2" <<'PY'
-import sys
-st, pt, sr, pr, bt, pbt, br, pbr, rt, rr, sa, ra, gf, peak = map(float, sys.argv[1:])
+python3 - "$small_file" "$r_tok" "$r_rss" "$r_act" <<'PY'
+import statistics, sys
+rounds = [list(map(float, l.split())) for l in open(sys.argv[1]) if l.strip()]
+st, pt, sr, pr, bt, pbt, br, pbr, sa, gf = (statistics.median(r[i] for r in rounds) for i in range(10))
+rt, rr, ra = map(float, sys.argv[2:])
+pct = statistics.median(100 * r[9] / max(r[10], r[11]) for r in rounds)
+peak = statistics.median(max(r[10], r[11]) for r in rounds)
+print(f"median of {len(rounds)} rounds:")
 print(f"{'workload':<22}{'lockstep':>12}{'pytorch':>12}{'ratio':>8}{'RSS lockstep':>15}{'RSS pytorch':>13}{'ratio':>7}")
 def row(name, l, p, lr, pr):
     print(f"{name:<22}{l:>8.0f} t/s{p:>8.0f} t/s{l/p:>7.2f}x{lr/1024:>11.0f} MiB{pr/1024:>9.0f} MiB{lr/pr:>6.2f}x")
@@ -120,6 +145,6 @@ print(f"{'gpt-small recompute':<22}{rt:>8.0f} t/s{'':>12}{'':>8}{rr/1024:>11.0f}
 print(f"bf16 tokens/s {bt/st:.2f}x lockstep fp32's; "
       f"recompute=block: step {st/rt:.2f}x the none step, activation bytes {ra/1e6:.0f} MB vs {sa/1e6:.0f} MB "
       f"({ra/sa:.2f}x)")
-print(f"achieved GFLOP/s of the gpt-small fp32 step: {gf:.1f}; dnnl_sgemm 1024^3 peak (same threads) {peak:.1f} "
-      f"-> {100*gf/peak:.0f}% of peak")
+print(f"achieved GFLOP/s of the gpt-small fp32 step: {gf:.1f}; dnnl_sgemm 1024^3 peak (same threads, the larger of "
+      f"the measurements just before and after each run) {peak:.1f} -> {pct:.0f}% of peak (median of the rounds)")
 PY
