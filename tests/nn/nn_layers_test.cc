@@ -12,6 +12,7 @@
 #include "lockstep/nn/shape_ops.h"
 #include "nn/grad_check.h"
 #include "nn/reference.h"
+#include "tensor/tensor_test_util.h"
 
 namespace lockstep::nn {
 namespace {
@@ -123,6 +124,29 @@ TEST(Activations, GeluTanhAndRelu) {
   tape.Backward(ProbeLoss(tape, AddForward(tape, g, rl), r), 1.0f);
   ExpectGradientsMatch({{"gelu.x", &xgd, xg.grad().ToVector()}, {"relu.x", &xrd, xr.grad().ToVector()}},
                        [&] { return RefProbe(ref::AddVec(ref::Gelu(xgd), ref::Relu(xrd)), r); });
+}
+
+// The MLP's GELU, which keeps gelu'(x) in x's buffer: the same output and input gradient as
+// GeluForward, bit for bit; its input's value is spent (it holds the derivative afterwards);
+// without a recording tape it is GeluForward and leaves x alone.
+TEST(Activations, GeluConsumingItsInputMatchesGelu) {
+  std::vector<float> xv = RandomVector(37, 4.0f, 33), r = RandomVector(37, 1.0f, 34);
+  Tape tape;
+  Variable plain_x = Leaf(tape, {37}, xv);
+  Variable kept_x = Leaf(tape, {37}, xv);
+  Variable plain = GeluForward(tape, plain_x);
+  Variable kept = GeluForwardConsumingInput(tape, kept_x);
+  EXPECT_TRUE(tensor::testing::BitEqual(kept.value().ToVector(), plain.value().ToVector()));
+  EXPECT_FALSE(tensor::testing::BitEqual(kept_x.value().ToVector(), xv));
+  tape.Backward(ProbeLoss(tape, AddForward(tape, plain, kept), r), 1.0f);
+  EXPECT_TRUE(tensor::testing::BitEqual(kept_x.grad().ToVector(), plain_x.grad().ToVector()));
+
+  Tape no_grad;
+  no_grad.set_grad_enabled(false);
+  Variable x = Leaf(no_grad, {37}, xv);
+  Variable y = GeluForwardConsumingInput(no_grad, x);
+  EXPECT_TRUE(tensor::testing::BitEqual(x.value().ToVector(), xv));
+  EXPECT_TRUE(tensor::testing::BitEqual(y.value().ToVector(), plain.value().ToVector()));
 }
 
 TEST(ShapeOps, AddSameInputTwiceAndReshape) {
