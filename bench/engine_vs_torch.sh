@@ -38,6 +38,14 @@ sgemm_peak() {
     python3 -c "import json,sys; print(max(b['GFLOP/s'] for b in json.load(sys.stdin)['benchmarks']) / 1e9)"
 }
 
+# The same for lockstep's bf16 product (oneDNN's bf16 GEMM, fp32 accumulation) on 1024^3: the
+# peak a bf16 step is compared with; 0 where the processor has no bf16 kernels.
+bf16_peak() {
+  GEMM_BENCH_THREADS=$1 build/gemm_bench --benchmark_filter='^BM_GemmBf16/M:1024/N:1024/K:1024' \
+    --benchmark_format=json 2>/dev/null |
+    python3 -c "import json,sys; print(max([b.get('GFLOP/s', 0) for b in json.load(sys.stdin)['benchmarks']] + [0]) / 1e9)"
+}
+
 # This machine's speed drifts by tens of percent within minutes (a shared VM), so the two
 # sides run alternately, ROUNDS times, and every figure is the median over the rounds; each
 # round's ratio is printed too. Per round: lockstep's median tokens|images/s and GFLOP/s after
@@ -108,18 +116,21 @@ for ((r = 1; r <= SMALL_ROUNDS; r++)); do
   p_after=$(sgemm_peak "$SMALL_THREADS")
   pt_small=$(peer_run "$SMALL_THREADS" "$PEERS/torch_gpt.py" "${small_args[@]}")
   peer_check_blas "$pt_small" >/dev/null
-  read -r b_tok _ b_rss _ < <(small_run "bf16-$r" --set train.precision=bf16)
+  q_before=$(bf16_peak "$SMALL_THREADS")
+  read -r b_tok b_gf b_rss _ < <(small_run "bf16-$r" --set train.precision=bf16)
+  q_after=$(bf16_peak "$SMALL_THREADS")
   pt_small_bf16=$(peer_run "$SMALL_THREADS" "$PEERS/torch_gpt.py" --bf16 "${small_args[@]}")
   echo "$s_tok $(peer_field "$pt_small" tokens/s) $s_rss $(peer_field "$pt_small" peak_rss_kb)" \
     "$b_tok $(peer_field "$pt_small_bf16" tokens/s) $b_rss $(peer_field "$pt_small_bf16" peak_rss_kb)" \
-    "$s_act $s_gf $p_before $p_after" >>"$small_file"
+    "$s_act $s_gf $p_before $p_after $b_gf $q_before $q_after" >>"$small_file"
   python3 - "$r" $(tail -1 "$small_file") <<'PY'
 import sys
 r = sys.argv[1]
-st, pt, _, _, bt, pbt, _, _, _, gf, p0, p1 = map(float, sys.argv[2:])
+st, pt, _, _, bt, pbt, _, _, _, gf, p0, p1, bgf, q0, q1 = map(float, sys.argv[2:])
+bf16 = f", bf16 step {bgf:.1f} against bf16 GEMM peaks {q0:.1f} / {q1:.1f} -> {100*bgf/max(q0, q1):.0f}%" if max(q0, q1) > 0 else ""
 print(f"gpt-small round {r}: fp32 {st:.0f} vs {pt:.0f} t/s ({st/pt:.2f}x), bf16 {bt:.0f} vs {pbt:.0f} t/s ({bt/pbt:.2f}x, "
       f"{bt/st:.2f}x lockstep fp32), fp32 step {gf:.1f} GFLOP/s against sgemm peaks {p0:.1f} before / {p1:.1f} after "
-      f"-> {100*gf/max(p0, p1):.0f}%")
+      f"-> {100*gf/max(p0, p1):.0f}%{bf16}")
 PY
 done
 read -r r_tok _ r_rss r_act < <(small_run recompute --set train.recompute=block)
@@ -147,4 +158,10 @@ print(f"bf16 tokens/s {bt/st:.2f}x lockstep fp32's; "
       f"({ra/sa:.2f}x)")
 print(f"achieved GFLOP/s of the gpt-small fp32 step: {gf:.1f}; dnnl_sgemm 1024^3 peak (same threads, the larger of "
       f"the measurements just before and after each run) {peak:.1f} -> {pct:.0f}% of peak (median of the rounds)")
+if all(max(r[13], r[14]) > 0 for r in rounds):
+    bgf = statistics.median(r[12] for r in rounds)
+    bpeak = statistics.median(max(r[13], r[14]) for r in rounds)
+    bpct = statistics.median(100 * r[12] / max(r[13], r[14]) for r in rounds)
+    print(f"achieved GFLOP/s of the gpt-small bf16 step: {bgf:.1f}; bf16 GEMM 1024^3 peak (oneDNN, fp32 accumulation, "
+          f"measured the same way) {bpeak:.1f} -> {bpct:.0f}% of peak; the bf16 peak is {bpeak/peak:.2f}x the sgemm peak")
 PY
