@@ -31,20 +31,17 @@ LS=build/lockstep
 
 machine_line
 
-# dnnl_sgemm's GFLOP/s on a 1024^3 product with T compute threads: the peak a step is compared with.
-sgemm_peak() {
-  GEMM_BENCH_THREADS=$1 build/gemm_bench --benchmark_filter='^dnnl_sgemm/M:1024/N:1024/K:1024' \
-    --benchmark_format=json 2>/dev/null |
-    python3 -c "import json,sys; print(max(b['GFLOP/s'] for b in json.load(sys.stdin)['benchmarks']) / 1e9)"
-}
-
-# The same for lockstep's bf16 product (oneDNN's bf16 GEMM, fp32 accumulation) on 1024^3: the
-# peak a bf16 step is compared with; 0 where the processor has no bf16 kernels.
-bf16_peak() {
-  GEMM_BENCH_THREADS=$1 build/gemm_bench --benchmark_filter='^BM_GemmBf16/M:1024/N:1024/K:1024' \
-    --benchmark_format=json 2>/dev/null |
+# The best GFLOP/s of one gemm_bench row (THREADS compute threads, FILTER a benchmark regex); 0
+# where the row does not run (no bf16 kernels on this processor).
+gemm_peak() {
+  GEMM_BENCH_THREADS=$1 build/gemm_bench --benchmark_filter="$2" --benchmark_format=json 2>/dev/null |
     python3 -c "import json,sys; print(max([b.get('GFLOP/s', 0) for b in json.load(sys.stdin)['benchmarks']] + [0]) / 1e9)"
 }
+# dnnl_sgemm's GFLOP/s on a 1024^3 product with T compute threads: the peak an fp32 step is
+# compared with. bf16_peak: the same for lockstep's bf16 product (oneDNN's bf16 GEMM, fp32
+# accumulation), the peak a bf16 step is compared with.
+sgemm_peak() { gemm_peak "$1" '^dnnl_sgemm/M:1024/N:1024/K:1024'; }
+bf16_peak() { gemm_peak "$1" '^BM_GemmBf16/M:1024/N:1024/K:1024'; }
 
 # This machine's speed drifts by tens of percent within minutes (a shared VM), so the two
 # sides run alternately, ROUNDS times, and every figure is the median over the rounds; each
