@@ -93,26 +93,33 @@ double FixedOrderSum(const float* a, int64_t n) {
   return r;
 }
 
-}  // namespace
-
-void GeluForward(float* out, const float* inp, int64_t n) { MapUnary(out, inp, n, GeluVec); }
-
-// The accumulating forms spell the fused multiply-add out: with GNU C++'s default
-// -ffp-contract=fast the compiler fuses `dinp + a * b` anyway, and an explicit FMA keeps
-// GeluBackward and MulGrad on the same bits whatever the flags.
-void GeluBackward(float* dinp, const float* inp, const float* dout, int64_t n, bool accumulate) {
+// dinp (+)= deriv(src) * dout, 8 lanes at a time. The accumulating form spells the fused
+// multiply-add out: with GNU C++'s default -ffp-contract=fast the compiler fuses
+// `dinp + a * b` anyway, and one explicit loop for GeluBackward and MulGrad keeps them on the
+// same bits whatever the flags. `work` per element sizes the OpenMP team.
+template <typename DerivFn>
+void ChainRule(float* dinp, const float* src, const float* dout, int64_t n, bool accumulate, int64_t work,
+               DerivFn deriv) {
   int64_t nv = n / 8 * 8;
-#pragma omp parallel for schedule(static) if (parallel : WorthParallel(n * 8))
+#pragma omp parallel for schedule(static) if (parallel : WorthParallel(n * work))
   for (int64_t i = 0; i < nv; i += 8) {
-    __m256 d = GeluGradVec(_mm256_loadu_ps(inp + i)), g = _mm256_loadu_ps(dout + i);
+    __m256 d = deriv(_mm256_loadu_ps(src + i)), g = _mm256_loadu_ps(dout + i);
     _mm256_storeu_ps(dinp + i, accumulate ? _mm256_fmadd_ps(d, g, _mm256_loadu_ps(dinp + i)) : _mm256_mul_ps(d, g));
   }
   if (nv < n) {
     __m256i m = internal::TailMask(n - nv);
-    __m256 d = GeluGradVec(_mm256_maskload_ps(inp + nv, m)), g = _mm256_maskload_ps(dout + nv, m);
+    __m256 d = deriv(_mm256_maskload_ps(src + nv, m)), g = _mm256_maskload_ps(dout + nv, m);
     _mm256_maskstore_ps(dinp + nv, m,
                         accumulate ? _mm256_fmadd_ps(d, g, _mm256_maskload_ps(dinp + nv, m)) : _mm256_mul_ps(d, g));
   }
+}
+
+}  // namespace
+
+void GeluForward(float* out, const float* inp, int64_t n) { MapUnary(out, inp, n, GeluVec); }
+
+void GeluBackward(float* dinp, const float* inp, const float* dout, int64_t n, bool accumulate) {
+  ChainRule(dinp, inp, dout, n, accumulate, 8, [](__m256 x) { return GeluGradVec(x); });
 }
 
 void GeluForwardKeepGrad(float* out, float* inp, int64_t n) {
@@ -134,18 +141,7 @@ void GeluForwardKeepGrad(float* out, float* inp, int64_t n) {
 }
 
 void MulGrad(float* dinp, const float* grad, const float* dout, int64_t n, bool accumulate) {
-  int64_t nv = n / 8 * 8;
-#pragma omp parallel for schedule(static) if (parallel : WorthParallel(n))
-  for (int64_t i = 0; i < nv; i += 8) {
-    __m256 d = _mm256_loadu_ps(grad + i), g = _mm256_loadu_ps(dout + i);
-    _mm256_storeu_ps(dinp + i, accumulate ? _mm256_fmadd_ps(d, g, _mm256_loadu_ps(dinp + i)) : _mm256_mul_ps(d, g));
-  }
-  if (nv < n) {
-    __m256i m = internal::TailMask(n - nv);
-    __m256 d = _mm256_maskload_ps(grad + nv, m), g = _mm256_maskload_ps(dout + nv, m);
-    _mm256_maskstore_ps(dinp + nv, m,
-                        accumulate ? _mm256_fmadd_ps(d, g, _mm256_maskload_ps(dinp + nv, m)) : _mm256_mul_ps(d, g));
-  }
+  ChainRule(dinp, grad, dout, n, accumulate, 1, [](__m256 d) { return d; });
 }
 
 void ReluForward(float* out, const float* inp, int64_t n) {
