@@ -102,6 +102,29 @@ TEST(Plan, CnnModelStatesEqualTheMemoryRow) {
   ExpectModelStatesMatch(cnn, plan, "dp=2,tp=1,pp=1", 2, 1, "plan-cnn-z2");
 }
 
+// An mpi plan measures ZeRO over the ranks as processes (the plan relaunched under mpirun with
+// the internal --zero-probe): the cache holds both figures (a step of one micro-batch and of
+// four) at the ZeRO layouts' micro-batch rows, they replace the threads' ones in the
+// prediction, and a second plan reuses them. Outside mpirun --zero-probe is one line, exit 2.
+TEST(Plan, MpiPlanMeasuresZeroOverProcesses) {
+  const std::string dir = MakeTempDir("plan-mpi-zero");
+  const std::vector<std::string> args = With(With({"plan"}, kSmallGpt), {"--nproc", "2", "--backend", "mpi", "--out", dir});
+  CommandResult r = RunLockstep(args);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json cache = ReadJson(dir + "/plan-profile.json");
+  const nlohmann::json& zero = cache["zero"]["mpi-2"];
+  ASSERT_TRUE(zero.is_object()) << cache.dump();
+  EXPECT_EQ(zero["rows"], nlohmann::json({1, 2, 4}));  // batch 8 over dp=2, 1-4 micro-batches
+  for (const char* f : {"zero2", "zero3", "zero2_overlap", "zero3_overlap"}) EXPECT_GT(zero[f].get<double>(), 0) << f;
+  CommandResult again = RunLockstep(args);
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_NE(again.out.find("profile: cached"), std::string::npos) << again.out;
+  CommandResult probe = RunLockstep(With(args, {"--zero-probe", "2"}));
+  EXPECT_EQ(probe.exit_code, 2);
+  EXPECT_EQ(std::count(probe.err.begin(), probe.err.end(), '\n'), 1) << probe.err;
+  EXPECT_NE(probe.err.find("--zero-probe is internal"), std::string::npos) << probe.err;
+}
+
 TEST(Plan, BadInputIsOneLineAndExitTwo) {
   const std::string tiny = LOCKSTEP_SOURCE_DIR "/configs/gpt-tiny.toml";
   const std::string dir = MakeTempDir("plan-bad");

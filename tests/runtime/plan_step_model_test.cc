@@ -303,6 +303,44 @@ TEST(PlanStepModel, OversubscribedZeroThreeCostsTwoUnitsAMicroBatch) {
   EXPECT_NEAR(zero2->comm_exposed_ms, 3 * 2000e-6 * 4000 + t.Ms(CommOp::kAllGather, 4, 4 * 1000 * 4), 1e-9);
 }
 
+// Measured over a step of kZeroOverlapMicros micro-batches too (mpi plans): the first
+// micro-batch costs the one-micro-batch figure, each further one what the M-micro-batch step
+// measured beyond it; one micro-batch, or no overlap figure, keeps m x the first figure.
+TEST(PlanStepModel, ZeroOverlapFigureChargesTheFurtherMicroBatches) {
+  StagePieces pieces;
+  pieces.has_embedding = true;
+  pieces.embedding = {5, 10, 0, 0, 0};
+  pieces.embedding.zero_ns_per_element[0] = 100;
+  pieces.embedding.zero_overlap_ns_per_element[0] = 400;
+  StageCost s = ComposeStage(pieces, {});
+  EXPECT_DOUBLE_EQ(s.zero_overlap_ns_per_element[0], 400);
+  s.param_numels = {1000};
+  s.units = {{0, 1}};
+  LayoutInput in;
+  in.dp = 4;
+  in.zero = 2;
+  in.stages = {s};
+  const CommTable t = Table(4);
+  const double gather = t.Ms(CommOp::kAllGather, 4, 4 * 250 * 4);
+  constexpr int M = kZeroOverlapMicros;
+  const double further = (M * 400.0 - 100.0) / (M - 1);  // ns per element for each micro-batch after the first
+  for (int m : {1, 2, 3, 4, 6}) {
+    in.micros = m;
+    Result<Prediction> p = PredictLayout(in, t);
+    ASSERT_TRUE(p.ok());
+    EXPECT_NEAR(p->comm_exposed_ms, (100.0 + (m - 1) * further) * 1000 * 1e-6 + gather, 1e-9) << m;
+  }
+  // At M micro-batches the step costs M x the overlap figure, as measured.
+  in.micros = M;
+  EXPECT_NEAR(PredictLayout(in, t)->comm_exposed_ms, M * 400.0 * 1000 * 1e-6 + gather, 1e-9);
+  in.stages[0].zero_overlap_ns_per_element[0] = 0;
+  in.micros = 3;
+  EXPECT_NEAR(PredictLayout(in, t)->comm_exposed_ms, 3 * 100.0 * 1000 * 1e-6 + gather, 1e-9);
+  // An overlap figure below the lone micro-batch's charges nothing more (never negative).
+  in.stages[0].zero_overlap_ns_per_element[0] = 10;
+  EXPECT_NEAR(PredictLayout(in, t)->comm_exposed_ms, 100.0 * 1000 * 1e-6 + gather, 1e-9);
+}
+
 // Embeddings, three blocks and the head: fwd, bwd, saved and peak bytes of each.
 StagePieces ThreeBlockStage() {
   StagePieces p;

@@ -1,5 +1,6 @@
 #include "lockstep/cli/plan_command.h"
 
+#include <array>
 #include <cstdio>
 #include <sstream>
 #include <thread>
@@ -9,6 +10,7 @@
 
 #include "lockstep/cli/bench_comm_measure.h"
 #include "lockstep/comm/mpi/launch.h"
+#include "lockstep/comm/mpi/mpi_communicator.h"
 #include "lockstep/comm/threads/threads_world.h"
 #include "lockstep/core/config.h"
 
@@ -130,6 +132,61 @@ Result<CommTable> MeasureMpi(const std::vector<int>& groups, bool send, int argc
   return table;
 }
 
+// ZeRO's cost over `nproc` ranks as processes: this plan command again under mpirun with
+// --zero-probe (RunZeroProbe), whose rank 0 prints it as one JSON line.
+Result<std::array<double, 4>> MeasureMpiZero(int nproc, const std::vector<int64_t>& rows, int argc, char** argv) {
+  std::vector<std::string> args(argv, argv + argc);
+  std::string list;
+  for (int64_t n : rows) list += (list.empty() ? "" : ",") + std::to_string(n);
+  args.push_back("--zero-probe");
+  args.push_back(list);
+  std::vector<char*> av;
+  for (std::string& a : args) av.push_back(a.data());
+  av.push_back(nullptr);
+  std::string out;
+  const int rc = comm::RunUnderMpirun(nproc, static_cast<int>(args.size()), av.data(), {}, {}, &out);
+  if (rc != 0)
+    return Status::Internal("plan: the ZeRO measurement under mpirun -np " + std::to_string(nproc) +
+                            " failed (status " + std::to_string(rc) + ")");
+  std::istringstream lines(out);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.empty() || line[0] != '{') continue;
+    nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+    if (j.is_discarded() || !j.contains("zero") || !j["zero"].is_array() || j["zero"].size() != 4) continue;
+    return j["zero"].get<std::array<double, 4>>();
+  }
+  return Status::Internal("plan: the ZeRO measurement under mpirun printed no result");
+}
+
+// Inside that job: every rank measures; rank 0 prints.
+int RunZeroProbe(const PlanCommand& cmd) {
+  if (!comm::InsideMpirun()) {
+    std::fprintf(stderr, "lockstep: error: --zero-probe is internal to an mpi plan (it runs under mpirun)\n");
+    return 2;
+  }
+  std::vector<int64_t> rows;
+  std::istringstream list(cmd.zero_probe);
+  for (std::string item; std::getline(list, item, ',');) {
+    Result<int64_t> n = ParseSize(item, "--zero-probe");
+    if (!n.ok() || *n < 1) {
+      std::fprintf(stderr, "lockstep: error: --zero-probe: expected rows like 4,8,16, got '%s'\n",
+                   cmd.zero_probe.c_str());
+      return 2;
+    }
+    rows.push_back(*n);
+  }
+  auto c = comm::CreateMpiCommunicator();
+  Result<std::array<double, 4>> z = c.ok() ? runtime::MeasurePlanZero(cmd.options, rows, *c) : c.status();
+  if (!z.ok()) {
+    // Peers may be blocked in a collective: end the whole job (non-zero), never hang.
+    std::fprintf(stderr, "lockstep: error: %s\n", z.status().message().c_str());
+    comm::AbortMpi(1);
+  }
+  if ((*c)->rank() == 0) std::printf("%s\n", nlohmann::json({{"zero", *z}}).dump().c_str());
+  std::fflush(stdout);
+  return 0;
+}
+
 }  // namespace
 
 void AddPlanCommand(CLI::App& app, PlanCommand* cmd) {
@@ -144,6 +201,7 @@ void AddPlanCommand(CLI::App& app, PlanCommand* cmd) {
   p->add_option("--hardware", o.hardware_path, "TOML file describing another machine (instead of measuring this one)");
   p->add_option("--json", o.json_path, "write the plan as JSON (plan.json)");
   p->add_option("--out", o.out_dir, "directory of the profile cache (default runs/<config name>)");
+  p->add_option("--zero-probe", cmd->zero_probe)->group("");  // internal (MeasureMpiZero)
   cmd->app = p;
 }
 
@@ -160,11 +218,18 @@ int RunPlanCommand(PlanCommand& cmd, int argc, char** argv) {
     if (!v.ok()) return fail(v.status().message());
     o.mem_limit = *v;
   }
+  if (!cmd.zero_probe.empty()) return RunZeroProbe(cmd);
   const int nproc = o.nproc;
   const bool mpi = o.backend == "mpi";
-  Status s = runtime::RunPlan(o, [&](const std::vector<int>& groups, bool send) -> Result<CommTable> {
-    return mpi ? MeasureMpi(groups, send, argc, argv) : MeasureThreads(nproc, groups, send);
-  });
+  runtime::ZeroMeasurer measure_zero;
+  if (mpi)
+    measure_zero = [&](const std::vector<int64_t>& rows) { return MeasureMpiZero(nproc, rows, argc, argv); };
+  Status s = runtime::RunPlan(
+      o,
+      [&](const std::vector<int>& groups, bool send) -> Result<CommTable> {
+        return mpi ? MeasureMpi(groups, send, argc, argv) : MeasureThreads(nproc, groups, send);
+      },
+      measure_zero);
   if (s.ok()) return 0;
   std::fprintf(stderr, "lockstep: error: %s\n", s.message().c_str());
   return s.code() == StatusCode::kInvalidArgument || s.code() == StatusCode::kNotFound ? 2 : 1;

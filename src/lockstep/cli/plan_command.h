@@ -1,6 +1,8 @@
 // `lockstep plan` on the command line (runtime/planning/planner.h does the planning). The
 // collectives a plan needs are measured here with bench-comm's code: in this process for the
-// threads backend, as `lockstep bench-comm --backend mpi --json` under mpirun for mpi.
+// threads backend, as `lockstep bench-comm --backend mpi --json` under mpirun for mpi; for mpi
+// also ZeRO's cost over the ranks as processes, by this command relaunched under mpirun with
+// the internal --zero-probe.
 #pragma once
 
 #include <string>
@@ -14,6 +16,7 @@ namespace lockstep::cli {
 struct PlanCommand {
   runtime::PlanOptions options;
   std::string mem_limit;  // K/M/G suffixes
+  std::string zero_probe;  // internal: rows for MeasurePlanZero, inside the mpirun job of an mpi plan
   CLI::App* app = nullptr;
 };
 

@@ -15,11 +15,11 @@ int64_t EvalRows(const Candidate& c, const PlanSetup& s) {
 
 namespace {
 
-// The ZeRO figure measured on the unsharded block (pooled over its rows), 0 when none was.
-double UnshardedZeroNs(const ComputeProfile& profile, int k) {
+// The unsharded block that carries a ZeRO figure (pooled over its rows: any one), or null.
+const PieceCost* UnshardedZeroBlock(const ComputeProfile& profile, int k) {
   for (const auto& [key, costs] : profile.gpt)
-    if (key.second == 1 && costs.block.zero_ns_per_element[k] > 0) return costs.block.zero_ns_per_element[k];
-  return 0;
+    if (key.second == 1 && costs.block.zero_ns_per_element[k] > 0) return &costs.block;
+  return nullptr;
 }
 
 }  // namespace
@@ -80,7 +80,10 @@ Result<LayoutInput> BuildLayoutInput(const Candidate& c, const PlanSetup& s, con
       // (the tp = 1 figure gives 15).
       if (key.second > 1)
         for (int k = 0; k < 2; ++k)
-          if (p.block.zero_ns_per_element[k] <= 0) p.block.zero_ns_per_element[k] = UnshardedZeroNs(profile, k);
+          if (const PieceCost* z = UnshardedZeroBlock(profile, k); z && p.block.zero_ns_per_element[k] <= 0) {
+            p.block.zero_ns_per_element[k] = z->zero_ns_per_element[k];
+            p.block.zero_overlap_ns_per_element[k] = z->zero_overlap_ns_per_element[k];
+          }
       if (eval_key != key)
         p.eval_kernel_bytes = (sl.has_embedding ? e.embedding.kernel_bytes : 0) +
                               sl.blocks * (e.block.kernel_bytes + (bf16 ? e.block.bf16_kernel_bytes : 0)) +

@@ -42,7 +42,9 @@ std::string ModelKey(const PlanSetup& s) {
   return key;
 }
 
-// The cache file: {"key", "compute": {"w<workers>-t<threads>": profile}, "comm": {"<backend>-<N>": table}}.
+// The cache file: {"key", "compute": {"w<workers>-t<threads>": profile}, "comm": {"<backend>-<N>": table},
+// "zero": {"mpi-<N>": {"rows", "zero2", "zero3", "zero2_overlap", "zero3_overlap"}}} (the last for
+// mpi plans: MeasureZeroOverRanks's figures).
 nlohmann::json LoadCache(const std::string& path, const std::string& key) {
   std::ifstream in(path);
   if (!in) return {{"key", key}, {"compute", nlohmann::json::object()}, {"comm", nlohmann::json::object()}};
@@ -144,9 +146,42 @@ Status RunHardwarePlan(const PlanOptions& o) {
   return Status::Ok();
 }
 
+// train.threads, or the cores shared by the workers.
+int WorkerThreads(const PlanSetup& s, int workers) {
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  return s.run.train.threads > 0 ? static_cast<int>(s.run.train.threads) : std::max(1, cores / workers);
+}
+
+// The micro-batch rows at which the layouts shard states over dp (ZeRO-2/3) with unsharded
+// pieces (tp = 1): where a ZeRO figure is measured.
+std::vector<int64_t> ZeroRows(const std::vector<Candidate>& cands, bool gpt) {
+  std::vector<int64_t> rows;
+  for (const Candidate& c : cands)
+    if (c.zero >= 2 && c.dims.dp > 1 && (!gpt || c.dims.tp == 1) &&
+        std::find(rows.begin(), rows.end(), c.micro_rows) == rows.end())
+      rows.push_back(c.micro_rows);
+  std::sort(rows.begin(), rows.end());
+  return rows;
+}
+
 }  // namespace
 
-Status RunPlan(const PlanOptions& o, const CommMeasurer& measure) {
+Result<std::array<double, 4>> MeasurePlanZero(const PlanOptions& o, const std::vector<int64_t>& rows,
+                                              std::shared_ptr<comm::Communicator> dp) {
+  LS_ASSIGN_OR_RETURN(PlanSetup s, ReadPlanSetup(o.config_path, o.overrides, o.nproc));
+  ProfileRequest req;
+  req.config = s.config;
+  req.gpt = s.gpt;
+  req.optim = s.optim;
+  req.workers = o.nproc;
+  req.threads_per_worker = WorkerThreads(s, o.nproc);
+  // At least 11 passes (the profile's 7 gave cnn-fashion's 4-micro-batch ZeRO-2 figure 12-33 ns
+  // an element over three plans; it is extrapolated to longer steps, so its noise multiplies).
+  req.reps = 11;
+  return MeasureZeroOverRanks(req, rows, std::move(dp));
+}
+
+Status RunPlan(const PlanOptions& o, const CommMeasurer& measure, const ZeroMeasurer& measure_zero) {
   if (o.nproc < 1) return Status::InvalidArgument("--nproc must be at least 1");
   if (o.mem_limit < 0) return Status::InvalidArgument("--mem-limit must not be negative");
   if (!o.hardware_path.empty()) return RunHardwarePlan(o);
@@ -165,9 +200,8 @@ Status RunPlan(const PlanOptions& o, const CommMeasurer& measure) {
   const std::string cache_path = out_dir + "/plan-profile.json";
   nlohmann::json cache = LoadCache(cache_path, ModelKey(s));
 
-  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  const int threads_n = s.run.train.threads > 0 ? static_cast<int>(s.run.train.threads) : std::max(1, cores / o.nproc);
-  const int threads_1 = s.run.train.threads > 0 ? static_cast<int>(s.run.train.threads) : cores;
+  const int threads_n = WorkerThreads(s, o.nproc);
+  const int threads_1 = WorkerThreads(s, 1);
   Stopwatch clock;
   bool measured = false;
   LS_ASSIGN_OR_RETURN(ComputeProfile prof, Profile(s, cands, o.nproc, threads_n, &cache, &measured));
@@ -199,6 +233,37 @@ Status RunPlan(const PlanOptions& o, const CommMeasurer& measure) {
     LS_ASSIGN_OR_RETURN(comm, measure(std::vector<int>(groups.begin(), groups.end()), send));
     cache["comm"][comm_slot] = comm.ToJson();
     measured = true;
+  }
+  // mpi: the ZeRO figures measured over the ranks as processes, in place of the threads' ones
+  // (each communicator's progress thread runs the collectives beside the compute: cnn-fashion,
+  // 4 processes on 2 cores, ZeRO-2 rows trained 15-40% slower than the threads' figure predicted).
+  const std::vector<int64_t> zero_rows = ZeroRows(cands, s.gpt.has_value());
+  if (o.backend == "mpi" && o.nproc > 1 && measure_zero && !zero_rows.empty()) {
+    static const char* kFields[] = {"zero2", "zero3", "zero2_overlap", "zero3_overlap"};
+    nlohmann::json& slot = cache["zero"][comm_slot];
+    bool have = slot.is_object() && slot.contains("rows");
+    for (const char* f : kFields) have = have && slot.contains(f);
+    for (int64_t n : zero_rows) {
+      if (!have) break;
+      const auto& cached = slot["rows"];
+      have = std::find(cached.begin(), cached.end(), n) != cached.end();
+    }
+    if (!have) {
+      using ZeroFigures = std::array<double, 4>;
+      LS_ASSIGN_OR_RETURN(ZeroFigures z, measure_zero(zero_rows));
+      slot = {{"rows", zero_rows}};
+      for (int i = 0; i < 4; ++i) slot[kFields[i]] = z[static_cast<size_t>(i)];
+      measured = true;
+    }
+    auto apply = [&](PieceCost& c) {
+      for (int k = 0; k < 2; ++k) {
+        c.zero_ns_per_element[k] = slot[kFields[k]].get<double>();
+        c.zero_overlap_ns_per_element[k] = slot[kFields[2 + k]].get<double>();
+      }
+    };
+    for (auto& [key, costs] : prof.gpt)
+      if (key.second == 1) apply(costs.block);
+    for (auto& [rows, cost] : prof.whole) apply(cost);
   }
   if (measured) LS_RETURN_IF_ERROR(SaveCache(cache_path, cache));
   std::printf("profile: %s (%s; %d workers x %d threads)\n", measured ? "measured" : "cached", cache_path.c_str(),

@@ -3,8 +3,10 @@
 // faster, print the table and the verdict, and write plan.json.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -69,6 +71,18 @@ int64_t EvalRows(const Candidate& c, const PlanSetup& s);
 // Prints the table and the verdict.
 void PrintPlan(const PlanResult& r, std::FILE* out);
 
-Status RunPlan(const PlanOptions& options, const CommMeasurer& measure);
+// For an mpi plan: ZeRO-2 and ZeRO-3's cost (ns per micro-batch and parameter element) measured
+// over the plan's ranks as processes (MeasurePlanZero inside an mpirun job), at `rows`, as
+// MeasureZeroOverRanks returns it.
+using ZeroMeasurer = std::function<Result<std::array<double, 4>>(const std::vector<int64_t>& rows)>;
+
+// `measure_zero` (mpi backend, more than one worker) replaces the ZeRO figures measured on
+// threads; empty: they stay.
+Status RunPlan(const PlanOptions& options, const CommMeasurer& measure, const ZeroMeasurer& measure_zero = {});
+
+// This rank's part of a ZeroMeasurer's job: every rank of `dp` (options.nproc of them) calls it
+// with the same options and rows.
+Result<std::array<double, 4>> MeasurePlanZero(const PlanOptions& options, const std::vector<int64_t>& rows,
+                                              std::shared_ptr<comm::Communicator> dp);
 
 }  // namespace lockstep::runtime

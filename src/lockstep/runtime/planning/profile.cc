@@ -211,9 +211,11 @@ parallel::GptShardOptions PieceOptions(const nn::GptConfig& c, int piece) {
 // compute: gpt-tiny on two workers, micro-batch 4, trained 8-16 ms slower a step under ZeRO-3
 // than ZeRO-0, while the collectives' curves, overlapped with backward as if on a network of
 // their own, predicted 1 ms.
+// `micros` passes make a step (1 in the profile; kZeroOverlapMicros for the overlap figure), and
+// the figure is per micro-batch.
 Status MeasureZero(const ProfileRequest& req, const nn::ModelInput* in, parallel::TpContext* tp,
                    std::shared_ptr<comm::Communicator> dp, tensor::MemoryTracker& mem, PieceRun& plain,
-                   PieceCost* out) {
+                   double (&out)[2], int micros = 1) {
   std::unique_ptr<parallel::StageModel> models[2];
   std::unique_ptr<parallel::ZeroUnits> zeros[2];
   std::unique_ptr<PieceRun> runs[2];
@@ -242,13 +244,13 @@ Status MeasureZero(const ProfileRequest& req, const nn::ModelInput* in, parallel
   for (int pass = 0; pass <= reps; ++pass) {
     LS_RETURN_IF_ERROR(dp->Barrier()->Wait());
     Stopwatch clock;
-    plain.Pass(mem, false);
+    for (int micro = 0; micro < micros; ++micro) plain.Pass(mem, false);
     LS_RETURN_IF_ERROR(dp->Barrier()->Wait());
     if (pass > 0) ms[2].push_back(clock.ElapsedMs());
     for (int k = 0; k < 2; ++k) {
       clock.Reset();
       zeros[k]->BeginStep();
-      runs[k]->Pass(mem, false);  // only the time counts: no memory or evaluation pass
+      for (int micro = 0; micro < micros; ++micro) runs[k]->Pass(mem, false);  // only the time counts
       LS_RETURN_IF_ERROR(zeros[k]->FinishStep());
       if (pass > 0) ms[k].push_back(clock.ElapsedMs());
     }
@@ -258,9 +260,9 @@ Status MeasureZero(const ProfileRequest& req, const nn::ModelInput* in, parallel
   const double numel = static_cast<double>(models[0]->params().numel());
   for (int k = 0; k < 2; ++k) {
     std::vector<double> extra;
-    for (size_t i = 0; i < ms[2].size(); ++i) extra.push_back(ms[k][i] - ms[2][i]);
+    for (size_t i = 0; i < ms[2].size(); ++i) extra.push_back((ms[k][i] - ms[2][i]) / micros);
     // A measured cost is never 0 (0: not measured).
-    out->zero_ns_per_element[k] = numel > 0 ? std::max(1e-6, Median(extra) * 1e6 / numel) : 0.0;
+    out[k] = numel > 0 ? std::max(1e-6, Median(extra) * 1e6 / numel) : 0.0;
   }
   return Status::Ok();
 }
@@ -384,7 +386,8 @@ WorkerResult MeasureOnWorker(const ProfileRequest& req, int tp_degree, const std
     main.bf16_kernel_bytes = b.kernel_bytes;  // made by the bf16 passes, beside the fp32 plans
     if (!dp) continue;
     PieceRun& plain = req.gpt ? *runs[3 * i + 1] : *runs[i];
-    r.status = MeasureZero(req, &batches[i]->in, &ctx, dp, mem, plain, req.gpt ? &r.gpt.back().block : &r.whole.back());
+    r.status = MeasureZero(req, &batches[i]->in, &ctx, dp, mem, plain,
+                           (req.gpt ? r.gpt.back().block : r.whole.back()).zero_ns_per_element);
     if (!r.status.ok()) return r;
   }
   if (optimizer) {
@@ -593,6 +596,48 @@ Result<ComputeProfile> ComputeProfile::FromJson(const nlohmann::json& j) {
   } catch (const nlohmann::json::exception& e) {
     return Status::InvalidArgument(std::string("plan profile cache: ") + e.what());
   }
+}
+
+Result<std::array<double, 4>> MeasureZeroOverRanks(const ProfileRequest& req, const std::vector<int64_t>& rows,
+                                                   std::shared_ptr<comm::Communicator> dp) {
+  tensor::MemoryTracker mem;
+  tensor::ScopedTracker scope(&mem);
+  tensor::ScopedComputeThreads threads(req.threads_per_worker);
+  comm::ThreadsWorld tp_world(1);
+  parallel::TpContext ctx(tp_world.Rank(0), 1, false);
+  std::map<int64_t, PieceCost> one, overlap;  // a step of one micro-batch, of kZeroOverlapMicros
+  for (int64_t n : rows) {
+    Batch batch = req.gpt ? MakeBatch(n, req.gpt->context, req.gpt->vocab, 0) : MakeBatch(n, 0, 0, 28 * 28);
+    std::unique_ptr<parallel::StageModel> model;
+    if (req.gpt) {
+      LS_ASSIGN_OR_RETURN(model, parallel::GptShard::Create(PieceOptions(*req.gpt, 1), &ctx));
+    } else {
+      LS_ASSIGN_OR_RETURN(std::unique_ptr<nn::Model> m, nn::MakeModel(req.config));
+      model = std::make_unique<parallel::WholeModel>(std::move(m));
+    }
+    PieceRun plain(model.get(), &batch.in);
+    plain.Pass(mem, true);  // the piece's first pass (plans made, buffers pooled), as MeasureOnWorker's
+    // As many passes as fit about 2 s a shape (at least req.reps, at most 41): on ranks sharing
+    // cores a pass's ZeRO cost comes in time slices, and the median of a few is noisy (ZeRO-2 on
+    // cnn-fashion, 4 processes on 2 cores, 11 passes: 0-21 ns an element over three plans).
+    Stopwatch clock;
+    plain.Pass(mem, false);
+    ProfileRequest r = req;
+    const double step_ms = 3 * kZeroOverlapMicros * std::max(clock.ElapsedMs(), 0.01);
+    int64_t reps = std::clamp(static_cast<int>(2000.0 / step_ms), req.reps, 41);
+    // Every rank runs the same passes (they are collectives): the fewest any rank chose.
+    LS_RETURN_IF_ERROR(dp->Allreduce(&reps, &reps, 1, comm::DType::kI64, comm::ReduceOp::kMin)->Wait());
+    r.reps = static_cast<int>(reps);
+    LS_RETURN_IF_ERROR(MeasureZero(r, &batch.in, &ctx, dp, mem, plain, one[n].zero_ns_per_element));
+    LS_RETURN_IF_ERROR(
+        MeasureZero(r, &batch.in, &ctx, dp, mem, plain, overlap[n].zero_ns_per_element, kZeroOverlapMicros));
+  }
+  if (rows.empty()) return std::array<double, 4>{0, 0, 0, 0};
+  PoolZeroCosts(rows, [&](int64_t n) { return &one[n]; });
+  PoolZeroCosts(rows, [&](int64_t n) { return &overlap[n]; });
+  const double* a = one[rows.front()].zero_ns_per_element;
+  const double* b = overlap[rows.front()].zero_ns_per_element;
+  return std::array<double, 4>{a[0], a[1], b[0], b[1]};
 }
 
 }  // namespace lockstep::runtime

@@ -11,7 +11,9 @@
 // Profiles are cached as JSON (ComputeProfile::ToJson) under the output directory.
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <memory>
 #include <map>
 #include <optional>
 #include <string>
@@ -20,6 +22,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "lockstep/comm/communicator.h"
 #include "lockstep/core/config.h"
 #include "lockstep/nn/gpt.h"
 #include "lockstep/optim/optim_config.h"
@@ -68,5 +71,15 @@ double SharingLoss(const std::vector<std::vector<double>>& pass_wall_ms,
 
 // Measures what `into` lacks. Failures (a model that cannot be built) are InvalidArgument.
 Status MeasureCompute(const ProfileRequest& req, ComputeProfile* into);
+
+// ZeRO-2 and ZeRO-3's cost in ns per micro-batch and parameter element, as MeasureCompute
+// measures it (the block, or the whole model, built as each stage builds it, one unit over
+// `dp`, against the plain piece), at each of `rows`, pooled over them: {ZeRO-2, ZeRO-3} over a
+// step of one micro-batch (PieceCost::zero_ns_per_element), then the same per micro-batch over
+// a step of kZeroOverlapMicros (zero_overlap_ns_per_element). On this rank, one of `dp`'s
+// ranks, every one of which calls it (a collective). For the mpi backend: there the ranks are
+// processes whose collectives run on each communicator's progress thread beside the compute.
+Result<std::array<double, 4>> MeasureZeroOverRanks(const ProfileRequest& req, const std::vector<int64_t>& rows,
+                                                   std::shared_ptr<comm::Communicator> dp);
 
 }  // namespace lockstep::runtime

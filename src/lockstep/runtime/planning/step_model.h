@@ -25,6 +25,9 @@
 
 namespace lockstep::runtime {
 
+// Micro-batches a step of the ZeRO measurement that includes overlap (zero_overlap_ns_per_element).
+inline constexpr int kZeroOverlapMicros = 4;
+
 // One piece of a model (the embeddings, one transformer block, the head and loss, or a whole
 // model) for one micro-batch on one worker.
 struct PieceCost {
@@ -38,6 +41,11 @@ struct PieceCost {
   // parameter element, measured with the piece as one ZeRO unit over the profile's workers
   // (0: not measured; the step model then uses the collectives' curves).
   double zero_ns_per_element[2] = {0, 0};
+  // The same per micro-batch when a step runs kZeroOverlapMicros of them, where each unit's
+  // reduction runs beside the next micro-batch's compute (0: not measured; every micro-batch
+  // then costs zero_ns_per_element). Measured for mpi plans (MeasureZeroOverRanks), where
+  // processes sharing cores pay for that overlap and a lone micro-batch does not.
+  double zero_overlap_ns_per_element[2] = {0, 0};
   // The same piece with train.precision = bf16 (GEMM and convolution operands rounded to bf16,
   // the weights' bf16 copy; activations stay fp32), measured as the fp32 figures above; 0: not
   // measured (ComposeStage then assumes bf16_speedup and halved activations).
@@ -87,6 +95,7 @@ struct StageCost {
   int64_t kernel_bytes = 0;                // kept by the pieces' kernels (PieceCost::kernel_bytes)
   int64_t send_bytes = 0;                  // activation sent to the next stage (and its gradient back)
   double zero_ns_per_element[2] = {0, 0};  // ZeRO-2/3, measured (PieceCost::zero_ns_per_element)
+  double zero_overlap_ns_per_element[2] = {0, 0};  // (PieceCost::zero_overlap_ns_per_element)
   std::vector<int64_t> param_numels;       // local parameters in forward order (exact)
   std::vector<std::pair<int, int>> units;  // ZeRO units: parameter index ranges [first, end)
   int64_t numel() const;
