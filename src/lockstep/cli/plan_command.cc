@@ -90,6 +90,15 @@ Result<CommTable> MeasureThreads(int nproc, const std::vector<int>& groups, bool
   return table;
 }
 
+// The command line `args` (argv[0] first) under mpirun with `size` ranks, its standard output
+// captured; mpirun's exit status.
+int RunJob(int size, std::vector<std::string> args, std::string* out) {
+  std::vector<char*> av;
+  for (std::string& a : args) av.push_back(a.data());
+  av.push_back(nullptr);
+  return comm::RunUnderMpirun(size, static_cast<int>(args.size()), av.data(), {}, {}, out);
+}
+
 // `lockstep bench-comm --backend mpi --json` under mpirun with `size` ranks, parsed.
 Status MeasureMpiGroup(int size, const std::string& op, int argc, char** argv, CommTable* table) {
   std::vector<std::string> args = {argv[0],       "bench-comm",
@@ -99,11 +108,8 @@ Status MeasureMpiGroup(int size, const std::string& op, int argc, char** argv, C
                                    "--min-bytes", std::to_string(kMinBytes),
                                    "--max-bytes", std::to_string(kMaxBytes),
                                    "--json"};
-  std::vector<char*> av;
-  for (std::string& a : args) av.push_back(a.data());
-  av.push_back(nullptr);
   std::string out;
-  const int rc = comm::RunUnderMpirun(size, static_cast<int>(args.size()), av.data(), {}, {}, &out);
+  const int rc = RunJob(size, args, &out);
   if (rc != 0)
     return Status::Internal("plan: bench-comm under mpirun -np " + std::to_string(size) + " failed (status " +
                             std::to_string(rc) + ")");
@@ -140,11 +146,8 @@ Result<std::array<double, 4>> MeasureMpiZero(int nproc, const std::vector<int64_
   for (int64_t n : rows) list += (list.empty() ? "" : ",") + std::to_string(n);
   args.push_back("--zero-probe");
   args.push_back(list);
-  std::vector<char*> av;
-  for (std::string& a : args) av.push_back(a.data());
-  av.push_back(nullptr);
   std::string out;
-  const int rc = comm::RunUnderMpirun(nproc, static_cast<int>(args.size()), av.data(), {}, {}, &out);
+  const int rc = RunJob(nproc, args, &out);
   if (rc != 0)
     return Status::Internal("plan: the ZeRO measurement under mpirun -np " + std::to_string(nproc) +
                             " failed (status " + std::to_string(rc) + ")");
