@@ -74,7 +74,8 @@ Status MeasureCompute(const ProfileRequest& req, ComputeProfile* into);
 
 // ZeRO-2 and ZeRO-3's cost in ns per micro-batch and parameter element, as MeasureCompute
 // measures it (the block, or the whole model, built as each stage builds it, one unit over
-// `dp`, against the plain piece), at each of `rows`, pooled over them: {ZeRO-2, ZeRO-3} over a
+// `dp`, against the plain piece), at each of `rows` (ascending; those after the first ~10 s left
+// out), pooled over them: {ZeRO-2, ZeRO-3} over a
 // step of one micro-batch (PieceCost::zero_ns_per_element), then the same per micro-batch over
 // a step of kZeroOverlapMicros (zero_overlap_ns_per_element). On this rank, one of `dp`'s
 // ranks, every one of which calls it (a collective). For the mpi backend: there the ranks are
