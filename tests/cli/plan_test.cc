@@ -104,8 +104,8 @@ TEST(Plan, CnnModelStatesEqualTheMemoryRow) {
 
 // An mpi plan measures ZeRO over the ranks as processes (the plan relaunched under mpirun with
 // the internal --zero-probe): the cache holds both figures (a step of one micro-batch and of
-// four) at the ZeRO layouts' micro-batch rows, they replace the threads' ones in the
-// prediction, and a second plan reuses them. Outside mpirun --zero-probe is one line, exit 2.
+// four) at the ZeRO layouts' micro-batch rows, a second plan reuses them, and the prediction
+// charges them (edited in the cache, they set ZeRO-2's exposed time). Outside mpirun --zero-probe is one line, exit 2.
 TEST(Plan, MpiPlanMeasuresZeroOverProcesses) {
   const std::string dir = MakeTempDir("plan-mpi-zero");
   const std::vector<std::string> args = With(With({"plan"}, kSmallGpt), {"--nproc", "2", "--backend", "mpi", "--out", dir});
@@ -119,6 +119,22 @@ TEST(Plan, MpiPlanMeasuresZeroOverProcesses) {
   CommandResult again = RunLockstep(args);
   ASSERT_EQ(again.exit_code, 0) << again.err;
   EXPECT_NE(again.out.find("profile: cached"), std::string::npos) << again.out;
+  // The cached figures are what the prediction charges: set them far above anything measured
+  // (us an element) and ZeRO-2's exposed time is theirs, the further micro-batch charged
+  // (4 c4 - c1) / 3 beside the first one's c1.
+  nlohmann::json edited = cache;
+  edited["zero"]["mpi-2"]["zero2"] = 1e5;
+  edited["zero"]["mpi-2"]["zero2_overlap"] = 2e5;
+  std::ofstream(dir + "/plan-profile.json") << edited.dump();
+  CommandResult forced = RunLockstep(With(args, {"--json", dir + "/plan.json"}));
+  ASSERT_EQ(forced.exit_code, 0) << forced.err;
+  EXPECT_NE(forced.out.find("profile: cached"), std::string::npos) << forced.out;
+  const nlohmann::json plan = ReadJson(dir + "/plan.json");
+  const nlohmann::json one = Row(plan, "dp=2,tp=1,pp=1", 2, 1), two = Row(plan, "dp=2,tp=1,pp=1", 2, 2);
+  ASSERT_FALSE(one.is_null() || two.is_null()) << plan.dump();
+  EXPECT_GT(one["comm_exposed_ms"].get<double>(), 1000);  // ~0.1 ms an element x 1e5 elements
+  EXPECT_NEAR(two["comm_exposed_ms"].get<double>() / one["comm_exposed_ms"].get<double>(),
+              (1e5 + (4 * 2e5 - 1e5) / 3) / 1e5, 0.01);
   CommandResult probe = RunLockstep(With(args, {"--zero-probe", "2"}));
   EXPECT_EQ(probe.exit_code, 2);
   EXPECT_EQ(std::count(probe.err.begin(), probe.err.end(), '\n'), 1) << probe.err;

@@ -116,8 +116,9 @@ DpComm DataParallelComm(const LayoutInput& in, const StageCost& s, const CommTab
     // Measured over a step of one micro-batch (c1) and of M = kZeroOverlapMicros (cM each):
     // the step's first micro-batch costs c1, each further one (M cM - c1) / (M - 1), what a
     // reduction beside the next micro-batch's compute adds. cnn-fashion, 4 processes on 2
-    // cores (mpi), ZeRO-2: c1 ~0 and cM 17-20 ns; trained over ZeRO-0 +0.5, +1.3 and +2.7 ms
-    // a step with 1, 2 and 4 micro-batches, where m x c1 had predicted ~0 for all three.
+    // cores (mpi), ZeRO-2 over six plans: c1 0-28 ns, cM 10-25; trained over ZeRO-0 +0.5, +1.3
+    // and +2.7 ms a step with 1, 2 and 4 micro-batches, where m x the threads' c1 (1-5 ns)
+    // predicted at most 1 ms.
     double step_ns = m * measured_ns;
     const double overlap_ns = s.zero_overlap_ns_per_element[in.zero - 2];
     if (overlap_ns > 0 && m > 1) {
