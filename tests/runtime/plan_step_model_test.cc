@@ -4,6 +4,8 @@
 // pipeline makespan and bubble, accumulation, the optimizer term, recompute and bf16.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cstdio>
 #include <fstream>
 
@@ -450,9 +452,10 @@ TEST(PlanProfile, SharingLossIsTheSlowestWorkersPassOverTheFairShare) {
 }
 
 // A two-layer GPT of width 16 and context 8, batch 4, read as `lockstep plan` reads it for
-// `world` workers.
+// `world` workers. The file is this process's own: CTest runs each test case as its own process,
+// two at once, and with one shared path one case removed the file while the other read it.
 Result<PlanSetup> TinyPlanSetup(int world) {
-  const std::string path = ::testing::TempDir() + "/plan_layout_input.toml";
+  const std::string path = ::testing::TempDir() + "/plan_layout_input_" + std::to_string(getpid()) + ".toml";
   std::ofstream(path) << "[model]\nkind = \"gpt\"\nvocab = 16\ncontext = 8\nlayers = 2\nheads = 2\nwidth = 16\n"
                          "[data]\nkind = \"text\"\n[train]\nbatch_size = 4\nsteps = 1\n";
   Result<PlanSetup> setup = ReadPlanSetup(path, {}, world);
