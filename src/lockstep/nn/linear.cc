@@ -27,17 +27,15 @@ void LinearBackward(const Variable& y, const Variable& x, const Variable& w, con
   const int64_t oc = w.shape()[0], ic = w.shape()[1];
   const int64_t n = x.numel() / ic;
   const float* dout = y.grad().data<float>();
-  if (x.requires_grad()) {
-    // dx[n,ic] (+)= dy[n,oc] . W[oc,ic]; a fresh gradient is written with beta = 0, which
-    // saves zeroing it first.
-    bool fresh = false;
-    float* dx = x.GradForWrite(&fresh);
-    tensor::Gemm(false, false, n, ic, oc, 1.0f, dout, oc, w.data(), ic, fresh ? 0.0f : 1.0f, dx, ic);
-  }
+  // dx[n,ic] (+)= dy[n,oc] . W[oc,ic]; a fresh gradient is written with beta = 0, which
+  // saves zeroing it first. One call for dx, dW and db: in bf16 it rounds dy once for both
+  // products instead of once for each (the same rounded values, so the same bits).
+  bool fresh = false;
+  float* dx = x.requires_grad() ? x.GradForWrite(&fresh) : nullptr;
   float* dw = w.requires_grad() ? w.GradAccumulate() : nullptr;
   float* db = b.defined() && b.requires_grad() ? b.GradAccumulate() : nullptr;
-  if (dw != nullptr || db != nullptr) {
-    tensor::LinearBackward(nullptr, dw, db, dout, x.data(), w.data(), n, ic, oc);
+  if (dx != nullptr || dw != nullptr || db != nullptr) {
+    tensor::LinearBackward(dx, dw, db, dout, x.data(), w.data(), n, ic, oc, fresh ? 0.0f : 1.0f);
   }
 }
 
