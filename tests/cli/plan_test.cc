@@ -64,6 +64,40 @@ void ExpectModelStatesMatch(const std::vector<std::string>& config, const nlohma
   EXPECT_NEAR(predicted / peak, 1.0, 0.2) << "predicted " << predicted << ", memory row " << peak;
 }
 
+// A plan measures ZeRO over its workers as the backend runs them (threads in this process; mpi:
+// the plan relaunched under mpirun with the internal --zero-probe): the cache slot
+// "<backend>-2" holds both figures (a step of one micro-batch and of four) at the ZeRO layouts'
+// micro-batch rows, a second plan reuses them, and the prediction charges them (edited in the
+// cache, they set ZeRO-2's exposed time). `args` ran once already, writing into `dir`.
+void ExpectZeroFiguresMeasuredAndCharged(const std::vector<std::string>& args, const std::string& dir,
+                                         const std::string& slot) {
+  const nlohmann::json cache = ReadJson(dir + "/plan-profile.json");
+  const nlohmann::json& zero = cache["zero"][slot];
+  ASSERT_TRUE(zero.is_object()) << cache.dump();
+  EXPECT_EQ(zero["rows"], nlohmann::json({1, 2, 4}));  // batch 8 over dp=2, 1-4 micro-batches
+  for (const char* f : {"zero2", "zero3", "zero2_overlap", "zero3_overlap"}) EXPECT_GT(zero[f].get<double>(), 0) << f;
+  CommandResult again = RunLockstep(args);
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_NE(again.out.find("profile: cached"), std::string::npos) << again.out;
+  // The cached figures are what the prediction charges: set them far above anything measured
+  // (us an element) and ZeRO-2's exposed time is theirs, the further micro-batch charged
+  // (4 c4 - c1) / 3 beside the first one's c1.
+  nlohmann::json edited = cache;
+  edited["zero"][slot]["zero2"] = 1e5;
+  edited["zero"][slot]["zero2_overlap"] = 2e5;
+  std::ofstream(dir + "/plan-profile.json") << edited.dump();
+  CommandResult forced = RunLockstep(With(args, {"--json", dir + "/forced.json"}));
+  ASSERT_EQ(forced.exit_code, 0) << forced.err;
+  EXPECT_NE(forced.out.find("profile: cached"), std::string::npos) << forced.out;
+  const nlohmann::json plan = ReadJson(dir + "/forced.json");
+  const nlohmann::json one = Row(plan, "dp=2,tp=1,pp=1", 2, 1), two = Row(plan, "dp=2,tp=1,pp=1", 2, 2);
+  ASSERT_FALSE(one.is_null() || two.is_null()) << plan.dump();
+  EXPECT_GT(one["comm_exposed_ms"].get<double>(), 1000);  // ~0.1 ms an element x 1e5 elements
+  EXPECT_NEAR(two["comm_exposed_ms"].get<double>() / one["comm_exposed_ms"].get<double>(),
+              (1e5 + (4 * 2e5 - 1e5) / 3) / 1e5, 0.01);
+  std::ofstream(dir + "/plan-profile.json") << cache.dump();  // as measured, for any later plan
+}
+
 TEST(Plan, ModelStatesEqualTheMemoryRowOfEveryLayout) {
   const std::string dir = MakeTempDir("plan-gpt");
   std::vector<std::string> plan_args = {"plan"};
@@ -84,10 +118,8 @@ TEST(Plan, ModelStatesEqualTheMemoryRowOfEveryLayout) {
   ExpectModelStatesMatch(kSmallGpt, plan, "dp=1,tp=2,pp=1", 0, 2, "plan-tp");
   ExpectModelStatesMatch(kSmallGpt, plan, "dp=1,tp=1,pp=2", 0, 4, "plan-pp");
 
-  // The second plan measures nothing.
-  CommandResult again = RunLockstep(With(plan_args, {"--nproc", "2", "--out", dir}));
-  ASSERT_EQ(again.exit_code, 0) << again.err;
-  EXPECT_NE(again.out.find("profile: cached"), std::string::npos) << again.out;
+  // The second plan measures nothing; ZeRO was measured over the two worker threads.
+  ExpectZeroFiguresMeasuredAndCharged(With(plan_args, {"--nproc", "2", "--out", dir}), dir, "threads-2");
 }
 
 TEST(Plan, CnnModelStatesEqualTheMemoryRow) {
@@ -102,39 +134,13 @@ TEST(Plan, CnnModelStatesEqualTheMemoryRow) {
   ExpectModelStatesMatch(cnn, plan, "dp=2,tp=1,pp=1", 2, 1, "plan-cnn-z2");
 }
 
-// An mpi plan measures ZeRO over the ranks as processes (the plan relaunched under mpirun with
-// the internal --zero-probe): the cache holds both figures (a step of one micro-batch and of
-// four) at the ZeRO layouts' micro-batch rows, a second plan reuses them, and the prediction
-// charges them (edited in the cache, they set ZeRO-2's exposed time). Outside mpirun --zero-probe is one line, exit 2.
 TEST(Plan, MpiPlanMeasuresZeroOverProcesses) {
   const std::string dir = MakeTempDir("plan-mpi-zero");
   const std::vector<std::string> args = With(With({"plan"}, kSmallGpt), {"--nproc", "2", "--backend", "mpi", "--out", dir});
   CommandResult r = RunLockstep(args);
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  const nlohmann::json cache = ReadJson(dir + "/plan-profile.json");
-  const nlohmann::json& zero = cache["zero"]["mpi-2"];
-  ASSERT_TRUE(zero.is_object()) << cache.dump();
-  EXPECT_EQ(zero["rows"], nlohmann::json({1, 2, 4}));  // batch 8 over dp=2, 1-4 micro-batches
-  for (const char* f : {"zero2", "zero3", "zero2_overlap", "zero3_overlap"}) EXPECT_GT(zero[f].get<double>(), 0) << f;
-  CommandResult again = RunLockstep(args);
-  ASSERT_EQ(again.exit_code, 0) << again.err;
-  EXPECT_NE(again.out.find("profile: cached"), std::string::npos) << again.out;
-  // The cached figures are what the prediction charges: set them far above anything measured
-  // (us an element) and ZeRO-2's exposed time is theirs, the further micro-batch charged
-  // (4 c4 - c1) / 3 beside the first one's c1.
-  nlohmann::json edited = cache;
-  edited["zero"]["mpi-2"]["zero2"] = 1e5;
-  edited["zero"]["mpi-2"]["zero2_overlap"] = 2e5;
-  std::ofstream(dir + "/plan-profile.json") << edited.dump();
-  CommandResult forced = RunLockstep(With(args, {"--json", dir + "/plan.json"}));
-  ASSERT_EQ(forced.exit_code, 0) << forced.err;
-  EXPECT_NE(forced.out.find("profile: cached"), std::string::npos) << forced.out;
-  const nlohmann::json plan = ReadJson(dir + "/plan.json");
-  const nlohmann::json one = Row(plan, "dp=2,tp=1,pp=1", 2, 1), two = Row(plan, "dp=2,tp=1,pp=1", 2, 2);
-  ASSERT_FALSE(one.is_null() || two.is_null()) << plan.dump();
-  EXPECT_GT(one["comm_exposed_ms"].get<double>(), 1000);  // ~0.1 ms an element x 1e5 elements
-  EXPECT_NEAR(two["comm_exposed_ms"].get<double>() / one["comm_exposed_ms"].get<double>(),
-              (1e5 + (4 * 2e5 - 1e5) / 3) / 1e5, 0.01);
+  ExpectZeroFiguresMeasuredAndCharged(args, dir, "mpi-2");
+  // Outside mpirun --zero-probe is one line, exit 2.
   CommandResult probe = RunLockstep(With(args, {"--zero-probe", "2"}));
   EXPECT_EQ(probe.exit_code, 2);
   EXPECT_EQ(std::count(probe.err.begin(), probe.err.end(), '\n'), 1) << probe.err;

@@ -138,6 +138,26 @@ Result<CommTable> MeasureMpi(const std::vector<int>& groups, bool send, int argc
   return table;
 }
 
+// ZeRO's cost over `nproc` worker threads, measured as the mpi probe measures it over
+// processes (every thread a rank of one threads world); rank 0's figures.
+Result<std::array<double, 4>> MeasureThreadsZero(const runtime::PlanOptions& o, const std::vector<int64_t>& rows) {
+  std::vector<std::shared_ptr<comm::Communicator>> comms = comm::CreateThreadsGroup(o.nproc);
+  std::vector<Status> status(static_cast<size_t>(o.nproc));
+  std::array<double, 4> figures{};
+  std::vector<std::thread> threads;
+  for (int r = 0; r < o.nproc; ++r)
+    threads.emplace_back([&, r] {
+      Result<std::array<double, 4>> z = runtime::MeasurePlanZero(o, rows, comms[static_cast<size_t>(r)]);
+      if (!z.ok())
+        status[static_cast<size_t>(r)] = z.status();
+      else if (r == 0)
+        figures = *z;
+    });
+  for (std::thread& t : threads) t.join();
+  for (const Status& s : status) LS_RETURN_IF_ERROR(s);
+  return figures;
+}
+
 // ZeRO's cost over `nproc` ranks as processes: this plan command again under mpirun with
 // --zero-probe (RunZeroProbe), whose rank 0 prints it as one JSON line.
 Result<std::array<double, 4>> MeasureMpiZero(int nproc, const std::vector<int64_t>& rows, int argc, char** argv) {
@@ -224,9 +244,9 @@ int RunPlanCommand(PlanCommand& cmd, int argc, char** argv) {
   if (!cmd.zero_probe.empty()) return RunZeroProbe(cmd);
   const int nproc = o.nproc;
   const bool mpi = o.backend == "mpi";
-  runtime::ZeroMeasurer measure_zero;
-  if (mpi)
-    measure_zero = [&](const std::vector<int64_t>& rows) { return MeasureMpiZero(nproc, rows, argc, argv); };
+  runtime::ZeroMeasurer measure_zero = [&](const std::vector<int64_t>& rows) {
+    return mpi ? MeasureMpiZero(nproc, rows, argc, argv) : MeasureThreadsZero(o, rows);
+  };
   Status s = runtime::RunPlan(
       o,
       [&](const std::vector<int>& groups, bool send) -> Result<CommTable> {

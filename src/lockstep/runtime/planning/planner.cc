@@ -43,8 +43,8 @@ std::string ModelKey(const PlanSetup& s) {
 }
 
 // The cache file: {"key", "compute": {"w<workers>-t<threads>": profile}, "comm": {"<backend>-<N>": table},
-// "zero": {"mpi-<N>": {"rows", "zero2", "zero3", "zero2_overlap", "zero3_overlap"}}} (the last for
-// mpi plans: MeasureZeroOverRanks's figures).
+// "zero": {"<backend>-<N>": {"rows", "zero2", "zero3", "zero2_overlap", "zero3_overlap"}}} (the
+// last: MeasureZeroOverRanks's figures over the plan's N workers).
 nlohmann::json LoadCache(const std::string& path, const std::string& key) {
   std::ifstream in(path);
   if (!in) return {{"key", key}, {"compute", nlohmann::json::object()}, {"comm", nlohmann::json::object()}};
@@ -234,11 +234,15 @@ Status RunPlan(const PlanOptions& o, const CommMeasurer& measure, const ZeroMeas
     cache["comm"][comm_slot] = comm.ToJson();
     measured = true;
   }
-  // mpi: the ZeRO figures measured over the ranks as processes, in place of the threads' ones
-  // (each communicator's progress thread runs the collectives beside the compute: cnn-fashion,
-  // 4 processes on 2 cores, ZeRO-2 rows trained 15-40% slower than the threads' figure predicted).
+  // The ZeRO figures measured over the plan's workers as the backend runs them (threads: worker
+  // threads; mpi: processes), with a step of one micro-batch and of kZeroOverlapMicros, in place
+  // of the profile's one-micro-batch figures. mpi: each communicator's progress thread runs the
+  // collectives beside the compute (cnn-fashion, 4 processes on 2 cores, ZeRO-2 rows trained
+  // 15-40% slower than the profile's figure predicted); threads: a further micro-batch's
+  // reduction costs more than the first's too (cnn-fashion, 8 threads, ZeRO-2 with 2
+  // micro-batches trained 24% slower than predicted; within 2% with the step of four).
   const std::vector<int64_t> zero_rows = ZeroRows(cands, s.gpt.has_value());
-  if (o.backend == "mpi" && o.nproc > 1 && measure_zero && !zero_rows.empty()) {
+  if (o.nproc > 1 && measure_zero && !zero_rows.empty()) {
     static const char* kFields[] = {"zero2", "zero3", "zero2_overlap", "zero3_overlap"};
     nlohmann::json& slot = cache["zero"][comm_slot];
     bool have = slot.is_object() && slot.contains("rows");

@@ -71,13 +71,12 @@ int64_t EvalRows(const Candidate& c, const PlanSetup& s);
 // Prints the table and the verdict.
 void PrintPlan(const PlanResult& r, std::FILE* out);
 
-// For an mpi plan: ZeRO-2 and ZeRO-3's cost (ns per micro-batch and parameter element) measured
-// over the plan's ranks as processes (MeasurePlanZero inside an mpirun job), at `rows`, as
-// MeasureZeroOverRanks returns it.
+// ZeRO-2 and ZeRO-3's cost (ns per micro-batch and parameter element) measured over the plan's
+// workers as its backend runs them (MeasurePlanZero on every worker thread, or inside an mpirun
+// job), at `rows`, as MeasureZeroOverRanks returns it.
 using ZeroMeasurer = std::function<Result<std::array<double, 4>>(const std::vector<int64_t>& rows)>;
 
-// `measure_zero` (mpi backend, more than one worker) replaces the ZeRO figures measured on
-// threads; empty: they stay.
+// `measure_zero` (more than one worker) replaces the profile's ZeRO figures; empty: they stay.
 Status RunPlan(const PlanOptions& options, const CommMeasurer& measure, const ZeroMeasurer& measure_zero = {});
 
 // This rank's part of a ZeroMeasurer's job: every rank of `dp` (options.nproc of them) calls it

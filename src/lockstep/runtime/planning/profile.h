@@ -78,8 +78,8 @@ Status MeasureCompute(const ProfileRequest& req, ComputeProfile* into);
 // out), pooled over them: {ZeRO-2, ZeRO-3} over a
 // step of one micro-batch (PieceCost::zero_ns_per_element), then the same per micro-batch over
 // a step of kZeroOverlapMicros (zero_overlap_ns_per_element). On this rank, one of `dp`'s
-// ranks, every one of which calls it (a collective). For the mpi backend: there the ranks are
-// processes whose collectives run on each communicator's progress thread beside the compute.
+// ranks, every one of which calls it (a collective): worker threads of a threads world, or
+// mpi processes whose collectives run on each communicator's progress thread beside the compute.
 Result<std::array<double, 4>> MeasureZeroOverRanks(const ProfileRequest& req, const std::vector<int64_t>& rows,
                                                    std::shared_ptr<comm::Communicator> dp);
 
