@@ -2,6 +2,7 @@
 
 #include <array>
 #include <cstdio>
+#include <functional>
 #include <sstream>
 #include <thread>
 #include <vector>
@@ -50,29 +51,32 @@ CommOp ToCommOp(BenchOp op) {
   return CommOp::kAllreduce;
 }
 
+// Runs fn(0) .. fn(n - 1) on n threads at once (the ranks of a threads group, which must all
+// take part in their collectives); the first error any of them returned.
+Status RunOnThreads(int n, const std::function<Status(int)>& fn) {
+  std::vector<Status> status(static_cast<size_t>(n));
+  std::vector<std::thread> threads;
+  for (int i = 0; i < n; ++i) threads.emplace_back([&, i] { status[static_cast<size_t>(i)] = fn(i); });
+  for (std::thread& t : threads) t.join();
+  for (const Status& s : status) LS_RETURN_IF_ERROR(s);
+  return Status::Ok();
+}
+
 // `groups` groups of `size` ranks, all measuring at once (the layout runs them side by side);
 // group 0's rank 0 reports.
 Result<std::vector<CommCurve>> MeasureThreadsGroups(int size, int groups, const std::vector<BenchOp>& ops) {
   std::vector<std::vector<std::shared_ptr<comm::Communicator>>> comms;
   for (int g = 0; g < groups; ++g) comms.push_back(comm::CreateThreadsGroup(size));
   std::vector<CommCurve> curves(ops.size());
-  std::vector<Status> status(static_cast<size_t>(size * groups));
-  std::vector<std::thread> threads;
-  for (int g = 0; g < groups; ++g)
-    for (int r = 0; r < size; ++r)
-      threads.emplace_back([&, g, r] {
-        for (size_t i = 0; i < ops.size(); ++i)
-          for (int64_t bytes : Sizes(ops[i], size)) {
-            Result<BenchPoint> p = MeasurePoint(*comms[g][r], ops[i], bytes, Iters(bytes));
-            if (!p.ok()) {
-              status[static_cast<size_t>(g * size + r)] = p.status();
-              return;
-            }
-            if (g == 0 && r == 0) curves[i].Add(bytes, p->time_us * 1e-3);
-          }
-      });
-  for (std::thread& t : threads) t.join();
-  for (const Status& s : status) LS_RETURN_IF_ERROR(s);
+  LS_RETURN_IF_ERROR(RunOnThreads(size * groups, [&](int i) {
+    const int g = i / size, r = i % size;
+    for (size_t k = 0; k < ops.size(); ++k)
+      for (int64_t bytes : Sizes(ops[k], size)) {
+        LS_ASSIGN_OR_RETURN(BenchPoint p, MeasurePoint(*comms[g][r], ops[k], bytes, Iters(bytes)));
+        if (g == 0 && r == 0) curves[k].Add(bytes, p.time_us * 1e-3);
+      }
+    return Status::Ok();
+  }));
   return curves;
 }
 
@@ -142,19 +146,12 @@ Result<CommTable> MeasureMpi(const std::vector<int>& groups, bool send, int argc
 // processes (every thread a rank of one threads world); rank 0's figures.
 Result<std::array<double, 4>> MeasureThreadsZero(const runtime::PlanOptions& o, const std::vector<int64_t>& rows) {
   std::vector<std::shared_ptr<comm::Communicator>> comms = comm::CreateThreadsGroup(o.nproc);
-  std::vector<Status> status(static_cast<size_t>(o.nproc));
   std::array<double, 4> figures{};
-  std::vector<std::thread> threads;
-  for (int r = 0; r < o.nproc; ++r)
-    threads.emplace_back([&, r] {
-      Result<std::array<double, 4>> z = runtime::MeasurePlanZero(o, rows, comms[static_cast<size_t>(r)]);
-      if (!z.ok())
-        status[static_cast<size_t>(r)] = z.status();
-      else if (r == 0)
-        figures = *z;
-    });
-  for (std::thread& t : threads) t.join();
-  for (const Status& s : status) LS_RETURN_IF_ERROR(s);
+  LS_RETURN_IF_ERROR(RunOnThreads(o.nproc, [&](int r) {
+    LS_ASSIGN_OR_RETURN(auto z, runtime::MeasurePlanZero(o, rows, comms[static_cast<size_t>(r)]));
+    if (r == 0) figures = z;
+    return Status::Ok();
+  }));
   return figures;
 }
 
