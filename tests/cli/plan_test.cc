@@ -132,6 +132,37 @@ TEST(Plan, CnnModelStatesEqualTheMemoryRow) {
   ASSERT_TRUE(plan.is_object());
   EXPECT_TRUE(plan["layouts"][0].contains("samples_per_s"));
   ExpectModelStatesMatch(cnn, plan, "dp=2,tp=1,pp=1", 2, 1, "plan-cnn-z2");
+
+  // The whole model's warm passes (a micro-batch right after another) are measured, fp32 and
+  // bf16, and an accumulation step charges them for every micro-batch after the first: edited
+  // far above any measurement in the cache, they set the 2-micro-batch rows' compute alone.
+  nlohmann::json cache = ReadJson(dir + "/plan-profile.json");
+  nlohmann::json& whole = cache["compute"]["w2-t1"]["whole"];
+  ASSERT_FALSE(whole.empty());
+  for (nlohmann::json& e : whole) {
+    nlohmann::json& m = e["model"];
+    for (const char* f : {"warm_fwd_ms", "warm_bwd_ms", "bf16_warm_fwd_ms", "bf16_warm_bwd_ms"}) {
+      EXPECT_GT(m.value(f, 0.0), 0.0) << f;
+      m[f] = 1000.0;
+    }
+  }
+  std::ofstream(dir + "/plan-profile.json") << cache.dump();
+  r = RunLockstep(With({"plan"}, With(cnn, {"--nproc", "2", "--out", dir, "--json", dir + "/warm.json"})));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  int checked = 0;
+  const nlohmann::json warm = ReadJson(dir + "/warm.json");
+  for (const nlohmann::json& row : warm["layouts"]) {
+    if (row["layout"] != "dp=2,tp=1,pp=1" || row["microbatches"] != 2) continue;
+    const std::string prefix = row["precision"] == "bf16" ? "bf16_" : "";
+    for (const nlohmann::json& e : whole)
+      if (e["rows"] == row["micro_rows"]) {
+        const nlohmann::json& m = e["model"];
+        const double cold = m[prefix + "fwd_ms"].get<double>() + m[prefix + "bwd_ms"].get<double>();
+        EXPECT_NEAR(row["compute_ms"].get<double>(), cold + 2000.0, 1e-6) << row.dump();
+        ++checked;
+      }
+  }
+  EXPECT_GE(checked, 2);
 }
 
 TEST(Plan, MpiPlanMeasuresZeroOverProcesses) {

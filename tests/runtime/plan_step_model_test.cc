@@ -343,6 +343,48 @@ TEST(PlanStepModel, ZeroOverlapFigureChargesTheFurtherMicroBatches) {
   EXPECT_NEAR(PredictLayout(in, t)->comm_exposed_ms, 100.0 * 1000 * 1e-6 + gather, 1e-9);
 }
 
+// Accumulation (pp = 1): the first micro-batch at the piece's cold times, each further one at
+// its warm pass's (fp32 or bf16, as the layout runs); a piece without warm passes (a GPT
+// block) charges every micro-batch cold, and recompute runs the warm forward again in backward.
+TEST(PlanStepModel, FurtherMicroBatchesCostTheWarmPass) {
+  StagePieces pieces;
+  pieces.has_embedding = true;
+  pieces.embedding = {5, 10, 0, 0, 0};
+  pieces.embedding.warm_fwd_ms = 4;
+  pieces.embedding.warm_bwd_ms = 7;
+  pieces.embedding.bf16_fwd_ms = 3;
+  pieces.embedding.bf16_bwd_ms = 6;
+  pieces.embedding.bf16_warm_fwd_ms = 2;
+  pieces.embedding.bf16_warm_bwd_ms = 5;
+  auto compute = [&](const ComputeOptions& o, int m) {
+    StageCost s = ComposeStage(pieces, o);
+    s.param_numels = {1000};
+    s.units = {{0, 1}};
+    LayoutInput in;
+    in.micros = m;
+    in.stages = {s};
+    return PredictLayout(in, Table(2))->compute_ms;
+  };
+  for (int m : {1, 2, 4}) {
+    EXPECT_DOUBLE_EQ(compute({}, m), 15 + (m - 1) * 11.0) << m;
+    EXPECT_DOUBLE_EQ(compute({true, false, 1.0}, m), 9 + (m - 1) * 7.0) << m;
+  }
+  StageCost warm = ComposeStage(pieces, {});
+  EXPECT_DOUBLE_EQ(warm.warm_fwd_ms, 4);
+  EXPECT_DOUBLE_EQ(warm.warm_bwd_ms, 7);
+  pieces.embedding.warm_fwd_ms = pieces.embedding.warm_bwd_ms = 0;  // not measured: cold throughout
+  EXPECT_DOUBLE_EQ(compute({}, 3), 3 * 15.0);
+  // Recompute (a block): backward runs the forward again, warm after the first micro-batch.
+  StagePieces blocks;
+  blocks.blocks = 2;
+  blocks.block = {5, 10, 0, 0, 0};
+  blocks.block.warm_fwd_ms = 4;
+  blocks.block.warm_bwd_ms = 7;
+  const StageCost rec = ComposeStage(blocks, {false, true, 1.0});
+  EXPECT_DOUBLE_EQ(rec.bwd_ms, 2 * (10 + 5.0));
+  EXPECT_DOUBLE_EQ(rec.warm_bwd_ms, 2 * (7 + 4.0));
+}
+
 // Embeddings, three blocks and the head: fwd, bwd, saved and peak bytes of each.
 StagePieces ThreeBlockStage() {
   StagePieces p;

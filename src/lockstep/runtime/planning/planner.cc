@@ -20,7 +20,7 @@ namespace {
 
 // What a cached profile was measured for: the model's shape, the optimizer, this build and
 // machine, and the profile's format (2: pieces carry kernel_bytes; 3: times scaled to whole
-// passes; 8: the optimizer measured on every worker at once). Anything else (batch, layouts)
+// passes; 8: the optimizer measured on every worker at once; 9: whole models' warm passes). Anything else (batch, layouts)
 // only changes which shapes are needed.
 std::string ModelKey(const PlanSetup& s) {
   char host[256] = {};
@@ -37,7 +37,7 @@ std::string ModelKey(const PlanSetup& s) {
     std::snprintf(model, sizeof(model), "model %s", kind.ok() ? kind->c_str() : "");
   }
   char key[768];
-  std::snprintf(key, sizeof(key), "lockstep %s profile 8 on %s, %s, optimizer %s", LOCKSTEP_VERSION, host, model,
+  std::snprintf(key, sizeof(key), "lockstep %s profile 9 on %s, %s, optimizer %s", LOCKSTEP_VERSION, host, model,
                 optim::OptimizerName(s.optim.kind));
   return key;
 }

@@ -93,7 +93,8 @@ class PieceRun {
     if (tensor::UseNativeBf16() && ps.has_flat_params()) weights_.Refresh(ps.flat_params(), ps.numel());
   }
 
-  void Pass(tensor::MemoryTracker& mem, bool first_pass) {
+  // `warm`: a timed pass run right after this piece's own previous pass (PieceCost::warm_fwd_ms).
+  void Pass(tensor::MemoryTracker& mem, bool first_pass, bool warm = false) {
     std::optional<tensor::ScopedPrecision> precision;
     std::optional<tensor::ScopedBf16Weights> weights;
     if (bf16_) {
@@ -132,10 +133,11 @@ class PieceRun {
       MeasureEvaluation(mem);
       cost_.kernel_bytes = mem.Current(MemoryTag::kWorkspace) - kernels_before;  // plans made by both
     } else {
-      fwd_.push_back(f);
-      bwd_.push_back(b);
-      fwd_cpu_.push_back(cpu1 - cpu0);
-      bwd_cpu_.push_back(cpu2 - cpu1);
+      Times& t = warm ? warm_ : cold_;
+      t.fwd.push_back(f);
+      t.bwd.push_back(b);
+      t.fwd_cpu.push_back(cpu1 - cpu0);
+      t.bwd_cpu.push_back(cpu2 - cpu1);
     }
   }
 
@@ -143,8 +145,10 @@ class PieceRun {
   // threads than cores (MeasureOnWorker); then the piece's CPU time times that factor.
   PieceCost Cost(double oversubscribed) const {
     PieceCost c = cost_;
-    c.fwd_ms = oversubscribed > 1 ? Median(fwd_cpu_) * oversubscribed : Median(fwd_);
-    c.bwd_ms = oversubscribed > 1 ? Median(bwd_cpu_) * oversubscribed : Median(bwd_);
+    c.fwd_ms = cold_.FwdMs(oversubscribed);
+    c.bwd_ms = cold_.BwdMs(oversubscribed);
+    c.warm_fwd_ms = warm_.FwdMs(oversubscribed);  // 0 when no warm pass ran
+    c.warm_bwd_ms = warm_.BwdMs(oversubscribed);
     return c;
   }
 
@@ -164,8 +168,14 @@ class PieceRun {
   bool bf16_ = false;
   tensor::Bf16WeightCopy weights_;
   autograd::Tape tape_;
+  // Timed passes: wall and this thread's CPU milliseconds.
+  struct Times {
+    std::vector<double> fwd, bwd, fwd_cpu, bwd_cpu;
+    double FwdMs(double oversubscribed) const { return oversubscribed > 1 ? Median(fwd_cpu) * oversubscribed : Median(fwd); }
+    double BwdMs(double oversubscribed) const { return oversubscribed > 1 ? Median(bwd_cpu) * oversubscribed : Median(bwd); }
+  };
   PieceCost cost_;
-  std::vector<double> fwd_, bwd_, fwd_cpu_, bwd_cpu_;
+  Times cold_, warm_;
 };
 
 // Norm, clip and update over `n` elements of a one-tensor store, per element. `oversubscribed` > 1: the thread's CPU
@@ -345,6 +355,9 @@ WorkerResult MeasureOnWorker(const ProfileRequest& req, int tp_degree, const std
       for (auto& run : list) {
         run->Pass(mem, pass == 0);
         if (!ctx.status().ok()) return false;
+        // A whole model's pass again at once, as a step's further micro-batches run it
+        // (PieceCost::warm_fwd_ms); the first pass above follows the other shapes' models.
+        if (!req.gpt && pass > 0) run->Pass(mem, false, true);
       }
       if (timed && pass > 0) {
         r.pass_wall_ms.push_back(wall.ElapsedMs());
@@ -381,6 +394,8 @@ WorkerResult MeasureOnWorker(const ProfileRequest& req, int tp_degree, const std
     const PieceCost b = bf16_runs[i]->Cost(oversubscribed);
     main.bf16_fwd_ms = b.fwd_ms;
     main.bf16_bwd_ms = b.bwd_ms;
+    main.bf16_warm_fwd_ms = b.warm_fwd_ms;
+    main.bf16_warm_bwd_ms = b.warm_bwd_ms;
     main.bf16_saved_bytes = b.saved_bytes;
     main.bf16_peak_bytes = b.peak_bytes;
     main.bf16_kernel_bytes = b.kernel_bytes;  // made by the bf16 passes, beside the fp32 plans
@@ -399,13 +414,17 @@ WorkerResult MeasureOnWorker(const ProfileRequest& req, int tp_degree, const std
 }
 
 PieceCost MedianOf(const std::vector<PieceCost>& v) {
-  std::vector<double> f, b, f16, b16;
+  std::vector<double> f, b, f16, b16, wf, wb, wf16, wb16;
   PieceCost out;
   for (const PieceCost& c : v) {
     f.push_back(c.fwd_ms);
     b.push_back(c.bwd_ms);
     f16.push_back(c.bf16_fwd_ms);
     b16.push_back(c.bf16_bwd_ms);
+    wf.push_back(c.warm_fwd_ms);
+    wb.push_back(c.warm_bwd_ms);
+    wf16.push_back(c.bf16_warm_fwd_ms);
+    wb16.push_back(c.bf16_warm_bwd_ms);
     out.bf16_saved_bytes = std::max(out.bf16_saved_bytes, c.bf16_saved_bytes);
     out.bf16_peak_bytes = std::max(out.bf16_peak_bytes, c.bf16_peak_bytes);
     out.bf16_kernel_bytes = std::max(out.bf16_kernel_bytes, c.bf16_kernel_bytes);
@@ -418,6 +437,10 @@ PieceCost MedianOf(const std::vector<PieceCost>& v) {
   out.bwd_ms = Median(b);
   out.bf16_fwd_ms = Median(f16);
   out.bf16_bwd_ms = Median(b16);
+  out.warm_fwd_ms = Median(wf);
+  out.warm_bwd_ms = Median(wb);
+  out.bf16_warm_fwd_ms = Median(wf16);
+  out.bf16_warm_bwd_ms = Median(wb16);
   for (int k = 0; k < 2; ++k) {
     std::vector<double> z;
     for (const PieceCost& c : v) z.push_back(c.zero_ns_per_element[k]);
@@ -437,14 +460,26 @@ nlohmann::json PieceJson(const PieceCost& c) {
           {"zero3_ns_per_element", c.zero_ns_per_element[1]},
           {"bf16_fwd_ms", c.bf16_fwd_ms},
           {"bf16_bwd_ms", c.bf16_bwd_ms},
+          {"warm_fwd_ms", c.warm_fwd_ms},
+          {"warm_bwd_ms", c.warm_bwd_ms},
+          {"bf16_warm_fwd_ms", c.bf16_warm_fwd_ms},
+          {"bf16_warm_bwd_ms", c.bf16_warm_bwd_ms},
           {"bf16_saved_bytes", c.bf16_saved_bytes},
           {"bf16_peak_bytes", c.bf16_peak_bytes},
           {"bf16_kernel_bytes", c.bf16_kernel_bytes}};
 }
 PieceCost PieceFromJson(const nlohmann::json& j) {
-  PieceCost c{j.at("fwd_ms").get<double>(),          j.at("bwd_ms").get<double>(),
-              j.at("saved_bytes").get<int64_t>(),     j.at("peak_bytes").get<int64_t>(),
-              j.at("eval_peak_bytes").get<int64_t>(), j.at("kernel_bytes").get<int64_t>()};
+  PieceCost c;
+  c.fwd_ms = j.at("fwd_ms").get<double>();
+  c.bwd_ms = j.at("bwd_ms").get<double>();
+  c.saved_bytes = j.at("saved_bytes").get<int64_t>();
+  c.peak_bytes = j.at("peak_bytes").get<int64_t>();
+  c.eval_peak_bytes = j.at("eval_peak_bytes").get<int64_t>();
+  c.kernel_bytes = j.at("kernel_bytes").get<int64_t>();
+  c.warm_fwd_ms = j.value("warm_fwd_ms", 0.0);
+  c.warm_bwd_ms = j.value("warm_bwd_ms", 0.0);
+  c.bf16_warm_fwd_ms = j.value("bf16_warm_fwd_ms", 0.0);
+  c.bf16_warm_bwd_ms = j.value("bf16_warm_bwd_ms", 0.0);
   c.zero_ns_per_element[0] = j.value("zero2_ns_per_element", 0.0);
   c.zero_ns_per_element[1] = j.value("zero3_ns_per_element", 0.0);
   c.bf16_fwd_ms = j.value("bf16_fwd_ms", 0.0);
@@ -535,6 +570,10 @@ Status MeasureCompute(const ProfileRequest& req, ComputeProfile* into) {
         c.bwd_ms *= stretch;
         c.bf16_fwd_ms *= stretch;
         c.bf16_bwd_ms *= stretch;
+        c.warm_fwd_ms *= stretch;
+        c.warm_bwd_ms *= stretch;
+        c.bf16_warm_fwd_ms *= stretch;
+        c.bf16_warm_bwd_ms *= stretch;
         to.push_back(c);
       };
       for (const WorkerResult& r : results) {

@@ -37,6 +37,11 @@ struct PieceCost {
   int64_t eval_peak_bytes = 0;  // most bytes a forward without gradients (evaluation) holds
   int64_t kernel_bytes = 0;     // buffers its kernels keep between calls (convolution plans: the
                                 // memory row's workspace_bytes)
+  // The same pass run right after the piece's own previous pass, as an accumulation step's
+  // further micro-batches run (its weights and buffers still in cache); 0: not measured (the
+  // step model then charges every micro-batch fwd_ms + bwd_ms). Measured on whole models only:
+  // a GPT block's next pass in a step comes after every other block's.
+  double warm_fwd_ms = 0, warm_bwd_ms = 0;
   // What ZeRO-2 and ZeRO-3 add to the piece's forward and backward, per micro-batch and per
   // parameter element, measured with the piece as one ZeRO unit over the profile's workers
   // (0: not measured; the step model then uses the collectives' curves).
@@ -50,6 +55,7 @@ struct PieceCost {
   // the weights' bf16 copy; activations stay fp32), measured as the fp32 figures above; 0: not
   // measured (ComposeStage then assumes bf16_speedup and halved activations).
   double bf16_fwd_ms = 0, bf16_bwd_ms = 0;
+  double bf16_warm_fwd_ms = 0, bf16_warm_bwd_ms = 0;
   int64_t bf16_saved_bytes = 0, bf16_peak_bytes = 0;
   int64_t bf16_kernel_bytes = 0;  // bf16 plans kept beside the fp32 ones (convolutions)
 };
@@ -82,6 +88,9 @@ struct StagePieces {
 // One stage on one tensor-parallel rank, one micro-batch.
 struct StageCost {
   double fwd_ms = 0, bwd_ms = 0;   // compute (with the tp collectives when measured in)
+  // A micro-batch that follows another of the same stage (pp = 1 accumulation): the pieces'
+  // warm passes where measured, else fwd_ms and bwd_ms.
+  double warm_fwd_ms = 0, warm_bwd_ms = 0;
   double tp_comm_ms = 0;           // tp collectives of the micro-batch (forward + backward)
   bool tp_comm_in_compute = true;  // measured inside fwd/bwd (a profile) or to add (a described machine)
   int64_t saved_bytes = 0;         // activations held per micro-batch in flight
