@@ -165,7 +165,12 @@ StageMemory MemoryOf(const LayoutInput& in, const StageCost& s, int stage) {
   // the evaluation is the peak: 0.2 and 2.25 block units beside the activations).
   const int64_t gathered = in.zero == 3 ? kF32 * s.largest_units(one_unit ? 1 : 2) : 0;
   step_units += gathered;
-  const int64_t weight_copy = in.weight_copy_bytes * (in.zero == 3 ? unit : numel);
+  // bf16: the weights' bf16 copy of the whole local model. ZeRO-3 keeps none: its parameters
+  // live in gathered units without a flat store, and each product rounds its weight into the
+  // thread's operand scratch like any other operand (Trainer::KeepsBf16Weights; measured,
+  // gpt-tiny dp=4 with 1 and 2 micro-batches and dp=2,pp=2 with 2 and 8: ZeRO-3's bf16 peak is
+  // its fp32 peak to the byte, where one unit's copy had the rows +0.5..+2.5% high).
+  const int64_t weight_copy = in.zero == 3 ? 0 : in.weight_copy_bytes * numel;
   mem.in_flight_bytes = step_units + weight_copy;
   const int in_flight = in.pp > 1 ? parallel::MaxInFlight(in.schedule, in.pp, stage, in.micros) : 1;
   // One tape, and so one buffer pool, per micro-batch in flight (PipelineRunner's slots): each

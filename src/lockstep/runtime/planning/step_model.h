@@ -136,7 +136,7 @@ struct LayoutInput {
 // One rank's bytes (stage s, tp rank 0, dp rank 0: the largest ZeRO shard).
 struct StageMemory {
   int64_t params_bytes = 0, grads_bytes = 0, optimizer_bytes = 0;  // as the memory row counts them
-  int64_t in_flight_bytes = 0;  // ZeRO-2 gradient units, ZeRO-3 gathered units (and bf16 copies)
+  int64_t in_flight_bytes = 0;  // ZeRO-2/3 gradient units, ZeRO-3 gathered units, the bf16 weight copy
   int64_t activation_bytes = 0;
   int64_t kernel_bytes = 0;  // StageCost::kernel_bytes
   int64_t peak_bytes = 0;
