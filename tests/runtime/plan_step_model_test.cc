@@ -75,10 +75,10 @@ TEST(PlanStepModel, ModelStatesFollowTheZeroAccountingWithCeilShards) {
     EXPECT_EQ(m.params_bytes, 4 * (zero == 3 ? 668 : numel)) << zero;
     EXPECT_EQ(m.grads_bytes, 4 * (zero >= 2 ? 668 : numel)) << zero;
     EXPECT_EQ(m.optimizer_bytes, 8 * (zero >= 1 ? 668 : numel)) << zero;
-    // gradients (ZeRO-2/3): buffers of the two largest units (1000 + 700) and 4 received parts
-    // of the largest one's shard (ceil(1000/3) = 334); parameters: the two largest units
+    // gradients (ZeRO-2/3): buffers of the two largest units (1000 + 700) and the parts rank 0
+    // receives: its shard [0, 668) lies in the first unit; parameters: the two largest units
     // gathered (ZeRO-3)
-    const int64_t grads = 4 * (1000 + 700 + 4 * 334);
+    const int64_t grads = 4 * (1000 + 700 + 668);
     const int64_t in_flight = zero == 2 ? grads : zero == 3 ? grads + 4 * (1000 + 700) : 0;
     EXPECT_EQ(m.in_flight_bytes, in_flight) << zero;
     EXPECT_EQ(m.activation_bytes, 1100) << zero;
@@ -91,6 +91,20 @@ TEST(PlanStepModel, ModelStatesFollowTheZeroAccountingWithCeilShards) {
     EXPECT_EQ(bf16->memory[0].in_flight_bytes, in_flight + copy) << zero;
     EXPECT_EQ(bf16->peak_bytes, p->peak_bytes + copy) << zero;
   }
+}
+
+// Rank 0 receives the parts of the units its shard (the stage's first ceil(numel / dp)
+// elements) covers, at most the four largest of them (reductions in flight and their spares).
+TEST(PlanStepModel, ReceivedGradientPartsAreRankZerosCutOfTheUnits) {
+  LayoutInput in;
+  in.dp = 2;
+  in.zero = 2;
+  // Ten units of 10: rank 0 owns [0, 50), five whole units, of which four are held.
+  in.stages = {Stage(1, 2, std::vector<int64_t>(10, 10))};
+  EXPECT_EQ(PredictLayout(in, Table(2))->memory[0].in_flight_bytes, 4 * (10 + 10 + 4 * 10));
+  // Units of 30, 50, 20: rank 0 owns [0, 50): all of the first unit and 20 of the second.
+  in.stages = {Stage(1, 2, {30, 50, 20})};
+  EXPECT_EQ(PredictLayout(in, Table(2))->memory[0].in_flight_bytes, 4 * (50 + 30 + 30 + 20));
 }
 
 // The evaluation computes no gradients: when its activations are the larger, ZeRO-2's gradient

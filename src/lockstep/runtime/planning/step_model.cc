@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "lockstep/parallel/grad_buckets.h"
+#include "lockstep/parallel/zero.h"
 #include "lockstep/parallel/zero_units.h"
 
 namespace lockstep::runtime {
@@ -135,6 +136,24 @@ DpComm DataParallelComm(const LayoutInput& in, const StageCost& s, const CommTab
   return out;
 }
 
+// The parts of the units' gradients that dp rank 0 receives (its owned range, the first
+// ceil(numel / dp) elements, cut by each unit), the kMaxPendingUnits + kMaxSpares largest of
+// them: those of the reductions in flight and their spares. A unit's part is not unit / dp:
+// rank 0 owns the stage's first elements, so it receives the first units whole and none of the
+// last (gpt-tiny dp=2,pp=2, stage 0 of the embedding and two blocks: the embedding and 173696 of
+// the first block's 198272, 2.25 block shards; the flat four shards had those rows +4.4..+4.7%
+// high).
+int64_t ReceivedParts(const StageCost& s, int dp) {
+  const optim::FlatRange own = parallel::ShardRange(s.numel(), 0, dp);
+  std::vector<int64_t> parts;
+  for (const UnitRange& u : UnitRanges(s))
+    parts.push_back(std::max<int64_t>(0, std::min(own.end, u.begin + u.numel) - std::max(own.begin, u.begin)));
+  std::sort(parts.begin(), parts.end(), std::greater<>());
+  constexpr size_t kParts = parallel::ZeroUnits::kMaxPendingUnits + parallel::ZeroUnits::kMaxSpares;
+  if (parts.size() > kParts) parts.resize(kParts);
+  return std::accumulate(parts.begin(), parts.end(), int64_t{0});
+}
+
 StageMemory MemoryOf(const LayoutInput& in, const StageCost& s, int stage) {
   StageMemory mem;
   const int64_t numel = s.numel(), shard = ZeroShard(numel, in.dp), unit = s.largest_unit();
@@ -154,12 +173,11 @@ StageMemory MemoryOf(const LayoutInput& in, const StageCost& s, int stage) {
   // (measured, cnn-fashion dp=2: 1.5 and 1 units). Two units at once are the two largest, not
   // twice the largest: a first pipeline stage of the embedding and one block holds the two.
   constexpr int kGradUnits = parallel::ZeroUnits::kMaxPendingUnits;
-  constexpr int kReceivedParts = parallel::ZeroUnits::kMaxPendingUnits + parallel::ZeroUnits::kMaxSpares;
   const bool one_unit = s.units.size() <= 1;
   int64_t step_units = 0;
   if (in.zero >= 2)
     step_units = one_unit ? kF32 * (unit + ZeroShard(unit, in.dp))
-                          : kF32 * (s.largest_units(kGradUnits) + kReceivedParts * ZeroShard(unit, in.dp));
+                          : kF32 * (s.largest_units(kGradUnits) + ReceivedParts(s, in.dp));
   // Evaluation computes no gradients: ZeRO-2 holds no gradient unit then, ZeRO-3 only its
   // gathered parameters (measured, gpt-tiny dp=4 with 4 accumulation steps and recompute, where
   // the evaluation is the peak: 0.2 and 2.25 block units beside the activations).
