@@ -406,9 +406,9 @@ TEST(PlanStepModel, FurtherMicroBatchesCostTheWarmPass) {
   EXPECT_DOUBLE_EQ(rec.warm_bwd_ms, 2 * (7 + 4.0));
 }
 
-// Layouts predicted within 3% of the fastest that fits are a tie, and the simplest of them (no
-// ZeRO-2/3, then fewer micro-batches, then no recompute) is recommended and goes to the top;
-// the rest keep their order. A tie never reaches past one worker's step.
+// Layouts predicted within 3% of the fastest that fits are a tie, and the simplest of them (the
+// lowest ZeRO stage, then fewer micro-batches, then no recompute) is recommended and goes to
+// the top; the rest keep their order. A tie never reaches past one worker's step.
 TEST(PlanDecide, RecommendsTheSimplestLayoutTiedWithTheFastest) {
   auto row = [](int zero, int micros, double step_ms, int64_t peak = 100) {
     PlanRow r;
@@ -419,18 +419,18 @@ TEST(PlanDecide, RecommendsTheSimplestLayoutTiedWithTheFastest) {
     r.prediction.peak_bytes = peak;
     return r;
   };
-  const std::vector<PlanRow> rows = {row(2, 1, 10.0), row(0, 2, 10.2), row(1, 1, 10.25), row(0, 1, 10.5),
+  const std::vector<PlanRow> rows = {row(2, 1, 10.0), row(1, 1, 10.1), row(0, 2, 10.2), row(0, 1, 10.5),
                                      row(0, 1, 9.0, 1000)};
   PlanResult r = Decide(2, false, 500, 500, rows, {});
   ASSERT_EQ(r.recommended, 0);
   std::vector<std::pair<int, double>> order;
   for (const PlanRow& x : r.rows) order.push_back({x.candidate.zero, x.prediction.step_ms});
-  EXPECT_EQ(order, (std::vector<std::pair<int, double>>{{1, 10.25}, {2, 10.0}, {0, 10.2}, {0, 10.5}, {0, 9.0}}));
+  EXPECT_EQ(order, (std::vector<std::pair<int, double>>{{0, 10.2}, {2, 10.0}, {1, 10.1}, {0, 10.5}, {0, 9.0}}));
   EXPECT_FALSE(r.rows.back().fits);
   EXPECT_EQ(r.binding, "memory");  // the layout that does not fit is faster than the fastest that does
-  // One worker at 10.22 ms: ZeRO-1 (10.25) would be slower than it, so the 2-micro-batch row.
-  r = Decide(2, false, 500, 500, rows, {row(0, 1, 10.22)});
-  EXPECT_EQ(r.rows[0].candidate.micros, 2);
+  // One worker at 10.15 ms: the ZeRO-0 row (10.2) would be slower than it, so ZeRO-1.
+  r = Decide(2, false, 500, 500, rows, {row(0, 1, 10.15)});
+  EXPECT_EQ(r.rows[0].candidate.zero, 1);
   EXPECT_FALSE(r.one_worker_faster);
   // Outside the tie the fastest stays on top.
   r = Decide(2, false, 500, 500, {row(2, 1, 10.0), row(0, 1, 10.4)}, {});

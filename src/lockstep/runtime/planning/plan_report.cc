@@ -32,12 +32,12 @@ std::string Describe(const PlanRow& r) {
 // +0.3% in one plan, -2.8% in the next; trained, ZeRO-2 was 8-20% slower).
 constexpr double kTie = 0.03;
 
-// Among tied layouts the recommendation takes the one with the fewest per-step
-// synchronisations and the least extra work: no gradient sharding (ZeRO-2/3 reduce every
+// Among tied layouts the recommendation takes the one with the fewest collectives and the
+// least extra work: the lowest ZeRO stage (plain data parallelism first; ZeRO-2/3 reduce every
 // micro-batch, and their measured cost is the noisiest figure of the profile on shared cores),
 // then fewer micro-batches, then no recompute.
 std::tuple<int, int, int> Complexity(const Candidate& c) {
-  return {c.zero >= 2 ? c.zero : 0, c.micros, c.recompute == "none" ? 0 : 1};
+  return {c.zero, c.micros, c.recompute == "none" ? 0 : 1};
 }
 
 }  // namespace
