@@ -171,8 +171,12 @@ class PieceRun {
   // Timed passes: wall and this thread's CPU milliseconds.
   struct Times {
     std::vector<double> fwd, bwd, fwd_cpu, bwd_cpu;
-    double FwdMs(double oversubscribed) const { return oversubscribed > 1 ? Median(fwd_cpu) * oversubscribed : Median(fwd); }
-    double BwdMs(double oversubscribed) const { return oversubscribed > 1 ? Median(bwd_cpu) * oversubscribed : Median(bwd); }
+    double FwdMs(double oversubscribed) const {
+      return oversubscribed > 1 ? Median(fwd_cpu) * oversubscribed : Median(fwd);
+    }
+    double BwdMs(double oversubscribed) const {
+      return oversubscribed > 1 ? Median(bwd_cpu) * oversubscribed : Median(bwd);
+    }
   };
   PieceCost cost_;
   Times cold_, warm_;
