@@ -407,8 +407,8 @@ TEST(PlanStepModel, FurtherMicroBatchesCostTheWarmPass) {
 }
 
 // Layouts predicted within 3% of the fastest that fits are a tie, and the simplest of them (the
-// lowest ZeRO stage, then fewer micro-batches, then no recompute) is recommended and goes to
-// the top; the rest keep their order. A tie never reaches past one worker's step.
+// least tp x pp, then the lowest ZeRO stage, then fewer micro-batches, then no recompute) is
+// recommended and goes to the top; the rest keep their order. A tie never reaches past one worker's step.
 TEST(PlanDecide, RecommendsTheSimplestLayoutTiedWithTheFastest) {
   auto row = [](int zero, int micros, double step_ms, int64_t peak = 100) {
     PlanRow r;
@@ -432,6 +432,12 @@ TEST(PlanDecide, RecommendsTheSimplestLayoutTiedWithTheFastest) {
   r = Decide(2, false, 500, 500, rows, {row(0, 1, 10.15)});
   EXPECT_EQ(r.rows[0].candidate.zero, 1);
   EXPECT_FALSE(r.one_worker_faster);
+  // Model parallelism before everything: dp=2 with ZeRO-2 before dp=1,pp=2 with ZeRO-0.
+  PlanRow piped = row(0, 1, 10.0);
+  piped.candidate.dims.dp = 1;
+  piped.candidate.dims.pp = 2;
+  r = Decide(2, false, 500, 500, {piped, row(2, 2, 10.1)}, {});
+  EXPECT_EQ(r.rows[0].candidate.dims.pp, 1);
   // Outside the tie the fastest stays on top.
   r = Decide(2, false, 500, 500, {row(2, 1, 10.0), row(0, 1, 10.4)}, {});
   EXPECT_EQ(r.rows[0].candidate.zero, 2);

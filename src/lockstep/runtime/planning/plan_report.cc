@@ -33,11 +33,12 @@ std::string Describe(const PlanRow& r) {
 constexpr double kTie = 0.03;
 
 // Among tied layouts the recommendation takes the one with the fewest collectives and the
-// least extra work: the lowest ZeRO stage (plain data parallelism first; ZeRO-2/3 reduce every
+// least extra work: the least model parallelism (tp x pp: data parallelism first, as Megatron's
+// and DeepSpeed's guides advise), then the lowest ZeRO stage (ZeRO-2/3 reduce every
 // micro-batch, and their measured cost is the noisiest figure of the profile on shared cores),
 // then fewer micro-batches, then no recompute.
-std::tuple<int, int, int> Complexity(const Candidate& c) {
-  return {c.zero, c.micros, c.recompute == "none" ? 0 : 1};
+std::tuple<int, int, int, int> Complexity(const Candidate& c) {
+  return {c.dims.tp * c.dims.pp, c.zero, c.micros, c.recompute == "none" ? 0 : 1};
 }
 
 }  // namespace
