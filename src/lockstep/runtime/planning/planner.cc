@@ -20,8 +20,8 @@ namespace {
 
 // What a cached profile was measured for: the model's shape, the optimizer, this build and
 // machine, and the profile's format (2: pieces carry kernel_bytes; 3: times scaled to whole
-// passes; 8: the optimizer measured on every worker at once; 9: whole models' warm passes). Anything else (batch, layouts)
-// only changes which shapes are needed.
+// passes; 8: the optimizer measured on every worker at once; 9: whole models' warm passes).
+// Anything else (batch, layouts) only changes which shapes are needed.
 std::string ModelKey(const PlanSetup& s) {
   char host[256] = {};
   gethostname(host, sizeof(host) - 1);

@@ -417,18 +417,20 @@ WorkerResult MeasureOnWorker(const ProfileRequest& req, int tp_degree, const std
   return r;
 }
 
+// A piece's measured times: what MedianOf takes the median of and SharingLoss stretches.
+constexpr double PieceCost::*kPieceTimes[] = {
+    &PieceCost::fwd_ms,           &PieceCost::bwd_ms,           &PieceCost::bf16_fwd_ms,
+    &PieceCost::bf16_bwd_ms,      &PieceCost::warm_fwd_ms,      &PieceCost::warm_bwd_ms,
+    &PieceCost::bf16_warm_fwd_ms, &PieceCost::bf16_warm_bwd_ms};
+
 PieceCost MedianOf(const std::vector<PieceCost>& v) {
-  std::vector<double> f, b, f16, b16, wf, wb, wf16, wb16;
   PieceCost out;
+  for (double PieceCost::*t : kPieceTimes) {
+    std::vector<double> times;
+    for (const PieceCost& c : v) times.push_back(c.*t);
+    out.*t = Median(times);
+  }
   for (const PieceCost& c : v) {
-    f.push_back(c.fwd_ms);
-    b.push_back(c.bwd_ms);
-    f16.push_back(c.bf16_fwd_ms);
-    b16.push_back(c.bf16_bwd_ms);
-    wf.push_back(c.warm_fwd_ms);
-    wb.push_back(c.warm_bwd_ms);
-    wf16.push_back(c.bf16_warm_fwd_ms);
-    wb16.push_back(c.bf16_warm_bwd_ms);
     out.bf16_saved_bytes = std::max(out.bf16_saved_bytes, c.bf16_saved_bytes);
     out.bf16_peak_bytes = std::max(out.bf16_peak_bytes, c.bf16_peak_bytes);
     out.bf16_kernel_bytes = std::max(out.bf16_kernel_bytes, c.bf16_kernel_bytes);
@@ -437,14 +439,6 @@ PieceCost MedianOf(const std::vector<PieceCost>& v) {
     out.eval_peak_bytes = std::max(out.eval_peak_bytes, c.eval_peak_bytes);
     out.kernel_bytes = std::max(out.kernel_bytes, c.kernel_bytes);
   }
-  out.fwd_ms = Median(f);
-  out.bwd_ms = Median(b);
-  out.bf16_fwd_ms = Median(f16);
-  out.bf16_bwd_ms = Median(b16);
-  out.warm_fwd_ms = Median(wf);
-  out.warm_bwd_ms = Median(wb);
-  out.bf16_warm_fwd_ms = Median(wf16);
-  out.bf16_warm_bwd_ms = Median(wb16);
   for (int k = 0; k < 2; ++k) {
     std::vector<double> z;
     for (const PieceCost& c : v) z.push_back(c.zero_ns_per_element[k]);
@@ -570,14 +564,7 @@ Status MeasureCompute(const ProfileRequest& req, ComputeProfile* into) {
     for (size_t i = 0; i < rows.size(); ++i) {
       std::vector<PieceCost> emb, block, head, whole;
       auto add = [stretch](std::vector<PieceCost>& to, PieceCost c) {
-        c.fwd_ms *= stretch;
-        c.bwd_ms *= stretch;
-        c.bf16_fwd_ms *= stretch;
-        c.bf16_bwd_ms *= stretch;
-        c.warm_fwd_ms *= stretch;
-        c.warm_bwd_ms *= stretch;
-        c.bf16_warm_fwd_ms *= stretch;
-        c.bf16_warm_bwd_ms *= stretch;
+        for (double PieceCost::*t : kPieceTimes) c.*t *= stretch;
         to.push_back(c);
       };
       for (const WorkerResult& r : results) {
