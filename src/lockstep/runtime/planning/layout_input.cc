@@ -56,16 +56,24 @@ Result<LayoutInput> BuildLayoutInput(const Candidate& c, const PlanSetup& s, con
       // Evaluation reuses its buffers from piece to piece when their sizes match exactly (the
       // buffer pool's free lists are keyed by size): the largest piece's peak. The head's logits
       // ([rows, T, vocab / tp]) match no block buffer when tp = 1, so beside the blocks' buffers,
-      // which the pool still holds, they are new: gpt-tiny's evaluation of 16 rows on one worker
-      // measured 22.04 MB, the block's 19.92 plus the head's 2.10 (the largest piece alone was
-      // 10% short); a first pipeline stage without the head measured the block's alone, and at
-      // tp = 2 the logits' shards match the blocks' [rows, T, C] buffers (20.79 predicted, 20.81
-      // measured, recompute's dp=1,tp=2).
+      // which the pool still holds, they are new; the rest of the head's profiled peak is two
+      // [rows, T, C] tensors that are not: the copy of its input (the profiled head is a stage
+      // without the embedding, which copies what it receives; behind blocks, the block piece's
+      // copy already counts it) and its final LayerNorm's output (a block buffer of that size
+      // is free again by then). gpt-tiny's evaluation of 8 rows on 2 workers (recompute, 4
+      // micro-batches, where evaluation is the peak) measured 11.02 MB: the block's 9.96 plus
+      // the head's 2.10 less those two (1.05) is 11.01; block plus head was 5% over. A first
+      // pipeline stage without the head measured the block's alone, and at tp = 2 the logits'
+      // shards match the blocks' [rows, T, C] buffers (20.79 predicted, 20.81 measured,
+      // recompute's dp=1,tp=2).
       const GptPieceCosts& e = profile.gpt.at(eval_key);
       const int64_t block_eval = sl.blocks > 0 ? e.block.eval_peak_bytes : 0;
       const int64_t head_eval = sl.has_head ? e.head.eval_peak_bytes : 0;
       p.eval_bytes = std::max({sl.has_embedding ? e.embedding.eval_peak_bytes : 0, block_eval, head_eval});
-      if (key.second == 1 && block_eval > 0 && head_eval > 0) p.eval_bytes = block_eval + head_eval;
+      if (key.second == 1 && block_eval > 0 && head_eval > 0) {
+        const int64_t eval_act = 4 * eval_key.first * s.gpt->context * s.gpt->width;  // [rows, T, C] fp32
+        p.eval_bytes = block_eval + std::max<int64_t>(0, head_eval - 2 * eval_act);
+      }
       p.has_embedding = sl.has_embedding;
       p.has_head = sl.has_head;
       p.blocks = sl.blocks;
