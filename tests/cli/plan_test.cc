@@ -120,6 +120,51 @@ TEST(Plan, ModelStatesEqualTheMemoryRowOfEveryLayout) {
 
   // The second plan measures nothing; ZeRO was measured over the two worker threads.
   ExpectZeroFiguresMeasuredAndCharged(With(plan_args, {"--nproc", "2", "--out", dir}), dir, "threads-2");
+
+  // A block's forward as recompute runs it is measured, fp32 and bf16 (the embedding and head
+  // never recompute), and it is what a recompute row's forward charges: edited to 1000 ms, each
+  // micro-batch's blocks cost that much more forward than the measured figure, and rows without
+  // recompute do not move.
+  nlohmann::json cache = ReadJson(dir + "/plan-profile.json");
+  nlohmann::json& pieces = cache["compute"]["w2-t1"]["gpt"];
+  ASSERT_FALSE(pieces.empty());
+  std::map<std::pair<int64_t, std::string>, double> released;  // (rows, precision) -> measured ms
+  for (nlohmann::json& e : pieces) {
+    if (e["tp"] != 1) continue;
+    EXPECT_EQ(e["embedding"].value("recompute_fwd_ms", 0.0), 0.0);
+    EXPECT_EQ(e["head"].value("recompute_fwd_ms", 0.0), 0.0);
+    for (const char* precision : {"fp32", "bf16"}) {
+      const std::string f = std::string(precision) == "bf16" ? "bf16_recompute_fwd_ms" : "recompute_fwd_ms";
+      EXPECT_GT(e["block"].value(f, 0.0), 0.0) << f;
+      released[{e["rows"].get<int64_t>(), precision}] = e["block"][f].get<double>();
+      e["block"][f] = 1000.0;
+    }
+  }
+  std::ofstream(dir + "/plan-profile.json") << cache.dump();
+  r = RunLockstep(With(plan_args, {"--nproc", "2", "--out", dir, "--json", dir + "/released.json"}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json edited = ReadJson(dir + "/released.json");
+  ASSERT_EQ(edited["layouts"].size(), plan["layouts"].size());
+  auto key = [](const nlohmann::json& row) {  // the rows' order follows their predicted times
+    return row["layout"].dump() + row["zero"].dump() + row["precision"].dump() + row["recompute"].dump() +
+           row["microbatches"].dump();
+  };
+  std::map<std::string, nlohmann::json> edited_rows;
+  for (const nlohmann::json& row : edited["layouts"]) edited_rows[key(row)] = row;
+  int checked = 0;
+  for (const nlohmann::json& before : plan["layouts"]) {
+    if (before["layout"] != "dp=2,tp=1,pp=1" || before["zero"] != 0) continue;
+    const nlohmann::json& after = edited_rows.at(key(before));
+    const double grew = after["compute_ms"].get<double>() - before["compute_ms"].get<double>();
+    if (before["recompute"] == "none") {
+      EXPECT_NEAR(grew, 0.0, 1e-9) << before.dump();
+      continue;
+    }
+    const double was = released.at({before["micro_rows"].get<int64_t>(), before["precision"].get<std::string>()});
+    EXPECT_NEAR(grew, before["microbatches"].get<int>() * 2 * (1000.0 - was), 1e-6) << before.dump();  // 2 blocks
+    ++checked;
+  }
+  EXPECT_GE(checked, 4);  // fp32 and bf16, 1 and 2 micro-batches at least
 }
 
 TEST(Plan, CnnModelStatesEqualTheMemoryRow) {

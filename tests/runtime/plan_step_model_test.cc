@@ -406,6 +406,30 @@ TEST(PlanStepModel, FurtherMicroBatchesCostTheWarmPass) {
   EXPECT_DOUBLE_EQ(rec.warm_bwd_ms, 2 * (7 + 4.0));
 }
 
+// Recompute's forward releases what it saved (PieceCost::recompute_fwd_ms, fp32 or bf16 as the
+// layout runs); its backward reruns the recorded forward (fwd_ms) and runs backward. Without the
+// figure the forward is fwd_ms; a layout without recompute never takes it.
+TEST(PlanStepModel, RecomputeForwardCostsTheReleasedForward) {
+  StagePieces blocks;
+  blocks.blocks = 3;
+  blocks.block = {5, 10, 0, 0, 0};
+  blocks.block.bf16_fwd_ms = 3;
+  blocks.block.bf16_bwd_ms = 6;
+  const StageCost unmeasured = ComposeStage(blocks, {false, true, 1.0});
+  EXPECT_DOUBLE_EQ(unmeasured.fwd_ms, 3 * 5.0);
+  blocks.block.recompute_fwd_ms = 4;
+  blocks.block.bf16_recompute_fwd_ms = 2;
+  const StageCost fp32 = ComposeStage(blocks, {false, true, 1.0});
+  EXPECT_DOUBLE_EQ(fp32.fwd_ms, 3 * 4.0);
+  EXPECT_DOUBLE_EQ(fp32.bwd_ms, 3 * (10 + 5.0));
+  EXPECT_DOUBLE_EQ(fp32.warm_fwd_ms, 3 * 4.0);  // a block has no warm pass: the released forward again
+  const StageCost bf16 = ComposeStage(blocks, {true, true, 1.0});
+  EXPECT_DOUBLE_EQ(bf16.fwd_ms, 3 * 2.0);
+  EXPECT_DOUBLE_EQ(bf16.bwd_ms, 3 * (6 + 3.0));
+  EXPECT_DOUBLE_EQ(ComposeStage(blocks, {false, false, 1.0}).fwd_ms, 3 * 5.0);
+  EXPECT_DOUBLE_EQ(ComposeStage(blocks, {true, false, 1.0}).fwd_ms, 3 * 3.0);
+}
+
 // Layouts predicted within 3% of the fastest that fits are a tie, and the simplest of them (the
 // least tp x pp, then the lowest ZeRO stage, then fewer micro-batches, then no recompute) is
 // recommended and goes to the top; the rest keep their order. A tie never reaches past one worker's step.

@@ -37,7 +37,7 @@ std::string ModelKey(const PlanSetup& s) {
     std::snprintf(model, sizeof(model), "model %s", kind.ok() ? kind->c_str() : "");
   }
   char key[768];
-  std::snprintf(key, sizeof(key), "lockstep %s profile 9 on %s, %s, optimizer %s", LOCKSTEP_VERSION, host, model,
+  std::snprintf(key, sizeof(key), "lockstep %s profile 10 on %s, %s, optimizer %s", LOCKSTEP_VERSION, host, model,
                 optim::OptimizerName(s.optim.kind));
   return key;
 }

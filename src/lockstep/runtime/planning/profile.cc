@@ -93,6 +93,28 @@ class PieceRun {
     if (tensor::UseNativeBf16() && ps.has_flat_params()) weights_.Refresh(ps.flat_params(), ps.numel());
   }
 
+  // A timed forward whose activations are released at once, as recompute's forward runs
+  // (PieceCost::recompute_fwd_ms), right after the piece's own pass.
+  void ReleasedForward() {
+    std::optional<tensor::ScopedPrecision> precision;
+    std::optional<tensor::ScopedBf16Weights> weights;
+    if (bf16_) {
+      precision.emplace(tensor::Precision::kBF16);
+      weights.emplace(&weights_);
+    }
+    Variable x;
+    if (!m_->first_stage()) {
+      x = tape_.NewActivation(m_->ActivationShape(*in_), true);
+      FillInput(x);
+    }
+    Stopwatch clock;
+    const double cpu0 = ThreadCpuMs();
+    { Variable out = m_->Forward(tape_, *in_, x); }
+    tape_.Clear();
+    released_.fwd.push_back(clock.ElapsedMs());
+    released_.fwd_cpu.push_back(ThreadCpuMs() - cpu0);
+  }
+
   // `warm`: a timed pass run right after this piece's own previous pass (PieceCost::warm_fwd_ms).
   void Pass(tensor::MemoryTracker& mem, bool first_pass, bool warm = false) {
     std::optional<tensor::ScopedPrecision> precision;
@@ -106,8 +128,7 @@ class PieceRun {
     tensor::Tensor grad;
     if (!first) {
       x = tape_.NewActivation(m_->ActivationShape(*in_), true);
-      float* p = x.data();
-      for (int64_t i = 0; i < x.numel(); ++i) p[i] = 0.01f * static_cast<float>((i * 7919) % 201 - 100);
+      FillInput(x);
     }
     if (!last) {
       grad = tape_.NewBuffer(m_->ActivationShape(*in_));
@@ -149,6 +170,7 @@ class PieceRun {
     c.bwd_ms = cold_.BwdMs(oversubscribed);
     c.warm_fwd_ms = warm_.FwdMs(oversubscribed);  // 0 when no warm pass ran
     c.warm_bwd_ms = warm_.BwdMs(oversubscribed);
+    c.recompute_fwd_ms = released_.FwdMs(oversubscribed);  // 0 when none ran
     return c;
   }
 
@@ -161,6 +183,11 @@ class PieceRun {
     mem.ResetPeak();
     m_->Evaluate(*in_, first ? nullptr : x_in.data(), last ? nullptr : x_out.data());
     cost_.eval_peak_bytes = mem.Peak(MemoryTag::kActivation) - before;
+  }
+
+  static void FillInput(Variable& x) {  // a received activation's stand-in
+    float* p = x.data();
+    for (int64_t i = 0; i < x.numel(); ++i) p[i] = 0.01f * static_cast<float>((i * 7919) % 201 - 100);
   }
 
   parallel::StageModel* m_;
@@ -179,7 +206,7 @@ class PieceRun {
     }
   };
   PieceCost cost_;
-  Times cold_, warm_;
+  Times cold_, warm_, released_;
 };
 
 // Norm, clip and update over `n` elements of a one-tensor store, per element. `oversubscribed` > 1: the thread's CPU
@@ -362,6 +389,8 @@ WorkerResult MeasureOnWorker(const ProfileRequest& req, int tp_degree, const std
         // A whole model's pass again at once, as a step's further micro-batches run it
         // (PieceCost::warm_fwd_ms); the first pass above follows the other shapes' models.
         if (!req.gpt && pass > 0) run->Pass(mem, false, true);
+        // A block's forward as recompute runs it (PieceCost::recompute_fwd_ms).
+        if (req.gpt && pass > 0 && !run->model()->first_stage() && !run->model()->last_stage()) run->ReleasedForward();
       }
       if (timed && pass > 0) {
         r.pass_wall_ms.push_back(wall.ElapsedMs());
@@ -400,6 +429,7 @@ WorkerResult MeasureOnWorker(const ProfileRequest& req, int tp_degree, const std
     main.bf16_bwd_ms = b.bwd_ms;
     main.bf16_warm_fwd_ms = b.warm_fwd_ms;
     main.bf16_warm_bwd_ms = b.warm_bwd_ms;
+    main.bf16_recompute_fwd_ms = b.recompute_fwd_ms;
     main.bf16_saved_bytes = b.saved_bytes;
     main.bf16_peak_bytes = b.peak_bytes;
     main.bf16_kernel_bytes = b.kernel_bytes;  // made by the bf16 passes, beside the fp32 plans
@@ -421,7 +451,8 @@ WorkerResult MeasureOnWorker(const ProfileRequest& req, int tp_degree, const std
 constexpr double PieceCost::*kPieceTimes[] = {
     &PieceCost::fwd_ms,           &PieceCost::bwd_ms,           &PieceCost::bf16_fwd_ms,
     &PieceCost::bf16_bwd_ms,      &PieceCost::warm_fwd_ms,      &PieceCost::warm_bwd_ms,
-    &PieceCost::bf16_warm_fwd_ms, &PieceCost::bf16_warm_bwd_ms};
+    &PieceCost::bf16_warm_fwd_ms, &PieceCost::bf16_warm_bwd_ms, &PieceCost::recompute_fwd_ms,
+    &PieceCost::bf16_recompute_fwd_ms};
 
 PieceCost MedianOf(const std::vector<PieceCost>& v) {
   PieceCost out;
@@ -462,6 +493,8 @@ nlohmann::json PieceJson(const PieceCost& c) {
           {"warm_bwd_ms", c.warm_bwd_ms},
           {"bf16_warm_fwd_ms", c.bf16_warm_fwd_ms},
           {"bf16_warm_bwd_ms", c.bf16_warm_bwd_ms},
+          {"recompute_fwd_ms", c.recompute_fwd_ms},
+          {"bf16_recompute_fwd_ms", c.bf16_recompute_fwd_ms},
           {"bf16_saved_bytes", c.bf16_saved_bytes},
           {"bf16_peak_bytes", c.bf16_peak_bytes},
           {"bf16_kernel_bytes", c.bf16_kernel_bytes}};
@@ -478,6 +511,8 @@ PieceCost PieceFromJson(const nlohmann::json& j) {
   c.warm_bwd_ms = j.value("warm_bwd_ms", 0.0);
   c.bf16_warm_fwd_ms = j.value("bf16_warm_fwd_ms", 0.0);
   c.bf16_warm_bwd_ms = j.value("bf16_warm_bwd_ms", 0.0);
+  c.recompute_fwd_ms = j.value("recompute_fwd_ms", 0.0);
+  c.bf16_recompute_fwd_ms = j.value("bf16_recompute_fwd_ms", 0.0);
   c.zero_ns_per_element[0] = j.value("zero2_ns_per_element", 0.0);
   c.zero_ns_per_element[1] = j.value("zero3_ns_per_element", 0.0);
   c.bf16_fwd_ms = j.value("bf16_fwd_ms", 0.0);

@@ -42,6 +42,11 @@ struct PieceCost {
   // step model then charges every micro-batch fwd_ms + bwd_ms). Measured on whole models only:
   // a GPT block's next pass in a step comes after every other block's.
   double warm_fwd_ms = 0, warm_bwd_ms = 0;
+  // A GPT block's forward under train.recompute = "block": the same recorded forward, its
+  // activations released at once (autograd::Recompute), so the next block's forward finds the
+  // same buffers in cache; 0: not measured (then fwd_ms). Its backward reruns the forward and
+  // runs backward, as the pass above (fwd_ms + bwd_ms).
+  double recompute_fwd_ms = 0;
   // What ZeRO-2 and ZeRO-3 add to the piece's forward and backward, per micro-batch and per
   // parameter element, measured with the piece as one ZeRO unit over the profile's workers
   // (0: not measured; the step model then uses the collectives' curves).
@@ -56,6 +61,7 @@ struct PieceCost {
   // measured (ComposeStage then assumes bf16_speedup and halved activations).
   double bf16_fwd_ms = 0, bf16_bwd_ms = 0;
   double bf16_warm_fwd_ms = 0, bf16_warm_bwd_ms = 0;
+  double bf16_recompute_fwd_ms = 0;
   int64_t bf16_saved_bytes = 0, bf16_peak_bytes = 0;
   int64_t bf16_kernel_bytes = 0;  // bf16 plans kept beside the fp32 ones (convolutions)
 };
