@@ -576,6 +576,19 @@ TEST(PlanProfile, SharingLossIsTheSlowestWorkersPassOverTheFairShare) {
   EXPECT_DOUBLE_EQ(SharingLoss({{22}, {}}, {{10}, {10}}, 2.0), 1.0);  // a worker without passes
 }
 
+// The profile's timed passes: as many as fit 1.5 s of the first one, between the request's
+// count and 21 (a request above 21 is kept); nothing measured keeps the request's.
+TEST(PlanProfile, TimedPassesFillTheBudgetBetweenTheRequestAndTwentyOne) {
+  EXPECT_EQ(TimedPasses(27.0, 5), 21);    // cnn-fashion's line-up: capped
+  EXPECT_EQ(TimedPasses(100.0, 5), 15);   // 1500 / 100
+  EXPECT_EQ(TimedPasses(173.8, 5), 8);    // rounded down
+  EXPECT_EQ(TimedPasses(288.7, 5), 5);    // a long pass: the request's
+  EXPECT_EQ(TimedPasses(5000.0, 5), 5);
+  EXPECT_EQ(TimedPasses(10.0, 30), 30);
+  EXPECT_EQ(TimedPasses(0.0, 5), 5);
+  EXPECT_EQ(TimedPasses(-1.0, 7), 7);
+}
+
 // A two-layer GPT of width 16 and context 8, batch 4, read as `lockstep plan` reads it for
 // `world` workers. The file is this process's own: CTest runs each test case as its own process,
 // two at once, and with one shared path one case removed the file while the other read it.

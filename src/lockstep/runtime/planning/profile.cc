@@ -1,6 +1,7 @@
 #include "lockstep/runtime/planning/profile.h"
 
 #include <algorithm>
+#include <atomic>
 #include <barrier>
 #include <cmath>
 #include <ctime>
@@ -327,6 +328,19 @@ struct WorkerResult {
   std::vector<double> pass_wall_ms, pass_cpu_ms;
 };
 
+// The workers of one MeasureCompute line-up: the slowest one's first timed pass, offered by
+// each, from which all take the same number of passes (TimedPasses).
+struct PassCount {
+  std::atomic<int64_t> first_us{0};  // the slowest worker's first timed pass
+  void Offer(double ms) {
+    const auto us = static_cast<int64_t>(ms * 1e3);
+    int64_t seen = first_us.load();
+    while (us > seen && !first_us.compare_exchange_weak(seen, us)) {
+    }
+  }
+  int Passes(int at_least) const { return TimedPasses(static_cast<double>(first_us.load()) * 1e-3, at_least); }
+};
+
 // One worker of a tp group: every rows value of `rows` at this tp degree. The timed passes go
 // round all of them in turn, so a burst of load from other processes hits every shape alike.
 // `passes` lines the workers up at the start of every pass, as a training step's gradient
@@ -334,7 +348,7 @@ struct WorkerResult {
 // than the others timed its pieces while they were still building their models.
 WorkerResult MeasureOnWorker(const ProfileRequest& req, int tp_degree, const std::vector<int64_t>& rows,
                              std::shared_ptr<comm::Communicator> tp, std::shared_ptr<comm::Communicator> dp,
-                             bool optimizer, std::barrier<>* passes) {
+                             bool optimizer, std::barrier<>* passes, PassCount* count) {
   WorkerResult r;
   // A worker that stops early leaves the line-up, so the others do not wait for it.
   struct Leave {
@@ -377,10 +391,19 @@ WorkerResult MeasureOnWorker(const ProfileRequest& req, int tp_degree, const std
   }
   // Every pass of `list` lines up with the other workers' (their fp32 passes, then their bf16
   // ones); `timed` keeps each timed pass's wall and CPU time for SharingLoss.
+  // The number of timed passes is settled at the second one's line-up, when every worker has
+  // offered its first (all read the same figure: nothing is offered after it).
+  int reps = req.reps;
+  bool settled = false;
   auto run_passes = [&](std::vector<std::unique_ptr<PieceRun>>& list, bool timed) {
-    for (int pass = 0; pass <= req.reps; ++pass) {
+    for (int pass = 0; pass <= reps; ++pass) {
       passes->arrive_and_wait();
       --leave.left;
+      if (pass == 2 && !settled) {
+        settled = true;
+        reps = count->Passes(req.reps);
+        leave.left += 2 * (reps - req.reps);  // both precisions' passes
+      }
       Stopwatch wall;
       const double cpu = ThreadCpuMs();
       for (auto& run : list) {
@@ -396,6 +419,7 @@ WorkerResult MeasureOnWorker(const ProfileRequest& req, int tp_degree, const std
         r.pass_wall_ms.push_back(wall.ElapsedMs());
         r.pass_cpu_ms.push_back(ThreadCpuMs() - cpu);
       }
+      if (pass == 1 && !settled) count->Offer(wall.ElapsedMs());
     }
     return true;
   };
@@ -540,6 +564,17 @@ void PoolZeroCosts(const std::vector<int64_t>& rows, const std::function<PieceCo
   }
 }
 
+int TimedPasses(double first_pass_ms, int at_least) {
+  // A small model's pass takes milliseconds, and five of them gave cnn-fashion's plans on 4
+  // threads (2 cores) a step 8.2-9.4 ms apart (ZeRO-0, one micro-batch, five plans in a row: sd
+  // 0.50 ms; 21 passes: sd 0.33, for 2 s more a plan); a GPT block's passes are long enough.
+  constexpr double kBudgetMs = 1500;
+  constexpr int kMost = 21;
+  if (!(first_pass_ms > 0)) return at_least;
+  const int fit = static_cast<int>(std::min<double>(kMost, kBudgetMs / first_pass_ms));
+  return std::max(at_least, fit);
+}
+
 double SharingLoss(const std::vector<std::vector<double>>& pass_wall_ms,
                    const std::vector<std::vector<double>>& pass_cpu_ms, double oversubscribed) {
   if (oversubscribed <= 1 || pass_wall_ms.empty() || pass_wall_ms.size() != pass_cpu_ms.size()) return 1.0;
@@ -575,6 +610,7 @@ Status MeasureCompute(const ProfileRequest& req, ComputeProfile* into) {
     for (int g = 0; g < groups; ++g) worlds.push_back(std::make_unique<comm::ThreadsWorld>(tp));
     std::vector<WorkerResult> results(static_cast<size_t>(groups * tp));
     std::barrier<> passes(groups * tp);
+    PassCount count;
     // Independent workers also form one data-parallel group, to measure ZeRO-2/3 over it.
     std::unique_ptr<comm::ThreadsWorld> dp_world;
     if (tp == 1 && groups > 1) dp_world = std::make_unique<comm::ThreadsWorld>(groups);
@@ -583,7 +619,7 @@ Status MeasureCompute(const ProfileRequest& req, ComputeProfile* into) {
       for (int t = 0; t < tp; ++t)
         threads.emplace_back([&, g, t, tp = tp] {
           results[static_cast<size_t>(g * tp + t)] = MeasureOnWorker(
-              req, tp, rows, worlds[g]->Rank(t), dp_world ? dp_world->Rank(g) : nullptr, optimizer, &passes);
+              req, tp, rows, worlds[g]->Rank(t), dp_world ? dp_world->Rank(g) : nullptr, optimizer, &passes, &count);
         });
     for (std::thread& t : threads) t.join();
     for (const WorkerResult& r : results)

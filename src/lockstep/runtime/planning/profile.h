@@ -57,8 +57,14 @@ struct ProfileRequest {
   int workers = 1, threads_per_worker = 1;
   std::vector<ShapeKey> shapes;    // to measure (those already in `into` are skipped)
   int64_t optimizer_elements = 0;  // elements of the optimizer measurement (capped)
-  int reps = 5;                    // timed passes per piece (round-robin over shapes), after one untimed pass
+  int reps = 5;                    // timed passes per piece (round-robin over shapes), after one untimed pass;
+                                   // MeasureCompute runs more where they are short (TimedPasses)
 };
+
+// How many timed passes a profile's line-up of workers runs per precision, from the slowest
+// worker's first timed pass: as many as fit about 1.5 s, at most 21, at least `at_least`
+// (ProfileRequest::reps; also when nothing was measured).
+int TimedPasses(double first_pass_ms, int at_least);
 
 // What oversubscribed workers (more single-threaded workers than cores: `oversubscribed` =
 // workers / cores > 1) lose beyond their fair share of the cores, as a factor >= 1 on the pieces'
