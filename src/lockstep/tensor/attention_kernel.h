@@ -27,7 +27,9 @@ namespace lockstep::tensor::internal {
 // latency on two pipes, with 2 B loads and 1 broadcast register (15 of 16 ymm).
 inline constexpr int kRowBlock = 6;
 
-template <int R, bool kMasked>
+// kTwo = false: only the first vector of the panel (a tail of at most one vector's columns),
+// so a short tail does not pay for a second vector of masked-off lanes.
+template <int R, bool kMasked, bool kTwo = true>
 inline void MicroPanel(int64_t K, const float* a, int64_t a_rs, int64_t a_ks, const float* b, int64_t ldb, float* c,
                        int64_t ldc, float alpha, bool accumulate, __m256i m0, __m256i m1) {
   __m256 acc0[R], acc1[R];
@@ -38,13 +40,13 @@ inline void MicroPanel(int64_t K, const float* a, int64_t a_rs, int64_t a_ks, co
   for (int64_t kk = 0; kk < K; ++kk) {
     const float* brow = b + kk * ldb;
     __m256 b0 = kMasked ? _mm256_maskload_ps(brow, m0) : _mm256_loadu_ps(brow);
-    __m256 b1 = kMasked ? _mm256_maskload_ps(brow + 8, m1) : _mm256_loadu_ps(brow + 8);
+    __m256 b1 = kTwo ? (kMasked ? _mm256_maskload_ps(brow + 8, m1) : _mm256_loadu_ps(brow + 8)) : b0;
     const float* acol = a + kk * a_ks;
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
       __m256 av = _mm256_broadcast_ss(acol + r * a_rs);
       acc0[r] = _mm256_fmadd_ps(av, b0, acc0[r]);
-      acc1[r] = _mm256_fmadd_ps(av, b1, acc1[r]);
+      if (kTwo) acc1[r] = _mm256_fmadd_ps(av, b1, acc1[r]);
     }
   }
   const __m256 va = _mm256_set1_ps(alpha);
@@ -56,9 +58,9 @@ inline void MicroPanel(int64_t K, const float* a, int64_t a_rs, int64_t a_ks, co
     __m256 v0, v1;
     if (kMasked) {
       v0 = accumulate ? _mm256_fmadd_ps(acc0[r], va, _mm256_maskload_ps(crow, m0)) : _mm256_mul_ps(acc0[r], va);
-      v1 = accumulate ? _mm256_fmadd_ps(acc1[r], va, _mm256_maskload_ps(crow + 8, m1)) : _mm256_mul_ps(acc1[r], va);
+      v1 = !kTwo ? v0 : accumulate ? _mm256_fmadd_ps(acc1[r], va, _mm256_maskload_ps(crow + 8, m1)) : _mm256_mul_ps(acc1[r], va);
       _mm256_maskstore_ps(crow, m0, v0);
-      _mm256_maskstore_ps(crow + 8, m1, v1);
+      if (kTwo) _mm256_maskstore_ps(crow + 8, m1, v1);
     } else {
       v0 = accumulate ? _mm256_fmadd_ps(acc0[r], va, _mm256_loadu_ps(crow)) : _mm256_mul_ps(acc0[r], va);
       v1 = accumulate ? _mm256_fmadd_ps(acc1[r], va, _mm256_loadu_ps(crow + 8)) : _mm256_mul_ps(acc1[r], va);
@@ -77,8 +79,12 @@ inline void MicroRows(int64_t K, const float* a, int64_t a_rs, int64_t a_ks, con
   }
   if (c0 < ncols) {
     const int64_t rem = ncols - c0;
-    MicroPanel<R, true>(K, a, a_rs, a_ks, b + c0, ldb, c + c0, ldc, alpha, accumulate, TailMask(rem < 8 ? rem : 8),
-                        TailMask(rem > 8 ? rem - 8 : 0));
+    if (rem <= 8)
+      MicroPanel<R, true, false>(K, a, a_rs, a_ks, b + c0, ldb, c + c0, ldc, alpha, accumulate, TailMask(rem),
+                                 __m256i());
+    else
+      MicroPanel<R, true>(K, a, a_rs, a_ks, b + c0, ldb, c + c0, ldc, alpha, accumulate, TailMask(8),
+                          TailMask(rem - 8));
   }
 }
 
@@ -95,7 +101,7 @@ inline void MicroGemmAvx2(int rows, int64_t K, const float* a, int64_t a_rs, int
 
 #define LOCKSTEP_AVX512 __attribute__((target("avx512f")))
 
-template <int R, bool kMasked>
+template <int R, bool kMasked, bool kTwo = true>
 LOCKSTEP_AVX512 inline void MicroPanel512(int64_t K, const float* a, int64_t a_rs, int64_t a_ks, const float* b,
                                           int64_t ldb, float* c, int64_t ldc, float alpha, bool accumulate,
                                           __mmask16 m0, __mmask16 m1) {
@@ -105,13 +111,13 @@ LOCKSTEP_AVX512 inline void MicroPanel512(int64_t K, const float* a, int64_t a_r
   for (int64_t kk = 0; kk < K; ++kk) {
     const float* brow = b + kk * ldb;
     __m512 b0 = kMasked ? _mm512_maskz_loadu_ps(m0, brow) : _mm512_loadu_ps(brow);
-    __m512 b1 = kMasked ? _mm512_maskz_loadu_ps(m1, brow + 16) : _mm512_loadu_ps(brow + 16);
+    __m512 b1 = kTwo ? (kMasked ? _mm512_maskz_loadu_ps(m1, brow + 16) : _mm512_loadu_ps(brow + 16)) : b0;
     const float* acol = a + kk * a_ks;
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
       __m512 av = _mm512_set1_ps(acol[r * a_rs]);
       acc0[r] = _mm512_fmadd_ps(av, b0, acc0[r]);
-      acc1[r] = _mm512_fmadd_ps(av, b1, acc1[r]);
+      if (kTwo) acc1[r] = _mm512_fmadd_ps(av, b1, acc1[r]);
     }
   }
   const __m512 va = _mm512_set1_ps(alpha);
@@ -121,10 +127,11 @@ LOCKSTEP_AVX512 inline void MicroPanel512(int64_t K, const float* a, int64_t a_r
     __m512 v0, v1;  // as in MicroPanel: one explicit rounding
     if (kMasked) {
       v0 = accumulate ? _mm512_fmadd_ps(acc0[r], va, _mm512_maskz_loadu_ps(m0, crow)) : _mm512_mul_ps(acc0[r], va);
-      v1 = accumulate ? _mm512_fmadd_ps(acc1[r], va, _mm512_maskz_loadu_ps(m1, crow + 16))
-                      : _mm512_mul_ps(acc1[r], va);
+      v1 = !kTwo ? v0
+           : accumulate ? _mm512_fmadd_ps(acc1[r], va, _mm512_maskz_loadu_ps(m1, crow + 16))
+                        : _mm512_mul_ps(acc1[r], va);
       _mm512_mask_storeu_ps(crow, m0, v0);
-      _mm512_mask_storeu_ps(crow + 16, m1, v1);
+      if (kTwo) _mm512_mask_storeu_ps(crow + 16, m1, v1);
     } else {
       v0 = accumulate ? _mm512_fmadd_ps(acc0[r], va, _mm512_loadu_ps(crow)) : _mm512_mul_ps(acc0[r], va);
       v1 = accumulate ? _mm512_fmadd_ps(acc1[r], va, _mm512_loadu_ps(crow + 16)) : _mm512_mul_ps(acc1[r], va);
@@ -145,8 +152,11 @@ LOCKSTEP_AVX512 inline void MicroRows512(int64_t K, const float* a, int64_t a_rs
   if (c0 < ncols) {
     const int64_t rem = ncols - c0;
     const auto lanes = [](int64_t n) { return static_cast<__mmask16>(n >= 16 ? 0xffff : (1u << n) - 1u); };
-    MicroPanel512<R, true>(K, a, a_rs, a_ks, b + c0, ldb, c + c0, ldc, alpha, accumulate, lanes(rem),
-                           lanes(rem > 16 ? rem - 16 : 0));
+    if (rem <= 16)
+      MicroPanel512<R, true, false>(K, a, a_rs, a_ks, b + c0, ldb, c + c0, ldc, alpha, accumulate, lanes(rem), 0);
+    else
+      MicroPanel512<R, true>(K, a, a_rs, a_ks, b + c0, ldb, c + c0, ldc, alpha, accumulate, lanes(16),
+                             lanes(rem - 16));
   }
 }
 

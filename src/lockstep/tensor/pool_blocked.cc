@@ -16,6 +16,7 @@
 #include "lockstep/tensor/check.h"
 #include "lockstep/tensor/kernels.h"
 #include "lockstep/tensor/pool_blocked.h"
+#include "lockstep/tensor/simd_avx512.h"
 #include "lockstep/tensor/simd_math.h"
 
 namespace lockstep::tensor::internal {
@@ -110,7 +111,7 @@ void BackwardToBlocked(float* dx, const int32_t* argmax, const float* out, const
 }
 
 // 16-channel blocks (oneDNN's avx512_core layouts) with AVX-512: the same arithmetic, and the
-// [OW][16] <-> [16][OW] tile transposes in registers instead of element by element (the scalar
+// [OW][16] <-> [16][OW] tile transposes in registers (Transpose16x16, simd_avx512.h) instead of element by element (the scalar
 // transposes were most of these kernels' time: 17% of a one-thread cnn-fashion step).
 #define LOCKSTEP_AVX512 __attribute__((target("avx512f")))
 // GCC 12's unpack intrinsics pass _mm512_undefined_ps() as the unused merge source, which
@@ -119,34 +120,6 @@ void BackwardToBlocked(float* dx, const int32_t* argmax, const float* out, const
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
-
-// r[i] (16 lanes each) becomes its transpose: r[k] lane i = old r[i] lane k.
-LOCKSTEP_AVX512 inline void Transpose16x16(__m512* r) {
-  __m512 t[16], u[16];
-  for (int i = 0; i < 8; ++i) {
-    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
-    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
-  }
-  // u[4i + c], 128-bit lane j: rows 4i..4i+3 at column 4j + c.
-  for (int i = 0; i < 4; ++i) {
-    const __m512d a = _mm512_castps_pd(t[4 * i]), b = _mm512_castps_pd(t[4 * i + 1]);
-    const __m512d c = _mm512_castps_pd(t[4 * i + 2]), d = _mm512_castps_pd(t[4 * i + 3]);
-    u[4 * i + 0] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, c));
-    u[4 * i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, c));
-    u[4 * i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(b, d));
-    u[4 * i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(b, d));
-  }
-  // Column 4j + c gathers lane j of u[c], u[4 + c], u[8 + c], u[12 + c].
-  for (int c = 0; c < 4; ++c) {
-    const __m512 lo01 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0x44), hi01 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0xEE);
-    const __m512 lo23 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0x44),
-                 hi23 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0xEE);
-    r[c] = _mm512_shuffle_f32x4(lo01, lo23, 0x88);
-    r[4 + c] = _mm512_shuffle_f32x4(lo01, lo23, 0xDD);
-    r[8 + c] = _mm512_shuffle_f32x4(hi01, hi23, 0x88);
-    r[12 + c] = _mm512_shuffle_f32x4(hi01, hi23, 0xDD);
-  }
-}
 
 LOCKSTEP_AVX512 void ForwardFromBlocked16(float* out, int32_t* argmax, const float* x, int64_t N, int64_t C, int64_t H,
                                           int64_t W) {
