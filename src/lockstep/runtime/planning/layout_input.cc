@@ -22,6 +22,9 @@ const PieceCost* UnshardedZeroBlock(const ComputeProfile& profile, int k) {
   return nullptr;
 }
 
+// Bytes of a [rows, T, C] fp32 activation: a block's input, output and most of its buffers.
+int64_t BlockActivationBytes(const PlanSetup& s, int64_t rows) { return 4 * rows * s.gpt->context * s.gpt->width; }
+
 }  // namespace
 
 Result<LayoutInput> BuildLayoutInput(const Candidate& c, const PlanSetup& s, const ComputeProfile& profile,
@@ -71,8 +74,7 @@ Result<LayoutInput> BuildLayoutInput(const Candidate& c, const PlanSetup& s, con
       const int64_t head_eval = sl.has_head ? e.head.eval_peak_bytes : 0;
       p.eval_bytes = std::max({sl.has_embedding ? e.embedding.eval_peak_bytes : 0, block_eval, head_eval});
       if (key.second == 1 && block_eval > 0 && head_eval > 0) {
-        const int64_t eval_act = 4 * eval_key.first * s.gpt->context * s.gpt->width;  // [rows, T, C] fp32
-        p.eval_bytes = block_eval + std::max<int64_t>(0, head_eval - 2 * eval_act);
+        p.eval_bytes = block_eval + std::max<int64_t>(0, head_eval - 2 * BlockActivationBytes(s, eval_key.first));
       }
       p.has_embedding = sl.has_embedding;
       p.has_head = sl.has_head;
@@ -96,7 +98,7 @@ Result<LayoutInput> BuildLayoutInput(const Candidate& c, const PlanSetup& s, con
         p.eval_kernel_bytes = (sl.has_embedding ? e.embedding.kernel_bytes : 0) +
                               sl.blocks * (e.block.kernel_bytes + (bf16 ? e.block.bf16_kernel_bytes : 0)) +
                               (sl.has_head ? e.head.kernel_bytes : 0);
-      const int64_t act = 4 * c.micro_rows * s.gpt->context * s.gpt->width;  // [rows, T, C] in fp32
+      const int64_t act = BlockActivationBytes(s, c.micro_rows);
       p.block_input_bytes = act;
       p.tensor_parallel = key.second > 1;
       p.send_bytes = sl.has_head ? 0 : act;

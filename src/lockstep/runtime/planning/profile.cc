@@ -7,7 +7,6 @@
 #include <ctime>
 #include <functional>
 #include <map>
-#include <optional>
 #include <thread>
 
 #include "lockstep/comm/threads/threads_world.h"
@@ -97,17 +96,9 @@ class PieceRun {
   // A timed forward whose activations are released at once, as recompute's forward runs
   // (PieceCost::recompute_fwd_ms), right after the piece's own pass.
   void ReleasedForward() {
-    std::optional<tensor::ScopedPrecision> precision;
-    std::optional<tensor::ScopedBf16Weights> weights;
-    if (bf16_) {
-      precision.emplace(tensor::Precision::kBF16);
-      weights.emplace(&weights_);
-    }
-    Variable x;
-    if (!m_->first_stage()) {
-      x = tape_.NewActivation(m_->ActivationShape(*in_), true);
-      FillInput(x);
-    }
+    const tensor::ScopedPrecision precision(bf16_ ? tensor::Precision::kBF16 : tensor::ComputePrecision());
+    const tensor::ScopedBf16Weights weights(bf16_ ? &weights_ : tensor::CurrentBf16Weights());
+    const Variable x = StandInInput();
     Stopwatch clock;
     const double cpu0 = ThreadCpuMs();
     { Variable out = m_->Forward(tape_, *in_, x); }
@@ -118,19 +109,11 @@ class PieceRun {
 
   // `warm`: a timed pass run right after this piece's own previous pass (PieceCost::warm_fwd_ms).
   void Pass(tensor::MemoryTracker& mem, bool first_pass, bool warm = false) {
-    std::optional<tensor::ScopedPrecision> precision;
-    std::optional<tensor::ScopedBf16Weights> weights;
-    if (bf16_) {
-      precision.emplace(tensor::Precision::kBF16);
-      weights.emplace(&weights_);
-    }
-    const bool first = m_->first_stage(), last = m_->last_stage();
-    Variable x;
+    const tensor::ScopedPrecision precision(bf16_ ? tensor::Precision::kBF16 : tensor::ComputePrecision());
+    const tensor::ScopedBf16Weights weights(bf16_ ? &weights_ : tensor::CurrentBf16Weights());
+    const bool last = m_->last_stage();
+    const Variable x = StandInInput();
     tensor::Tensor grad;
-    if (!first) {
-      x = tape_.NewActivation(m_->ActivationShape(*in_), true);
-      FillInput(x);
-    }
     if (!last) {
       grad = tape_.NewBuffer(m_->ActivationShape(*in_));
       std::fill(grad.data<float>(), grad.data<float>() + grad.numel(), 1e-3f);
@@ -186,9 +169,13 @@ class PieceRun {
     cost_.eval_peak_bytes = mem.Peak(MemoryTag::kActivation) - before;
   }
 
-  static void FillInput(Variable& x) {  // a received activation's stand-in
+  // A received activation's stand-in on this piece's tape (none for the first stage).
+  Variable StandInInput() {
+    if (m_->first_stage()) return Variable();
+    Variable x = tape_.NewActivation(m_->ActivationShape(*in_), true);
     float* p = x.data();
     for (int64_t i = 0; i < x.numel(); ++i) p[i] = 0.01f * static_cast<float>((i * 7919) % 201 - 100);
+    return x;
   }
 
   parallel::StageModel* m_;
