@@ -326,6 +326,27 @@ TEST(PlanStepModel, OversubscribedZeroThreeCostsTwoUnitsAMicroBatch) {
   EXPECT_NEAR(zero2->comm_exposed_ms, 3 * 2000e-6 * 4000 + t.Ms(CommOp::kAllGather, 4, 4 * 1000 * 4), 1e-9);
 }
 
+// In a pipeline, workers sharing cores: one of the two first-unit gathers goes by while a stage
+// waits for its neighbours, so a micro-batch costs the largest unit of the stage that costs most.
+TEST(PlanStepModel, OversubscribedPipelineZeroThreeCostsOneUnitAMicroBatch) {
+  LayoutInput in;
+  in.dp = 2;
+  in.pp = 2;
+  in.micros = 4;
+  in.zero = 3;
+  in.oversubscription = 4;
+  in.stages = {Stage(5, 10, {1000, 600, 500}), Stage(5, 10, {900, 900})};
+  for (StageCost& s : in.stages) s.zero_ns_per_element[1] = 5000;
+  const CommTable t = Table(2);
+  Result<Prediction> pipeline = PredictLayout(in, t);
+  ASSERT_TRUE(pipeline.ok());
+  EXPECT_NEAR(pipeline->comm_exposed_ms, 4 * 5000e-6 * 1000, 1e-9);  // not 1600 (stage 0's two) or 1800
+  in.oversubscription = 1;  // a core each: every element, as without a pipeline
+  Result<Prediction> core_each = PredictLayout(in, t);
+  ASSERT_TRUE(core_each.ok());
+  EXPECT_NEAR(core_each->comm_exposed_ms, 4 * 5000e-6 * 2100, 1e-9);
+}
+
 // Measured over a step of kZeroOverlapMicros micro-batches too (mpi plans): the first
 // micro-batch costs the one-micro-batch figure, each further one what the M-micro-batch step
 // measured beyond it; one micro-batch, or no overlap figure, keeps m x the first figure.
