@@ -326,8 +326,9 @@ TEST(PlanStepModel, OversubscribedZeroThreeCostsTwoUnitsAMicroBatch) {
   EXPECT_NEAR(zero2->comm_exposed_ms, 3 * 2000e-6 * 4000 + t.Ms(CommOp::kAllGather, 4, 4 * 1000 * 4), 1e-9);
 }
 
-// In a pipeline, workers sharing cores: one of the two first-unit gathers goes by while a stage
-// waits for its neighbours, so a micro-batch costs the largest unit of the stage that costs most.
+// In a pipeline with 4 workers a core or more: one of the two first-unit gathers goes by while a
+// stage waits for its neighbours, so a micro-batch costs the largest unit of the stage that costs
+// most; with 2 a core, two units as without a pipeline.
 TEST(PlanStepModel, OversubscribedPipelineZeroThreeCostsOneUnitAMicroBatch) {
   LayoutInput in;
   in.dp = 2;
@@ -341,6 +342,10 @@ TEST(PlanStepModel, OversubscribedPipelineZeroThreeCostsOneUnitAMicroBatch) {
   Result<Prediction> pipeline = PredictLayout(in, t);
   ASSERT_TRUE(pipeline.ok());
   EXPECT_NEAR(pipeline->comm_exposed_ms, 4 * 5000e-6 * 1000, 1e-9);  // not 1600 (stage 0's two) or 1800
+  in.oversubscription = 2;  // two workers a core: the first unit's two gathers, as without a pipeline
+  Result<Prediction> two_a_core = PredictLayout(in, t);
+  ASSERT_TRUE(two_a_core.ok());
+  EXPECT_NEAR(two_a_core->comm_exposed_ms, 4 * 5000e-6 * 1800, 1e-9);  // stage 1's two
   in.oversubscription = 1;  // a core each: every element, as without a pipeline
   Result<Prediction> core_each = PredictLayout(in, t);
   ASSERT_TRUE(core_each.ok());

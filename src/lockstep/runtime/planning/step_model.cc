@@ -111,15 +111,17 @@ DpComm DataParallelComm(const LayoutInput& in, const StageCost& s, const CommTab
     // units). With a core per worker the copies run on cores that compute, and they grow with
     // the model (gpt-small: ~1 GB a micro-batch), so the per-element figure stays (gpt-tiny
     // 2-worker ZeRO-3 rows -1..+3% with it).
-    // In a pipeline one unit: a stage also waits for its neighbours (their activations and
-    // gradients), and one of the two first-unit gathers goes by in that wait. Measured (gpt-tiny,
-    // 8 threads on 2 cores, fp32, ZeRO-3 over ZeRO-0 a step, three runs each): dp=4,pp=2 with 4
-    // micro-batches +22..+26 ms and with 2 +11..+14 (two units a micro-batch predicted +55 and
-    // +27; one, +28 and +14), dp=2,pp=4 with 4 +17..+24 (two units +34, one +28); the plan rows
-    // of those layouts trained 26-37% faster than predicted (stops 31-33).
+    // In a pipeline with 4 or more workers a core, one unit: a stage also waits for its
+    // neighbours (their activations and gradients), and one of the two first-unit gathers goes by
+    // in that wait. Measured (gpt-tiny, fp32, ZeRO-3 over ZeRO-0 a step, two or three runs each):
+    // on 8 threads and 2 cores dp=4,pp=2 with 4 micro-batches +22..+26 ms and with 2 +11..+14 (two
+    // units a micro-batch predicted +55 and +27; one, +28 and +14), dp=2,pp=4 with 4 +17..+24
+    // (two +34, one +28); the plan rows of those layouts trained 26-37% faster than predicted in
+    // stops 31-33. With 2 workers a core it does not hold: dp=2,pp=2 on 4 threads +20..+23 with 2
+    // and 4 micro-batches, against +7 and +15 with two units (one: +3.5, +7.5), so two stay there.
     double counted = static_cast<double>(numel);
     if (in.zero == 3 && in.oversubscription > 1)
-      counted = std::min(counted, static_cast<double>(s.largest_units(in.pp > 1 ? 1 : 2)));
+      counted = std::min(counted, static_cast<double>(s.largest_units(in.pp > 1 && in.oversubscription >= 4 ? 1 : 2)));
     // Measured over a step of one micro-batch (c1) and of M = kZeroOverlapMicros (cM each):
     // the step's first micro-batch costs c1, each further one (M cM - c1) / (M - 1), what a
     // reduction beside the next micro-batch's compute adds. cnn-fashion, 4 processes on 2
