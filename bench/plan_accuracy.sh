@@ -100,8 +100,8 @@ for model in models:
             et, em = pm / ms - 1, pb / peak - 1
             measured[i] = ms
             name = f"{model} N={n} {r['layout']} zero {r['zero']} micro {r['microbatches']} {r['precision']} {r['recompute']}"
-            if abs(et) > abs(worst_t[0]): worst_t = (et, name)
-            if abs(em) > abs(worst_m[0]): worst_m = (em, name)
+            if not worst_t[1] or abs(et) > abs(worst_t[0]): worst_t = (et, name)
+            if not worst_m[1] or abs(em) > abs(worst_m[0]): worst_m = (em, name)
             mark = "*" if i == rec else " "
             tally["rows"] += 1
             tally["first"] += abs(et) <= 0.15

@@ -90,11 +90,6 @@ Dims MakeDims(int64_t B, int64_t T, int64_t C, int64_t H) {
   return d;
 }
 
-bool HasAvx512() {
-  static const bool has = __builtin_cpu_supports("avx512f");
-  return has;
-}
-
 // xt[k*Tp + t] = x[t*ld + k] for t, k < 16 from k0, t0: one 16 x 16 tile through registers.
 __attribute__((target("avx512f"))) void TransposeTile16(float* xt, const float* x, int64_t ld, int64_t Tp, int64_t t0,
                                                         int64_t k0) {
@@ -109,7 +104,7 @@ __attribute__((target("avx512f"))) void TransposeTile16(float* xt, const float* 
 // forward unit's own time); the edges element by element.
 void PackTransposed(float* xt, const float* x, int64_t ld, const Dims& d) {
   int64_t t_done = 0, k_done = 0;
-  if (HasAvx512()) {
+  if (internal::HasAvx512()) {
     t_done = d.T / 16 * 16;
     k_done = d.hs / 16 * 16;
     for (int64_t t0 = 0; t0 < t_done; t0 += 16)

@@ -19,6 +19,7 @@
 
 #include <cstdint>
 
+#include "lockstep/tensor/simd_avx512.h"
 #include "lockstep/tensor/simd_math.h"
 
 namespace lockstep::tensor::internal {
@@ -168,11 +169,6 @@ inline void MicroGemmAvx512(int rows, int64_t K, const float* a, int64_t a_rs, i
 }
 
 #undef LOCKSTEP_AVX512
-
-inline bool HasAvx512() {
-  static const bool has = __builtin_cpu_supports("avx512f");
-  return has;
-}
 
 // The kernel for this processor (same bits either way, see above).
 inline void MicroGemm(int rows, int64_t K, const float* a, int64_t a_rs, int64_t a_ks, const float* b, int64_t ldb,

@@ -205,11 +205,6 @@ LOCKSTEP_AVX512 void BackwardToBlocked16(float* dx, const int32_t* argmax, const
 #pragma GCC diagnostic pop
 #undef LOCKSTEP_AVX512
 
-bool HasAvx512() {
-  static const bool has = __builtin_cpu_supports("avx512f");
-  return has;
-}
-
 }  // namespace
 
 void ReluMaxPool2x2FromBlocked(float* out, int32_t* argmax, const float* x, int64_t N, int64_t C, int64_t H, int64_t W,

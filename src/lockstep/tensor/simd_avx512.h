@@ -1,10 +1,16 @@
 // Internal to tensor/: AVX-512 helpers, compiled with a target attribute so the binary keeps
-// its x86-64-v3 floor; callers check the processor (HasAvx512 in their file) before use.
+// its x86-64-v3 floor; callers check the processor (HasAvx512) before use.
 #pragma once
 
 #include <immintrin.h>
 
 namespace lockstep::tensor::internal {
+
+// Whether this processor runs the AVX-512 builds of the kernels.
+inline bool HasAvx512() {
+  static const bool has = __builtin_cpu_supports("avx512f");
+  return has;
+}
 
 // GCC 12's unpack intrinsics pass _mm512_undefined_ps() as the unused merge source, which
 // -Wmaybe-uninitialized (and at -O1, as the sanitizer build compiles, -Wuninitialized) reports:
