@@ -68,9 +68,10 @@ void ExpectModelStatesMatch(const std::vector<std::string>& config, const nlohma
 // the plan relaunched under mpirun with the internal --zero-probe): the cache slot
 // "<backend>-2" holds both figures (a step of one micro-batch and of four) at the ZeRO layouts'
 // micro-batch rows, a second plan reuses them, and the prediction charges them (edited in the
-// cache, they set ZeRO-2's exposed time). `args` ran once already, writing into `dir`.
+// cache, they set ZeRO-2's exposed time); with check_fresh, --fresh measures them again.
+// `args` ran once already, writing into `dir`.
 void ExpectZeroFiguresMeasuredAndCharged(const std::vector<std::string>& args, const std::string& dir,
-                                         const std::string& slot) {
+                                         const std::string& slot, bool check_fresh = false) {
   const nlohmann::json cache = ReadJson(dir + "/plan-profile.json");
   const nlohmann::json& zero = cache["zero"][slot];
   ASSERT_TRUE(zero.is_object()) << cache.dump();
@@ -95,7 +96,19 @@ void ExpectZeroFiguresMeasuredAndCharged(const std::vector<std::string>& args, c
   EXPECT_GT(one["comm_exposed_ms"].get<double>(), 1000);  // ~0.1 ms an element x 1e5 elements
   EXPECT_NEAR(two["comm_exposed_ms"].get<double>() / one["comm_exposed_ms"].get<double>(),
               (1e5 + (4 * 2e5 - 1e5) / 3) / 1e5, 0.01);
-  std::ofstream(dir + "/plan-profile.json") << cache.dump();  // as measured, for any later plan
+  if (!check_fresh) {
+    std::ofstream(dir + "/plan-profile.json") << cache.dump();  // as measured, for any later plan
+    return;
+  }
+  // --fresh measures again whatever the cache holds, and replaces it (checked on threads only:
+  // the option does not depend on the backend, and an mpi plan costs a minute on 2 cores).
+  CommandResult fresh = RunLockstep(With(args, {"--fresh"}));
+  ASSERT_EQ(fresh.exit_code, 0) << fresh.err;
+  EXPECT_NE(fresh.out.find("profile: measured"), std::string::npos) << fresh.out;
+  const nlohmann::json remeasured = ReadJson(dir + "/plan-profile.json");
+  EXPECT_GT(remeasured["zero"][slot]["zero2"].get<double>(), 0);
+  EXPECT_LT(remeasured["zero"][slot]["zero2"].get<double>(), 1e5);
+  std::ofstream(dir + "/plan-profile.json") << cache.dump();  // as first measured, for the later plans
 }
 
 TEST(Plan, ModelStatesEqualTheMemoryRowOfEveryLayout) {
@@ -119,7 +132,8 @@ TEST(Plan, ModelStatesEqualTheMemoryRowOfEveryLayout) {
   ExpectModelStatesMatch(kSmallGpt, plan, "dp=1,tp=1,pp=2", 0, 4, "plan-pp");
 
   // The second plan measures nothing; ZeRO was measured over the two worker threads.
-  ExpectZeroFiguresMeasuredAndCharged(With(plan_args, {"--nproc", "2", "--out", dir}), dir, "threads-2");
+  ExpectZeroFiguresMeasuredAndCharged(With(plan_args, {"--nproc", "2", "--out", dir}), dir, "threads-2",
+                                      /*check_fresh=*/true);
 
   // A block's forward as recompute runs it is measured, fp32 and bf16 (the embedding and head
   // never recompute), and it is what a recompute row's forward charges: edited to 1000 ms, each

@@ -221,6 +221,9 @@ void AddPlanCommand(CLI::App& app, PlanCommand* cmd) {
   p->add_option("--hardware", o.hardware_path, "TOML file describing another machine (instead of measuring this one)");
   p->add_option("--json", o.json_path, "write the plan as JSON (plan.json)");
   p->add_option("--out", o.out_dir, "directory of the profile cache (default runs/<config name>)");
+  p->add_flag("--fresh", o.fresh,
+              "measure the profile again, replacing the cache (a shared machine's speed moves: a plan can "
+              "catch it slow or fast)");
   p->add_option("--zero-probe", cmd->zero_probe)->group("");  // internal (MeasureMpiZero)
   cmd->app = p;
 }

@@ -45,12 +45,16 @@ std::string ModelKey(const PlanSetup& s) {
 // The cache file: {"key", "compute": {"w<workers>-t<threads>": profile}, "comm": {"<backend>-<N>": table},
 // "zero": {"<backend>-<N>": {"rows", "zero2", "zero3", "zero2_overlap", "zero3_overlap"}}} (the
 // last: MeasureZeroOverRanks's figures over the plan's N workers).
+nlohmann::json EmptyCache(const std::string& key) {
+  return {{"key", key}, {"compute", nlohmann::json::object()}, {"comm", nlohmann::json::object()}};
+}
+
 nlohmann::json LoadCache(const std::string& path, const std::string& key) {
   std::ifstream in(path);
-  if (!in) return {{"key", key}, {"compute", nlohmann::json::object()}, {"comm", nlohmann::json::object()}};
+  if (!in) return EmptyCache(key);
   nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
   if (j.is_discarded() || !j.is_object() || j.value("key", "") != key || !j.contains("compute") || !j.contains("comm"))
-    return {{"key", key}, {"compute", nlohmann::json::object()}, {"comm", nlohmann::json::object()}};
+    return EmptyCache(key);
   return j;
 }
 
@@ -198,7 +202,7 @@ Status RunPlan(const PlanOptions& o, const CommMeasurer& measure, const ZeroMeas
   std::filesystem::create_directories(out_dir, ec);
   if (ec) return Status::InvalidArgument("cannot create directory '" + out_dir + "': " + ec.message());
   const std::string cache_path = out_dir + "/plan-profile.json";
-  nlohmann::json cache = LoadCache(cache_path, ModelKey(s));
+  nlohmann::json cache = o.fresh ? EmptyCache(ModelKey(s)) : LoadCache(cache_path, ModelKey(s));
 
   const int threads_n = WorkerThreads(s, o.nproc);
   const int threads_1 = WorkerThreads(s, 1);

@@ -29,6 +29,7 @@ struct PlanOptions {
   std::string hardware_path;  // a described machine instead of the measured profile
   std::string json_path;
   std::string out_dir;  // profile cache; empty: runs/<config name>
+  bool fresh = false;   // measure everything again, replacing what the cache holds
 };
 
 // Measures the collectives a plan needs on options.backend: allreduce, reduce-scatter and
