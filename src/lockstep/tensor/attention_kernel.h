@@ -59,7 +59,9 @@ inline void MicroPanel(int64_t K, const float* a, int64_t a_rs, int64_t a_ks, co
     __m256 v0, v1;
     if (kMasked) {
       v0 = accumulate ? _mm256_fmadd_ps(acc0[r], va, _mm256_maskload_ps(crow, m0)) : _mm256_mul_ps(acc0[r], va);
-      v1 = !kTwo ? v0 : accumulate ? _mm256_fmadd_ps(acc1[r], va, _mm256_maskload_ps(crow + 8, m1)) : _mm256_mul_ps(acc1[r], va);
+      v1 = !kTwo        ? v0
+           : accumulate ? _mm256_fmadd_ps(acc1[r], va, _mm256_maskload_ps(crow + 8, m1))
+                        : _mm256_mul_ps(acc1[r], va);
       _mm256_maskstore_ps(crow, m0, v0);
       if (kTwo) _mm256_maskstore_ps(crow + 8, m1, v1);
     } else {
@@ -128,7 +130,7 @@ LOCKSTEP_AVX512 inline void MicroPanel512(int64_t K, const float* a, int64_t a_r
     __m512 v0, v1;  // as in MicroPanel: one explicit rounding
     if (kMasked) {
       v0 = accumulate ? _mm512_fmadd_ps(acc0[r], va, _mm512_maskz_loadu_ps(m0, crow)) : _mm512_mul_ps(acc0[r], va);
-      v1 = !kTwo ? v0
+      v1 = !kTwo        ? v0
            : accumulate ? _mm512_fmadd_ps(acc1[r], va, _mm512_maskz_loadu_ps(m1, crow + 16))
                         : _mm512_mul_ps(acc1[r], va);
       _mm512_mask_storeu_ps(crow, m0, v0);

@@ -111,12 +111,14 @@ void BackwardToBlocked(float* dx, const int32_t* argmax, const float* out, const
 }
 
 // 16-channel blocks (oneDNN's avx512_core layouts) with AVX-512: the same arithmetic, and the
-// [OW][16] <-> [16][OW] tile transposes in registers (Transpose16x16, simd_avx512.h) instead of element by element (the scalar
-// transposes were most of these kernels' time: 17% of a one-thread cnn-fashion step).
+// [OW][16] <-> [16][OW] tile transposes in registers (Transpose16x16, simd_avx512.h) instead of
+// element by element (the scalar transposes were most of these kernels' time: 17% of a one-thread
+// cnn-fashion step).
 #define LOCKSTEP_AVX512 __attribute__((target("avx512f")))
-// GCC 12's unpack intrinsics pass _mm512_undefined_ps() as the unused merge source, which
-// -Wmaybe-uninitialized (and at -O1, as the sanitizer build compiles, -Wuninitialized) reports:
-// a known false positive of these headers.
+// GCC 12's unpack intrinsics (in Transpose16x16, inlined here) pass _mm512_undefined_ps() as the
+// unused merge source, which -Wmaybe-uninitialized (and at -O1, as the sanitizer build compiles,
+// -Wuninitialized) reports here, where the header's own pragmas no longer cover it: a known false
+// positive of these headers.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
