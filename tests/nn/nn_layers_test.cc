@@ -126,27 +126,39 @@ TEST(Activations, GeluTanhAndRelu) {
                        [&] { return RefProbe(ref::AddVec(ref::Gelu(xgd), ref::Relu(xrd)), r); });
 }
 
-// The MLP's GELU, which keeps gelu'(x) in x's buffer: the same output and input gradient as
-// GeluForward, bit for bit; its input's value is spent (it holds the derivative afterwards);
-// without a recording tape it is GeluForward and leaves x alone.
-TEST(Activations, GeluConsumingItsInputMatchesGelu) {
-  std::vector<float> xv = RandomVector(37, 4.0f, 33), r = RandomVector(37, 1.0f, 34);
+// The MLP's fused up-projection + GELU, with and without a bias, 13 outputs (a vector tail on
+// every row): values and every gradient against the double reference; without a recording tape
+// the same values, bit for bit.
+TEST(Linear, FusedGeluWithAndWithoutBias) {
+  ParameterStore ps;
+  Linear a(ps, "a", 5, 13, true, Init::Zeros(), Init::Zeros());
+  Linear b(ps, "b", 5, 13, false, Init::Zeros(), Init::Zeros());
+  ps.Finalize(0);
+  Randomize(ps, 0.8f, 35);
+  std::vector<float> xv = RandomVector(2 * 3 * 5, 1.5f, 36), r = RandomVector(6 * 13, 1.0f, 37);
   Tape tape;
-  Variable plain_x = Leaf(tape, {37}, xv);
-  Variable kept_x = Leaf(tape, {37}, xv);
-  Variable plain = GeluForward(tape, plain_x);
-  Variable kept = GeluForwardConsumingInput(tape, kept_x);
-  EXPECT_TRUE(tensor::testing::BitEqual(kept.value().ToVector(), plain.value().ToVector()));
-  EXPECT_FALSE(tensor::testing::BitEqual(kept_x.value().ToVector(), xv));
-  tape.Backward(ProbeLoss(tape, AddForward(tape, plain, kept), r), 1.0f);
-  EXPECT_TRUE(tensor::testing::BitEqual(kept_x.grad().ToVector(), plain_x.grad().ToVector()));
+  Variable x = Leaf(tape, {2, 3, 5}, xv);
+  Variable ya = a.ForwardGelu(tape, x);
+  Variable yb = b.ForwardGelu(tape, x);
+  EXPECT_EQ(ya.shape(), tensor::Shape({2, 3, 13}));
+  ref::Vec xd = ToDouble(xv);
+  ref::Params p = ref::FromStore(ps);
+  auto ra = [&] { return ref::Gelu(ref::Linear(xd, p["a.weight"], p["a.bias"], 6, 5, 13)); };
+  auto rb = [&] { return ref::Gelu(ref::Linear(xd, p["b.weight"], {}, 6, 5, 13)); };
+  EXPECT_LT(testing::MaxRelDiff(ya.value().ToVector(), ra()), 1e-5);
+  EXPECT_LT(testing::MaxRelDiff(yb.value().ToVector(), rb()), 1e-5);
+  tape.Backward(ProbeLoss(tape, AddForward(tape, ya, yb), r), 1.0f);
+  ExpectGradientsMatch({{"x", &xd, x.grad().ToVector()},
+                        {"a.weight", &p["a.weight"], ps.grad(0).ToVector()},
+                        {"a.bias", &p["a.bias"], ps.grad(1).ToVector()},
+                        {"b.weight", &p["b.weight"], ps.grad(2).ToVector()}},
+                       [&] { return RefProbe(ref::AddVec(ra(), rb()), r); });
 
   Tape no_grad;
   no_grad.set_grad_enabled(false);
-  Variable x = Leaf(no_grad, {37}, xv);
-  Variable y = GeluForwardConsumingInput(no_grad, x);
-  EXPECT_TRUE(tensor::testing::BitEqual(x.value().ToVector(), xv));
-  EXPECT_TRUE(tensor::testing::BitEqual(y.value().ToVector(), plain.value().ToVector()));
+  Variable x2 = Leaf(no_grad, {2, 3, 5}, xv);
+  EXPECT_TRUE(tensor::testing::BitEqual(a.ForwardGelu(no_grad, x2).value().ToVector(), ya.value().ToVector()));
+  EXPECT_TRUE(tensor::testing::BitEqual(x2.value().ToVector(), xv));
 }
 
 TEST(ShapeOps, AddSameInputTwiceAndReshape) {

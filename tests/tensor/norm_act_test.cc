@@ -134,18 +134,22 @@ TEST(Gelu, ForwardAndBackwardMatchTanhApproximation) {
   EXPECT_TRUE(testing::BitEqual(inplace, out));
 }
 
-// GeluForwardKeepGrad computes gelu and gelu' in one pass; the MLP's step then multiplies by
-// the kept derivative (MulGrad). Both must give exactly the two-pass bits, so a run's weights
-// do not depend on which path an op took; and the overwrite forms equal accumulating into 0.
+// BiasGelu adds a bias row and computes gelu and gelu' in one pass; the MLP's step then
+// multiplies by the kept derivative (MulGrad). Both must give exactly the bits of the bias add
+// and the two GELU passes, so a run's weights do not depend on which path an op took; and the
+// overwrite forms equal accumulating into 0. 73 rows of 137 columns: a vector tail every row.
 TEST(Gelu, KeptDerivativeGivesTheTwoPassBits) {
-  const int64_t n = 10007;
-  auto x = RandomVector(n, 7, 8.0f);
+  const int64_t rows = 73, cols = 137, n = rows * cols;
+  auto z = RandomVector(n, 7, 8.0f);
+  auto bias = RandomVector(cols, 9, 2.0f);
   auto g = RandomVector(n, 8);
+  std::vector<float> x(n);  // the biased pre-activation, for the two-pass reference
+  for (int64_t i = 0; i < n; ++i) x[i] = z[i] + bias[i % cols];
   std::vector<float> out(n), two_pass(n), dx_two(n, 0.0f), dx_kept(n, 0.0f), dx_write(n, 123.0f);
   GeluForward(two_pass.data(), x.data(), n);
   GeluBackward(dx_two.data(), x.data(), g.data(), n);
-  std::vector<float> kept = x;
-  GeluForwardKeepGrad(out.data(), kept.data(), n);
+  std::vector<float> kept = z;
+  BiasGelu(out.data(), kept.data(), bias.data(), rows, cols, /*keep_grad=*/true);
   EXPECT_TRUE(testing::BitEqual(out, two_pass));
   EXPECT_FALSE(testing::BitEqual(kept, x));  // the input now holds the derivative
   MulGrad(dx_kept.data(), kept.data(), g.data(), n, /*accumulate=*/true);
@@ -161,6 +165,14 @@ TEST(Gelu, KeptDerivativeGivesTheTwoPassBits) {
   GeluBackward(acc_two.data(), x.data(), g.data(), n);
   EXPECT_TRUE(testing::BitEqual(acc_kept, acc_two));
   EXPECT_FALSE(testing::BitEqual(acc_kept, dx_two));
+  // Without keep_grad (evaluation) z is left alone; without a bias it is plain GELU.
+  std::vector<float> untouched = z, eval_out(n);
+  BiasGelu(eval_out.data(), untouched.data(), bias.data(), rows, cols, /*keep_grad=*/false);
+  EXPECT_TRUE(testing::BitEqual(eval_out, two_pass));
+  EXPECT_TRUE(testing::BitEqual(untouched, z));
+  std::vector<float> unbiased = x;
+  BiasGelu(eval_out.data(), unbiased.data(), nullptr, rows, cols, /*keep_grad=*/false);
+  EXPECT_TRUE(testing::BitEqual(eval_out, two_pass));
 }
 
 TEST(Relu, ForwardBackward) {

@@ -19,19 +19,6 @@ void GeluBackward(const Variable& y, const Variable& x) {
   tensor::GeluBackward(dx, x.data(), y.grad().data<float>(), x.numel(), /*accumulate=*/!fresh);
 }
 
-Variable GeluForwardConsumingInput(Tape& tape, const Variable& x) {
-  if (!tape.ShouldRecord({&x}) || x.is_parameter()) return GeluForward(tape, x);
-  Variable y = tape.NewActivation(x.shape(), true);
-  tensor::GeluForwardKeepGrad(y.data(), x.data(), x.numel());  // x now holds gelu'(x)
-  tape.Record({x}, [y, x] {
-    if (!y.has_grad()) return;
-    bool fresh = false;
-    float* dx = x.GradForWrite(&fresh);
-    tensor::MulGrad(dx, x.data(), y.grad().data<float>(), x.numel(), /*accumulate=*/!fresh);
-  });
-  return y;
-}
-
 Variable ReluForward(Tape& tape, const Variable& x) {
   const bool rec = tape.ShouldRecord({&x});
   Variable y = tape.NewActivation(x.shape(), rec);

@@ -10,11 +10,7 @@ using autograd::Variable;
 
 Variable GeluForward(Tape& tape, const Variable& x);
 void GeluBackward(const Variable& y, const Variable& x);
-// GeluForward for an input that nothing else reads (the MLP's up-projection): when recording,
-// x's value is overwritten with gelu'(x), computed together with gelu(x), so backward is one
-// multiply and saves no more memory than GeluForward (which keeps x). Same bits as
-// GeluForward + GeluBackward. A parameter input falls back to GeluForward.
-Variable GeluForwardConsumingInput(Tape& tape, const Variable& x);
+// (The MLP fuses its GELU into the up-projection: nn::LinearGeluForward in linear.h.)
 
 // Backward uses the output (y > 0 <=> x > 0), so x's value is not kept alive for it.
 Variable ReluForward(Tape& tape, const Variable& x);

@@ -116,7 +116,7 @@ Variable Gpt::Logits(Tape& tape, const int32_t* tokens, int64_t batch, int64_t s
   for (const Block& b : blocks_) {
     Variable a = b.attn.Forward(tape, b.ln1.Forward(tape, x));
     x = AddForward(tape, x, a);
-    Variable h = GeluForwardConsumingInput(tape, b.fc.Forward(tape, b.ln2.Forward(tape, x)));
+    Variable h = b.fc.ForwardGelu(tape, b.ln2.Forward(tape, x));
     Variable m = b.fc2.Forward(tape, h);
     x = AddForward(tape, x, m);
   }

@@ -6,15 +6,25 @@
 
 namespace lockstep::nn {
 
-Variable LinearForward(Tape& tape, const Variable& x, const Variable& w, const Variable& b) {
+namespace {
+
+// Checks x [..., IC], w [OC, IC], b [OC]; returns the output's shape [..., OC].
+tensor::Shape LinearOutputShape(const Variable& x, const Variable& w, const Variable& b) {
   LS_CHECK(w.value().ndim() == 2) << "Linear weight " << w.value().ToString();
   const int64_t oc = w.shape()[0], ic = w.shape()[1];
   LS_CHECK(x.value().ndim() >= 1 && x.shape().back() == ic)
       << "Linear input " << x.value().ToString() << " for weight " << w.value().ToString();
   LS_CHECK(!b.defined() || (b.value().ndim() == 1 && b.shape()[0] == oc)) << "Linear bias " << b.value().ToString();
-  const int64_t n = x.numel() / ic;
   tensor::Shape out_shape = x.shape();
   out_shape.back() = oc;
+  return out_shape;
+}
+
+}  // namespace
+
+Variable LinearForward(Tape& tape, const Variable& x, const Variable& w, const Variable& b) {
+  const tensor::Shape out_shape = LinearOutputShape(x, w, b);
+  const int64_t oc = w.shape()[0], ic = w.shape()[1], n = x.numel() / ic;
   const bool rec = tape.ShouldRecord({&x, &w, &b});
   Variable y = tape.NewActivation(out_shape, rec);
   tensor::LinearForward(y.data(), x.data(), w.data(), b.defined() ? b.data() : nullptr, n, ic, oc);
@@ -23,10 +33,12 @@ Variable LinearForward(Tape& tape, const Variable& x, const Variable& w, const V
 }
 
 void LinearBackward(const Variable& y, const Variable& x, const Variable& w, const Variable& b) {
-  if (!y.has_grad()) return;
+  if (y.has_grad()) LinearBackwardFrom(y.grad().data<float>(), x, w, b);
+}
+
+void LinearBackwardFrom(const float* dout, const Variable& x, const Variable& w, const Variable& b) {
   const int64_t oc = w.shape()[0], ic = w.shape()[1];
   const int64_t n = x.numel() / ic;
-  const float* dout = y.grad().data<float>();
   // dx[n,ic] (+)= dy[n,oc] . W[oc,ic]; a fresh gradient is written with beta = 0, which
   // saves zeroing it first. One call for dx, dW and db: in bf16 it rounds dy once for both
   // products instead of once for each (the same rounded values, so the same bits).
@@ -37,6 +49,24 @@ void LinearBackward(const Variable& y, const Variable& x, const Variable& w, con
   if (dx != nullptr || dw != nullptr || db != nullptr) {
     tensor::LinearBackward(dx, dw, db, dout, x.data(), w.data(), n, ic, oc, fresh ? 0.0f : 1.0f);
   }
+}
+
+Variable LinearGeluForward(Tape& tape, const Variable& x, const Variable& w, const Variable& b) {
+  const tensor::Shape out_shape = LinearOutputShape(x, w, b);
+  const int64_t oc = w.shape()[0], ic = w.shape()[1], n = x.numel() / ic;
+  const bool rec = tape.ShouldRecord({&x, &w, &b});
+  Variable y = tape.NewActivation(out_shape, rec);
+  tensor::Tensor z = tape.NewBuffer(out_shape);  // pre-activation, then gelu', then its gradient
+  tensor::LinearGeluForward(y.data(), z.data<float>(), x.data(), w.data(), b.defined() ? b.data() : nullptr, n, ic,
+                            oc, /*keep_grad=*/rec);
+  if (!rec) return y;
+  tape.Record({x, w, b}, [y, z, x, w, b]() mutable {
+    if (!y.has_grad()) return;
+    float* dz = z.data<float>();
+    tensor::MulGrad(dz, dz, y.grad().data<float>(), z.numel(), /*accumulate=*/false);
+    LinearBackwardFrom(dz, x, w, b);
+  });
+  return y;
 }
 
 Linear::Linear(ParameterStore& ps, const std::string& prefix, int64_t in, int64_t out, bool bias, Init weight_init,
@@ -55,6 +85,10 @@ Linear Linear::TorchDefault(ParameterStore& ps, const std::string& prefix, int64
 
 Variable Linear::Forward(Tape& tape, const Variable& x) const {
   return LinearForward(tape, x, ps_->var(w_), b_ >= 0 ? ps_->var(b_) : Variable());
+}
+
+Variable Linear::ForwardGelu(Tape& tape, const Variable& x) const {
+  return LinearGeluForward(tape, x, ps_->var(w_), b_ >= 0 ? ps_->var(b_) : Variable());
 }
 
 }  // namespace lockstep::nn

@@ -16,6 +16,13 @@ using autograd::Variable;
 Variable LinearForward(Tape& tape, const Variable& x, const Variable& w, const Variable& b);
 // Accumulates dx (when x requires grad), dw, db from dy = y.grad(); no-op without dy.
 void LinearBackward(const Variable& y, const Variable& x, const Variable& w, const Variable& b);
+// The same from a gradient dy (x's rows by w's rows) held outside a Variable.
+void LinearBackwardFrom(const float* dy, const Variable& x, const Variable& w, const Variable& b);
+// gelu(LinearForward(x, w, b)) as one op (the MLP's up-projection): the bias is added on the
+// GELU's pass, and the pre-activation buffer, which nothing else reads, keeps gelu' for
+// backward and then holds d(pre-activation) itself. Saves a write of the [.., OC] output and
+// the pre-activation's gradient buffer against LinearForward + GeluForward.
+Variable LinearGeluForward(Tape& tape, const Variable& x, const Variable& w, const Variable& b);
 
 // Registers "<prefix>.weight" [out, in] (decayed) and, with bias, "<prefix>.bias" [out].
 class Linear {
@@ -27,6 +34,7 @@ class Linear {
   static Linear TorchDefault(ParameterStore& ps, const std::string& prefix, int64_t in, int64_t out, bool bias);
 
   Variable Forward(Tape& tape, const Variable& x) const;
+  Variable ForwardGelu(Tape& tape, const Variable& x) const;  // gelu(Forward(x)), LinearGeluForward
 
   int64_t in() const { return in_; }
   int64_t out() const { return out_; }

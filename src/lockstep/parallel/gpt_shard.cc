@@ -152,9 +152,7 @@ Variable GptShard::BlockForward(Tape& tape, const Block& b, Variable x) {
   Variable a = RowParallelLinear(tape, *tp_, att, P(b.proj_w), P(b.proj_b));
   x = nn::AddForward(tape, x, a);
   Variable h2 = nn::LayerNormForward(tape, x, P(b.ln2_w), P(b.ln2_b));
-  std::vector<Variable> up = ColumnParallelLinear(tape, *tp_, h2, P(b.fc_w), P(b.fc_b), 1);
-  std::vector<Variable> act;
-  for (const Variable& u : up) act.push_back(nn::GeluForwardConsumingInput(tape, u));
+  std::vector<Variable> act = ColumnParallelLinear(tape, *tp_, h2, P(b.fc_w), P(b.fc_b), 1, /*gelu=*/true);
   Variable m = RowParallelLinear(tape, *tp_, act, P(b.fc2_w), P(b.fc2_b));
   return nn::AddForward(tape, x, m);
 }

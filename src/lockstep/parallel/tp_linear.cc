@@ -42,8 +42,8 @@ tensor::Shape WithLast(tensor::Shape s, int64_t last) {
 }  // namespace
 
 std::vector<Variable> ColumnParallelLinear(Tape& tape, TpContext& tp, const Variable& x, const Variable& w,
-                                           const Variable& b, int parts) {
-  if (tp.plain()) return {nn::LinearForward(tape, x, w, b)};
+                                           const Variable& b, int parts, bool gelu) {
+  if (tp.plain()) return {gelu ? nn::LinearGeluForward(tape, x, w, b) : nn::LinearForward(tape, x, w, b)};
   const int L = tp.local_slices();
   const int64_t out_local = w.shape()[0], in = w.shape()[1], n = x.numel() / in;
   LS_CHECK(x.shape().back() == in && out_local % (parts * L) == 0) << "ColumnParallelLinear shapes";
@@ -51,6 +51,7 @@ std::vector<Variable> ColumnParallelLinear(Tape& tape, TpContext& tp, const Vari
   const bool gather = tp.deterministic();
   const bool rec = tape.ShouldRecord({&x, &w, &b});
   std::vector<Variable> ys;
+  std::vector<tensor::Tensor> zs;  // with gelu: each slice's pre-activation, then gelu', then its gradient
   tensor::Tensor wj = gather ? tape.NewBuffer({rs.rows(), in}) : tensor::Tensor();
   tensor::Tensor bj = gather && b.defined() ? tape.NewBuffer({rs.rows()}) : tensor::Tensor();
   for (int j = 0; j < L; ++j) {
@@ -65,13 +66,18 @@ std::vector<Variable> ColumnParallelLinear(Tape& tape, TpContext& tp, const Vari
       }
     }
     Variable y = tape.NewActivation(WithLast(x.shape(), rs.rows()), rec);
-    tensor::LinearForward(y.data(), x.data(), W, B, n, in, rs.rows());
+    if (gelu) {
+      zs.push_back(tape.NewBuffer(y.shape()));
+      tensor::LinearGeluForward(y.data(), zs.back().data<float>(), x.data(), W, B, n, in, rs.rows(), rec);
+    } else {
+      tensor::LinearForward(y.data(), x.data(), W, B, n, in, rs.rows());
+    }
     ys.push_back(y);
   }
   if (!rec) return ys;
   autograd::BufferPool* pool = &tape.pool();
   TpContext* ctx = &tp;
-  tape.Record({x, w, b}, [ys, x, w, b, rs, L, in, n, gather, pool, ctx] {
+  tape.Record({x, w, b}, [ys, zs, x, w, b, rs, L, in, n, gather, pool, ctx]() mutable {
     const int64_t rows = rs.rows();
     tensor::Tensor partials = x.requires_grad() ? pool->Empty({L, n, in}) : tensor::Tensor();
     tensor::Tensor wj = gather ? pool->Empty({rows, in}) : tensor::Tensor();
@@ -84,6 +90,11 @@ std::vector<Variable> ColumnParallelLinear(Tape& tape, TpContext& tp, const Vari
         continue;
       }
       const float* dy = ys[j].grad().data<float>();
+      if (!zs.empty()) {  // d(pre-activation) = gelu' * dy, in the slice's own buffer
+        float* dz = zs[j].data<float>();
+        tensor::MulGrad(dz, dz, dy, zs[j].numel(), /*accumulate=*/false);
+        dy = dz;
+      }
       const float* W = w.data();
       if (gather) {
         GatherRows(wj.data<float>(), w.data(), rs, j, in);

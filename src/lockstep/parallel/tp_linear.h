@@ -29,8 +29,9 @@ using autograd::Variable;
 // undefined. The local output rows are `parts` equal blocks (3 for a fused q|k|v projection,
 // else 1), each cut into local_slices() equal pieces; slice j takes piece j of every block,
 // in block order. Returns local_slices() outputs, each [..., out_local / local_slices()].
+// With gelu, each output is gelu of the product (nn::LinearGeluForward, slice by slice).
 std::vector<Variable> ColumnParallelLinear(Tape& tape, TpContext& tp, const Variable& x, const Variable& w,
-                                           const Variable& b, int parts);
+                                           const Variable& b, int parts, bool gelu = false);
 
 // xs: local_slices() inputs, each [..., in_local / local_slices()]; w: local weight
 // [out, in_local] (columns of this rank's slices, in slice order); b: replicated [out] or

@@ -17,28 +17,27 @@ constexpr float kGeluK = 0.7978845608028654f;  // sqrt(2/pi)
 constexpr float kGeluA = 0.044715f;
 
 // gelu(x) = 0.5 x (1 + tanh(u)), u = k (x + a x^3). Using 1 + tanh(u) = 2 sigmoid(2u),
-// gelu(x) = x / (1 + exp(-2u)): no cancellation for large negative x, and exp's ~2 ulp
-// error is the only approximation.
+// gelu(x) = x sigmoid(2u) = x / (1 + exp(-2u)): no cancellation for large negative x, and
+// exp's ~2 ulp error is the only approximation. The sigmoid is one division shared by the
+// value and the derivative (a division costs as much as the rest of the polynomial here).
 struct GeluTerms {
-  __m256 x2, e;  // x^2 and exp(-2u)
+  __m256 x2, e, s;  // x^2, exp(-2u), sigmoid(2u) = 1 / (1 + exp(-2u))
 };
 
 inline GeluTerms GeluCommon(__m256 x) {
   __m256 x2 = _mm256_mul_ps(x, x);
   __m256 inner = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(kGeluA), x2), x, x);
-  return {x2, Exp256(_mm256_mul_ps(_mm256_set1_ps(-2.0f * kGeluK), inner))};
+  __m256 e = Exp256(_mm256_mul_ps(_mm256_set1_ps(-2.0f * kGeluK), inner));
+  return {x2, e, _mm256_div_ps(_mm256_set1_ps(1.0f), _mm256_add_ps(_mm256_set1_ps(1.0f), e))};
 }
 
-inline __m256 GeluOf(__m256 x, const GeluTerms& t) {
-  return _mm256_div_ps(x, _mm256_add_ps(_mm256_set1_ps(1.0f), t.e));
-}
+inline __m256 GeluOf(__m256 x, const GeluTerms& t) { return _mm256_mul_ps(x, t.s); }
 
 // d/dx gelu = s + x s (1 - s) 2k (1 + 3a x^2), s = sigmoid(2u).
 inline __m256 GeluGradOf(__m256 x, const GeluTerms& t) {
-  __m256 s = _mm256_div_ps(_mm256_set1_ps(1.0f), _mm256_add_ps(_mm256_set1_ps(1.0f), t.e));
   __m256 du = _mm256_fmadd_ps(_mm256_set1_ps(2.0f * kGeluK * 3.0f * kGeluA), t.x2, _mm256_set1_ps(2.0f * kGeluK));
-  __m256 s1 = _mm256_mul_ps(_mm256_mul_ps(s, s), t.e);  // s (1 - s) without cancellation
-  return _mm256_fmadd_ps(_mm256_mul_ps(x, s1), du, s);
+  __m256 s1 = _mm256_mul_ps(_mm256_mul_ps(t.s, t.s), t.e);  // s (1 - s) without cancellation
+  return _mm256_fmadd_ps(_mm256_mul_ps(x, s1), du, t.s);
 }
 
 inline __m256 GeluVec(__m256 x) { return GeluOf(x, GeluCommon(x)); }
@@ -122,21 +121,26 @@ void GeluBackward(float* dinp, const float* inp, const float* dout, int64_t n, b
   ChainRule(dinp, inp, dout, n, accumulate, 8, [](__m256 x) { return GeluGradVec(x); });
 }
 
-void GeluForwardKeepGrad(float* out, float* inp, int64_t n) {
-  int64_t nv = n / 8 * 8;
-#pragma omp parallel for schedule(static) if (parallel : WorthParallel(n * 8))
-  for (int64_t i = 0; i < nv; i += 8) {
-    __m256 x = _mm256_loadu_ps(inp + i);
+void BiasGelu(float* out, float* z, const float* bias, int64_t rows, int64_t cols, bool keep_grad) {
+  const int64_t cv = cols / 8 * 8;
+  const __m256i tail = internal::TailMask(cols - cv);
+  // One row's columns [j, j + 8), or its masked tail: add the bias, write gelu and gelu'.
+  auto vec = [&](float* o, float* zr, int64_t j, bool masked) {
+    __m256 x = masked ? _mm256_maskload_ps(zr + j, tail) : _mm256_loadu_ps(zr + j);
+    if (bias != nullptr) x = _mm256_add_ps(x, masked ? _mm256_maskload_ps(bias + j, tail) : _mm256_loadu_ps(bias + j));
     GeluTerms t = GeluCommon(x);
-    _mm256_storeu_ps(out + i, GeluOf(x, t));
-    _mm256_storeu_ps(inp + i, GeluGradOf(x, t));
-  }
-  if (nv < n) {
-    __m256i m = internal::TailMask(n - nv);
-    __m256 x = _mm256_maskload_ps(inp + nv, m);
-    GeluTerms t = GeluCommon(x);
-    _mm256_maskstore_ps(out + nv, m, GeluOf(x, t));
-    _mm256_maskstore_ps(inp + nv, m, GeluGradOf(x, t));
+    if (masked) {
+      _mm256_maskstore_ps(o + j, tail, GeluOf(x, t));
+      if (keep_grad) _mm256_maskstore_ps(zr + j, tail, GeluGradOf(x, t));
+    } else {
+      _mm256_storeu_ps(o + j, GeluOf(x, t));
+      if (keep_grad) _mm256_storeu_ps(zr + j, GeluGradOf(x, t));
+    }
+  };
+#pragma omp parallel for schedule(static) if (parallel : WorthParallel(rows * cols * 8))
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t j = 0; j < cv; j += 8) vec(out + r * cols, z + r * cols, j, false);
+    if (cv < cols) vec(out + r * cols, z + r * cols, cv, true);
   }
 }
 

@@ -23,6 +23,11 @@ void BatchedGemm(bool trans_a, bool trans_b, int64_t batch, int64_t M, int64_t N
 // out[n,oc] = inp[n,ic] . W[oc,ic]^T + bias[oc] (bias nullable). Overwrites out.
 void LinearForward(float* out, const float* inp, const float* weight, const float* bias, int64_t n, int64_t ic,
                    int64_t oc);
+// out = gelu(inp . W^T + bias), the MLP's up-projection and activation in one: the product is
+// written to z ([n, oc]) without the bias, and BiasGelu adds it on its pass over z; with
+// keep_grad z ends as gelu'(pre-activation) for backward (MulGrad then LinearBackward).
+void LinearGeluForward(float* out, float* z, const float* inp, const float* weight, const float* bias, int64_t n,
+                       int64_t ic, int64_t oc, bool keep_grad);
 // dinp = dinp_beta*dinp + dout.W (dinp nullable), dweight += dout^T.inp (nullable), dbias +=
 // sum_rows dout (nullable). Asking for both products in one call lets bf16 precision round
 // dout once for both.
@@ -41,10 +46,11 @@ void LayerNormBackward(float* dinp, float* dweight, float* dbias, const float* d
 void GeluForward(float* out, const float* inp, int64_t n);
 // dinp (+)= gelu'(inp) * dout: accumulates, or overwrites when !accumulate.
 void GeluBackward(float* dinp, const float* inp, const float* dout, int64_t n, bool accumulate = true);
-// out = gelu(inp), and inp is overwritten with gelu'(inp) (the same bits GeluBackward would
-// compute), for an input nothing else reads: backward is then one multiply (MulGrad), and
-// exp runs once per element for the step instead of twice.
-void GeluForwardKeepGrad(float* out, float* inp, int64_t n);
+// z: [rows, cols] pre-activations without their bias; bias: [cols] or null. out = gelu(z + bias)
+// and, with keep_grad, z = gelu'(z + bias) (GeluBackward's derivative, bit for bit), so backward
+// is one multiply (MulGrad) and exp runs once per element for the step instead of twice. The
+// bias add rides on the GELU's pass: a linear layer + GELU writes its output once.
+void BiasGelu(float* out, float* z, const float* bias, int64_t rows, int64_t cols, bool keep_grad);
 // dinp (+)= grad * dout, rounded as GeluBackward's (one FMA when accumulating).
 void MulGrad(float* dinp, const float* grad, const float* dout, int64_t n, bool accumulate);
 // out may alias inp. Backward uses the forward output (out > 0 <=> inp > 0).

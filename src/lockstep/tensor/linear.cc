@@ -42,6 +42,12 @@ void LinearForward(float* out, const float* inp, const float* weight, const floa
   Gemm(false, true, n, oc, ic, 1.0f, inp, ic, weight, ic, beta, out, oc);
 }
 
+void LinearGeluForward(float* out, float* z, const float* inp, const float* weight, const float* bias, int64_t n,
+                       int64_t ic, int64_t oc, bool keep_grad) {
+  Gemm(false, true, n, oc, ic, 1.0f, inp, ic, weight, ic, 0.0f, z, oc);
+  BiasGelu(out, z, bias, n, oc, keep_grad);
+}
+
 void LinearBackward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp, const float* weight,
                     int64_t n, int64_t ic, int64_t oc, float dinp_beta) {
   if (!internal::LinearBackwardBf16(dinp, dinp_beta, dweight, dout, inp, weight, n, ic, oc)) {
