@@ -161,6 +161,36 @@ TEST(Linear, FusedGeluWithAndWithoutBias) {
   EXPECT_TRUE(tensor::testing::BitEqual(x2.value().ToVector(), xv));
 }
 
+// The output projection with the residual add fused: y = x + A(x) (the input is also the
+// residual: the gradient cannot be handed over and is added), then z = y + B(x) (y's gradient is
+// handed to y). Values and gradients against the double reference.
+TEST(Linear, FusedResidualWithAndWithoutBias) {
+  ParameterStore ps;
+  Linear a(ps, "a", 5, 5, true, Init::Zeros(), Init::Zeros());
+  Linear b(ps, "b", 5, 5, false, Init::Zeros(), Init::Zeros());
+  ps.Finalize(0);
+  Randomize(ps, 0.8f, 38);
+  std::vector<float> xv = RandomVector(2 * 3 * 5, 1.0f, 39), r = RandomVector(30, 1.0f, 40);
+  Tape tape;
+  Variable x = Leaf(tape, {2, 3, 5}, xv);
+  Variable y = a.ForwardResidual(tape, x, x);
+  Variable z = b.ForwardResidual(tape, x, y);
+  EXPECT_EQ(z.shape(), tensor::Shape({2, 3, 5}));
+  ref::Vec xd = ToDouble(xv);
+  ref::Params p = ref::FromStore(ps);
+  auto f = [&] {
+    return ref::AddVec(xd, ref::AddVec(ref::Linear(xd, p["a.weight"], p["a.bias"], 6, 5, 5),
+                                       ref::Linear(xd, p["b.weight"], {}, 6, 5, 5)));
+  };
+  EXPECT_LT(testing::MaxRelDiff(z.value().ToVector(), f()), 1e-5);
+  tape.Backward(ProbeLoss(tape, z, r), 1.0f);
+  ExpectGradientsMatch({{"x", &xd, x.grad().ToVector()},
+                        {"a.weight", &p["a.weight"], ps.grad(0).ToVector()},
+                        {"a.bias", &p["a.bias"], ps.grad(1).ToVector()},
+                        {"b.weight", &p["b.weight"], ps.grad(2).ToVector()}},
+                       [&] { return RefProbe(f(), r); });
+}
+
 TEST(ShapeOps, AddSameInputTwiceAndReshape) {
   // y = reshape(x + x) + x: the residual path hands gradients over; x collects 3x.
   std::vector<float> xv = RandomVector(12, 1.0f, 41), r = RandomVector(12, 1.0f, 42);

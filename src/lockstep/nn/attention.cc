@@ -39,4 +39,10 @@ Variable CausalSelfAttention::Forward(Tape& tape, const Variable& x) const {
   return proj_.Forward(tape, y);
 }
 
+Variable CausalSelfAttention::ForwardResidual(Tape& tape, const Variable& x, const Variable& res) const {
+  Variable qkv = qkv_.Forward(tape, x);
+  Variable y = AttentionForward(tape, qkv, heads_);
+  return proj_.ForwardResidual(tape, y, res);
+}
+
 }  // namespace lockstep::nn

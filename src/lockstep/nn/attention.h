@@ -33,6 +33,8 @@ class CausalSelfAttention {
 
   // x: [B, T, C] -> [B, T, C].
   Variable Forward(Tape& tape, const Variable& x) const;
+  // res + Forward(x), the residual added by the output projection (Linear::ForwardResidual).
+  Variable ForwardResidual(Tape& tape, const Variable& x, const Variable& res) const;
 
  private:
   Linear qkv_, proj_;

@@ -114,11 +114,9 @@ Variable Gpt::Logits(Tape& tape, const int32_t* tokens, int64_t batch, int64_t s
   Variable position = wpe_.Forward(tape, pos);
   Variable x = AddForward(tape, tok, position);
   for (const Block& b : blocks_) {
-    Variable a = b.attn.Forward(tape, b.ln1.Forward(tape, x));
-    x = AddForward(tape, x, a);
+    x = b.attn.ForwardResidual(tape, b.ln1.Forward(tape, x), x);
     Variable h = b.fc.ForwardGelu(tape, b.ln2.Forward(tape, x));
-    Variable m = b.fc2.Forward(tape, h);
-    x = AddForward(tape, x, m);
+    x = b.fc2.ForwardResidual(tape, h, x);
   }
   Variable xf = lnf_.Forward(tape, x);
   Variable logits =

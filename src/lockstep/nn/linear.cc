@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "lockstep/nn/shape_ops.h"
 #include "lockstep/tensor/kernels.h"
 
 namespace lockstep::nn {
@@ -69,6 +70,25 @@ Variable LinearGeluForward(Tape& tape, const Variable& x, const Variable& w, con
   return y;
 }
 
+Variable LinearResidualForward(Tape& tape, const Variable& res, const Variable& x, const Variable& w,
+                               const Variable& b) {
+  const tensor::Shape out_shape = LinearOutputShape(x, w, b);
+  LS_CHECK(res.shape() == out_shape) << "Linear residual " << res.value().ToString() << " for weight "
+                                     << w.value().ToString();
+  const int64_t oc = w.shape()[0], ic = w.shape()[1], n = x.numel() / ic;
+  const bool rec = tape.ShouldRecord({&res, &x, &w, &b});
+  Variable y = tape.NewActivation(out_shape, rec);
+  tensor::LinearResidualForward(y.data(), res.data(), x.data(), w.data(), b.defined() ? b.data() : nullptr, n, ic, oc);
+  if (rec) {
+    tape.Record({res, x, w, b}, [y, res, x, w, b] {
+      if (!y.has_grad()) return;
+      LinearBackwardFrom(y.grad().data<float>(), x, w, b);  // reads d(out) before res may take it
+      PassResidualGrad(y, res);
+    });
+  }
+  return y;
+}
+
 Linear::Linear(ParameterStore& ps, const std::string& prefix, int64_t in, int64_t out, bool bias, Init weight_init,
                Init bias_init)
     : ps_(&ps), in_(in), out_(out) {
@@ -85,6 +105,10 @@ Linear Linear::TorchDefault(ParameterStore& ps, const std::string& prefix, int64
 
 Variable Linear::Forward(Tape& tape, const Variable& x) const {
   return LinearForward(tape, x, ps_->var(w_), b_ >= 0 ? ps_->var(b_) : Variable());
+}
+
+Variable Linear::ForwardResidual(Tape& tape, const Variable& x, const Variable& res) const {
+  return LinearResidualForward(tape, res, x, ps_->var(w_), b_ >= 0 ? ps_->var(b_) : Variable());
 }
 
 Variable Linear::ForwardGelu(Tape& tape, const Variable& x) const {

@@ -23,6 +23,12 @@ void LinearBackwardFrom(const float* dy, const Variable& x, const Variable& w, c
 // backward and then holds d(pre-activation) itself. Saves a write of the [.., OC] output and
 // the pre-activation's gradient buffer against LinearForward + GeluForward.
 Variable LinearGeluForward(Tape& tape, const Variable& x, const Variable& w, const Variable& b);
+// res + LinearForward(x, w, b) as one op (a block's attention and MLP output projections with
+// the residual add): the bias and res seed the output, the product is added into it. Saves the
+// branch output's write and read and, in backward, its gradient's copy: d(out) is read by the
+// projection's backward and then handed to res.
+Variable LinearResidualForward(Tape& tape, const Variable& res, const Variable& x, const Variable& w,
+                               const Variable& b);
 
 // Registers "<prefix>.weight" [out, in] (decayed) and, with bias, "<prefix>.bias" [out].
 class Linear {
@@ -35,6 +41,7 @@ class Linear {
 
   Variable Forward(Tape& tape, const Variable& x) const;
   Variable ForwardGelu(Tape& tape, const Variable& x) const;  // gelu(Forward(x)), LinearGeluForward
+  Variable ForwardResidual(Tape& tape, const Variable& x, const Variable& res) const;  // res + Forward(x)
 
   int64_t in() const { return in_; }
   int64_t out() const { return out_; }

@@ -35,13 +35,16 @@ void AddBackward(const Variable& out, const Variable& a, const Variable& b) {
   if (!out.has_grad()) return;
   // b first: it reads d(out) before `a` may take the buffer over (also right for a == b).
   AccumulateInto(b, out.grad());
-  if (a.requires_grad()) {
-    if (a.AdoptGrad(out.grad())) {
-      // d(out) is final (its producer is this op) and nobody reads it afterwards.
-      out.TakeGrad();
-    } else {
-      tensor::AddInPlace(a.GradAccumulate(), out.grad().data<float>(), out.numel());
-    }
+  PassResidualGrad(out, a);
+}
+
+void PassResidualGrad(const Variable& out, const Variable& a) {
+  if (!a.requires_grad()) return;
+  if (a.AdoptGrad(out.grad())) {
+    // d(out) is final (its producer is this op) and nobody reads it afterwards.
+    out.TakeGrad();
+  } else {
+    tensor::AddInPlace(a.GradAccumulate(), out.grad().data<float>(), out.numel());
   }
 }
 

@@ -149,12 +149,10 @@ Variable GptShard::BlockForward(Tape& tape, const Block& b, Variable x) {
   std::vector<Variable> qkv = ColumnParallelLinear(tape, *tp_, h, P(b.qkv_w), P(b.qkv_b), 3);
   std::vector<Variable> att;
   for (const Variable& q : qkv) att.push_back(nn::AttentionForward(tape, q, heads));
-  Variable a = RowParallelLinear(tape, *tp_, att, P(b.proj_w), P(b.proj_b));
-  x = nn::AddForward(tape, x, a);
+  x = RowParallelLinearResidual(tape, *tp_, att, P(b.proj_w), P(b.proj_b), x);
   Variable h2 = nn::LayerNormForward(tape, x, P(b.ln2_w), P(b.ln2_b));
   std::vector<Variable> act = ColumnParallelLinear(tape, *tp_, h2, P(b.fc_w), P(b.fc_b), 1, /*gelu=*/true);
-  Variable m = RowParallelLinear(tape, *tp_, act, P(b.fc2_w), P(b.fc2_b));
-  return nn::AddForward(tape, x, m);
+  return RowParallelLinearResidual(tape, *tp_, act, P(b.fc2_w), P(b.fc2_b), x);
 }
 
 std::vector<Variable> GptShard::HeadLogits(Tape& tape, const Variable& x, int64_t rows) {

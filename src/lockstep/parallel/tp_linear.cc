@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "lockstep/nn/linear.h"
+#include "lockstep/nn/shape_ops.h"
 #include "lockstep/tensor/kernels.h"
 
 namespace lockstep::parallel {
@@ -187,6 +188,12 @@ Variable RowParallelLinear(Tape& tape, TpContext& tp, const std::vector<Variable
     }
   });
   return y;
+}
+
+Variable RowParallelLinearResidual(Tape& tape, TpContext& tp, const std::vector<Variable>& xs, const Variable& w,
+                                   const Variable& b, const Variable& res) {
+  if (tp.plain()) return nn::LinearResidualForward(tape, res, xs.at(0), w, b);
+  return nn::AddForward(tape, res, RowParallelLinear(tape, tp, xs, w, b));
 }
 
 }  // namespace lockstep::parallel

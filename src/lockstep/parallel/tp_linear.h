@@ -38,5 +38,9 @@ std::vector<Variable> ColumnParallelLinear(Tape& tape, TpContext& tp, const Vari
 // undefined. Returns [..., out], identical on every tp rank.
 Variable RowParallelLinear(Tape& tape, TpContext& tp, const std::vector<Variable>& xs, const Variable& w,
                            const Variable& b);
+// res + RowParallelLinear(xs, w, b): one op (nn::LinearResidualForward) without tensor
+// parallelism; the sliced path adds res after the slices' sum.
+Variable RowParallelLinearResidual(Tape& tape, TpContext& tp, const std::vector<Variable>& xs, const Variable& w,
+                                   const Variable& b, const Variable& res);
 
 }  // namespace lockstep::parallel

@@ -28,6 +28,11 @@ void LinearForward(float* out, const float* inp, const float* weight, const floa
 // keep_grad z ends as gelu'(pre-activation) for backward (MulGrad then LinearBackward).
 void LinearGeluForward(float* out, float* z, const float* inp, const float* weight, const float* bias, int64_t n,
                        int64_t ic, int64_t oc, bool keep_grad);
+// out = res + inp . W^T + bias (bias nullable), a residual branch's output projection and the
+// residual add in one: out is seeded with res + bias rows and the product is added into it,
+// so the branch's own output is never written.
+void LinearResidualForward(float* out, const float* res, const float* inp, const float* weight, const float* bias,
+                           int64_t n, int64_t ic, int64_t oc);
 // dinp = dinp_beta*dinp + dout.W (dinp nullable), dweight += dout^T.inp (nullable), dbias +=
 // sum_rows dout (nullable). Asking for both products in one call lets bf16 precision round
 // dout once for both.

@@ -42,6 +42,22 @@ void LinearForward(float* out, const float* inp, const float* weight, const floa
   Gemm(false, true, n, oc, ic, 1.0f, inp, ic, weight, ic, beta, out, oc);
 }
 
+void LinearResidualForward(float* out, const float* res, const float* inp, const float* weight, const float* bias,
+                           int64_t n, int64_t ic, int64_t oc) {
+#pragma omp parallel for schedule(static) if (parallel : internal::WorthParallel(n * oc))
+  for (int64_t i = 0; i < n; ++i) {
+    float* o = out + i * oc;
+    const float* r = res + i * oc;
+    if (bias == nullptr) {
+      std::copy(r, r + oc, o);
+    } else {
+#pragma omp simd
+      for (int64_t j = 0; j < oc; ++j) o[j] = r[j] + bias[j];
+    }
+  }
+  Gemm(false, true, n, oc, ic, 1.0f, inp, ic, weight, ic, 1.0f, out, oc);
+}
+
 void LinearGeluForward(float* out, float* z, const float* inp, const float* weight, const float* bias, int64_t n,
                        int64_t ic, int64_t oc, bool keep_grad) {
   Gemm(false, true, n, oc, ic, 1.0f, inp, ic, weight, ic, 0.0f, z, oc);
