@@ -80,6 +80,7 @@ void ExpectZeroFiguresMeasuredAndCharged(const std::vector<std::string>& args, c
   CommandResult again = RunLockstep(args);
   ASSERT_EQ(again.exit_code, 0) << again.err;
   EXPECT_NE(again.out.find("profile: cached"), std::string::npos) << again.out;
+  EXPECT_EQ(again.out.find("second look"), std::string::npos) << again.out;
   // The cached figures are what the prediction charges: set them far above anything measured
   // (us an element) and ZeRO-2's exposed time is theirs, the further micro-batch charged
   // (4 c4 - c1) / 3 beside the first one's c1.
@@ -116,6 +117,12 @@ TEST(Plan, ModelStatesEqualTheMemoryRowOfEveryLayout) {
   CommandResult r = RunLockstep(With(plan_args, {"--nproc", "2", "--out", dir, "--json", dir + "/plan.json"}));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("verdict: "), std::string::npos) << r.out;
+  // A measured profile looks at one shape again after the collectives, both line-ups (2 workers,
+  // and the 1 worker the verdict compares with); a cached one does not (below).
+  EXPECT_NE(r.out.find("second look at the compute, after the collectives (times against the first look): 2 workers "),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("; 1 worker "), std::string::npos) << r.out;
   const nlohmann::json plan = ReadJson(dir + "/plan.json");
   ASSERT_TRUE(plan.is_object());
   EXPECT_EQ(plan["workers"], 2);

@@ -604,6 +604,43 @@ TEST(PlanProfile, SharingLossIsTheSlowestWorkersPassOverTheFairShare) {
 
 // The profile's timed passes: as many as fit 1.5 s of the first one, between the request's
 // count and 21 (a request above 21 is kept); nothing measured keeps the request's.
+// The second look's correction: every time of every piece (fp32 and bf16) and the optimizer's
+// scaled; bytes and the ZeRO figures (measured apart) left alone.
+TEST(PlanProfile, ScaleTimesScalesEveryTimeAndNothingElse) {
+  ComputeProfile p;
+  PieceCost c;
+  c.fwd_ms = 2;
+  c.bwd_ms = 4;
+  c.warm_fwd_ms = 1;
+  c.recompute_fwd_ms = 3;
+  c.bf16_fwd_ms = 1;
+  c.bf16_bwd_ms = 2;
+  c.bf16_recompute_fwd_ms = 5;
+  c.saved_bytes = 100;
+  c.peak_bytes = 200;
+  c.zero_ns_per_element[1] = 7;
+  p.gpt[{4, 1}] = {c, c, c};
+  p.whole[8] = c;
+  p.optimizer_ns_per_element = 10;
+  p.ScaleTimes(0.5);
+  for (const PieceCost* s : {&p.gpt[{4, 1}].embedding, &p.gpt[{4, 1}].block, &p.gpt[{4, 1}].head, &p.whole[8]}) {
+    EXPECT_EQ(s->fwd_ms, 1);
+    EXPECT_EQ(s->bwd_ms, 2);
+    EXPECT_EQ(s->warm_fwd_ms, 0.5);
+    EXPECT_EQ(s->recompute_fwd_ms, 1.5);
+    EXPECT_EQ(s->bf16_fwd_ms, 0.5);
+    EXPECT_EQ(s->bf16_bwd_ms, 1);
+    EXPECT_EQ(s->bf16_recompute_fwd_ms, 2.5);
+    EXPECT_EQ(s->saved_bytes, 100);
+    EXPECT_EQ(s->peak_bytes, 200);
+    EXPECT_EQ(s->zero_ns_per_element[1], 7);
+  }
+  EXPECT_EQ(p.optimizer_ns_per_element, 5);
+  const ShapeKey gpt_key{4, 1}, whole_key{8, 1};
+  EXPECT_EQ(&p.Main(gpt_key, true), &p.gpt[gpt_key].block);
+  EXPECT_EQ(&p.Main(whole_key, false), &p.whole[8]);
+}
+
 TEST(PlanProfile, TimedPassesFillTheBudgetBetweenTheRequestAndTwentyOne) {
   EXPECT_EQ(TimedPasses(27.0, 5), 21);    // cnn-fashion's line-up: capped
   EXPECT_EQ(TimedPasses(100.0, 5), 15);   // 1500 / 100

@@ -444,7 +444,7 @@ WorkerResult MeasureOnWorker(const ProfileRequest& req, int tp_degree, const std
     main.bf16_saved_bytes = b.saved_bytes;
     main.bf16_peak_bytes = b.peak_bytes;
     main.bf16_kernel_bytes = b.kernel_bytes;  // made by the bf16 passes, beside the fp32 plans
-    if (!dp) continue;
+    if (!dp || !req.zero) continue;
     PieceRun& plain = req.gpt ? *runs[3 * i + 1] : *runs[i];
     r.status = MeasureZero(req, &batches[i]->in, &ctx, dp, mem, plain,
                            (req.gpt ? r.gpt.back().block : r.whole.back()).zero_ns_per_element);
@@ -650,6 +650,19 @@ Status MeasureCompute(const ProfileRequest& req, ComputeProfile* into) {
     }
   }
   return Status::Ok();
+}
+
+void ComputeProfile::ScaleTimes(double f) {
+  auto scale = [f](PieceCost& c) {
+    for (double PieceCost::*t : kPieceTimes) c.*t *= f;
+  };
+  for (auto& [key, costs] : gpt) {
+    scale(costs.embedding);
+    scale(costs.block);
+    scale(costs.head);
+  }
+  for (auto& [rows, cost] : whole) scale(cost);
+  optimizer_ns_per_element *= f;
 }
 
 double ComputeProfile::oversubscription() const { return Oversubscription(workers, threads_per_worker); }

@@ -46,6 +46,11 @@ struct ComputeProfile {
   // pieces' CPU times were stretched by), else 1.
   double oversubscription() const;
   bool Has(const ShapeKey& k, bool is_gpt) const { return is_gpt ? gpt.count(k) > 0 : whole.count(k.first) > 0; }
+  // The piece that carries the products at `k` (a GPT block, or the whole model); Has(k) first.
+  const PieceCost& Main(const ShapeKey& k, bool is_gpt) const { return is_gpt ? gpt.at(k).block : whole.at(k.first); }
+  // Every measured time (each piece's fp32 and bf16 passes, the optimizer's) times `f`; bytes and
+  // ZeRO figures (measured apart) unchanged.
+  void ScaleTimes(double f);
   nlohmann::json ToJson() const;
   static Result<ComputeProfile> FromJson(const nlohmann::json& j);
 };
@@ -57,6 +62,7 @@ struct ProfileRequest {
   int workers = 1, threads_per_worker = 1;
   std::vector<ShapeKey> shapes;    // to measure (those already in `into` are skipped)
   int64_t optimizer_elements = 0;  // elements of the optimizer measurement (capped)
+  bool zero = true;                // ZeRO-2/3 per element over the workers (with tp = 1 and 2+ workers)
   int reps = 5;                    // timed passes per piece (round-robin over shapes), after one untimed pass;
                                    // MeasureCompute runs more where they are short (TimedPasses)
 };
