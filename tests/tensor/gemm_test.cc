@@ -160,5 +160,26 @@ TEST(Linear, ForwardAndBackwardMatchDoubleReference) {
   LinearBackward(nullptr, nullptr, nullptr, g.data(), x.data(), w.data(), n, ic, oc);
 }
 
+// The MLP's backward products and bias sum in one pass: the bits of MulGrad followed by
+// LinearBackward's bias sum, on 1 and 2 threads (column blocks of 64; 200 columns leave a
+// partial block), accumulating onto an existing bias gradient; without one, MulGrad alone.
+TEST(Linear, MulGradColumnSumGivesTheTwoPassBits) {
+  const int64_t n = 301, c = 200;
+  auto grad = RandomVector(n * c, 34, 2.0f), dout = RandomVector(n * c, 35);
+  std::vector<float> two(n * c), db_two(c, 0.5f);
+  MulGrad(two.data(), grad.data(), dout.data(), n * c, /*accumulate=*/false);
+  LinearBackward(nullptr, nullptr, db_two.data(), two.data(), nullptr, nullptr, n, 0, c);
+  for (int threads : {1, 2}) {
+    ScopedComputeThreads t(threads);
+    std::vector<float> one = grad, db_one(c, 0.5f);
+    MulGradColumnSum(one.data(), one.data(), dout.data(), db_one.data(), n, c);  // in place, as the MLP runs it
+    EXPECT_TRUE(testing::BitEqual(one, two)) << threads;
+    EXPECT_TRUE(testing::BitEqual(db_one, db_two)) << threads;
+    std::vector<float> only(n * c);
+    MulGradColumnSum(only.data(), grad.data(), dout.data(), nullptr, n, c);
+    EXPECT_TRUE(testing::BitEqual(only, two)) << threads;
+  }
+}
+
 }  // namespace
 }  // namespace lockstep::tensor

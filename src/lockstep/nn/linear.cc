@@ -61,11 +61,12 @@ Variable LinearGeluForward(Tape& tape, const Variable& x, const Variable& w, con
   tensor::LinearGeluForward(y.data(), z.data<float>(), x.data(), w.data(), b.defined() ? b.data() : nullptr, n, ic,
                             oc, /*keep_grad=*/rec);
   if (!rec) return y;
-  tape.Record({x, w, b}, [y, z, x, w, b]() mutable {
+  tape.Record({x, w, b}, [y, z, x, w, b, n, oc]() mutable {
     if (!y.has_grad()) return;
     float* dz = z.data<float>();
-    tensor::MulGrad(dz, dz, y.grad().data<float>(), z.numel(), /*accumulate=*/false);
-    LinearBackwardFrom(dz, x, w, b);
+    float* db = b.defined() && b.requires_grad() ? b.GradAccumulate() : nullptr;
+    tensor::MulGradColumnSum(dz, dz, y.grad().data<float>(), db, n, oc);  // the bias's gradient in the same pass
+    LinearBackwardFrom(dz, x, w, Variable());
   });
   return y;
 }

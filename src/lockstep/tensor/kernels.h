@@ -33,6 +33,10 @@ void LinearGeluForward(float* out, float* z, const float* inp, const float* weig
 // so the branch's own output is never written.
 void LinearResidualForward(float* out, const float* res, const float* inp, const float* weight, const float* bias,
                            int64_t n, int64_t ic, int64_t oc);
+// dinp = grad * dout (MulGrad's bits; dinp may alias grad) and, when colsum is given, colsum[j]
+// += sum over rows of dinp[:, j] in LinearBackward's order and bits (a bias gradient), in the
+// same pass: a linear layer behind an elementwise op then needs no second read for its bias.
+void MulGradColumnSum(float* dinp, const float* grad, const float* dout, float* colsum, int64_t n, int64_t c);
 // dinp = dinp_beta*dinp + dout.W (dinp nullable), dweight += dout^T.inp (nullable), dbias +=
 // sum_rows dout (nullable). Asking for both products in one call lets bf16 precision round
 // dout once for both.

@@ -30,6 +30,35 @@ void ColumnSumAccumulate(float* out, const float* x, int64_t n, int64_t c) {
 
 }  // namespace
 
+void MulGradColumnSum(float* dinp, const float* grad, const float* dout, float* colsum, int64_t n, int64_t c) {
+  if (colsum == nullptr) {
+    MulGrad(dinp, grad, dout, n * c, /*accumulate=*/false);
+    return;
+  }
+  // ColumnSumAccumulate's blocks and order (rows in order from 0 for every column, then added
+  // to colsum), each product rounded as MulGrad's: the same bits as the two passes.
+  constexpr int64_t kCols = 64;
+  int64_t nblocks = (c + kCols - 1) / kCols;
+#pragma omp parallel for schedule(static) if (parallel : internal::WorthParallel(n * c) && nblocks > 1)
+  for (int64_t b = 0; b < nblocks; ++b) {
+    int64_t j0 = b * kCols, j1 = std::min(c, j0 + kCols);
+    float acc[kCols];
+    for (int64_t j = j0; j < j1; ++j) acc[j - j0] = 0.0f;
+    for (int64_t i = 0; i < n; ++i) {
+      const float* g = grad + i * c;
+      const float* d = dout + i * c;
+      float* o = dinp + i * c;
+#pragma omp simd
+      for (int64_t j = j0; j < j1; ++j) {
+        const float v = g[j] * d[j];
+        o[j] = v;
+        acc[j - j0] += v;
+      }
+    }
+    for (int64_t j = j0; j < j1; ++j) colsum[j] += acc[j - j0];
+  }
+}
+
 void LinearForward(float* out, const float* inp, const float* weight, const float* bias, int64_t n, int64_t ic,
                    int64_t oc) {
   float beta = 0.0f;
