@@ -1,4 +1,4 @@
-// Linear layer as two/three GEMMs plus a bias pass.
+// Linear layers: the GEMMs, the bias passes, and the fused forms (with GELU, with a residual).
 #include <algorithm>
 
 #include "lockstep/tensor/bf16_ops.h"
@@ -9,9 +9,11 @@
 namespace lockstep::tensor {
 namespace {
 
-// out[j] += sum_i x[i, j], rows in order for every column (columns split over threads, so
-// the bits do not depend on the thread count).
-void ColumnSumAccumulate(float* out, const float* x, int64_t n, int64_t c) {
+// Column sums in a fixed order: out[j] += (sum over rows i in order, from 0) of what
+// add_row(i, j0, j1, acc) adds into acc[j - j0] for row i's columns [j0, j1). Blocks of 64
+// columns are spread over the team, so the bits do not depend on the thread count.
+template <typename AddRow>
+void ColumnBlockSums(float* out, int64_t n, int64_t c, AddRow add_row) {
   constexpr int64_t kCols = 64;
   int64_t nblocks = (c + kCols - 1) / kCols;
 #pragma omp parallel for schedule(static) if (parallel : internal::WorthParallel(n * c) && nblocks > 1)
@@ -19,13 +21,18 @@ void ColumnSumAccumulate(float* out, const float* x, int64_t n, int64_t c) {
     int64_t j0 = b * kCols, j1 = std::min(c, j0 + kCols);
     float acc[kCols];
     for (int64_t j = j0; j < j1; ++j) acc[j - j0] = 0.0f;
-    for (int64_t i = 0; i < n; ++i) {
-      const float* row = x + i * c;
-#pragma omp simd
-      for (int64_t j = j0; j < j1; ++j) acc[j - j0] += row[j];
-    }
+    for (int64_t i = 0; i < n; ++i) add_row(i, j0, j1, acc);
     for (int64_t j = j0; j < j1; ++j) out[j] += acc[j - j0];
   }
+}
+
+// out[j] += sum_i x[i, j].
+void ColumnSumAccumulate(float* out, const float* x, int64_t n, int64_t c) {
+  ColumnBlockSums(out, n, c, [x, c](int64_t i, int64_t j0, int64_t j1, float* acc) {
+    const float* row = x + i * c;
+#pragma omp simd
+    for (int64_t j = j0; j < j1; ++j) acc[j - j0] += row[j];
+  });
 }
 
 }  // namespace
@@ -35,28 +42,19 @@ void MulGradColumnSum(float* dinp, const float* grad, const float* dout, float* 
     MulGrad(dinp, grad, dout, n * c, /*accumulate=*/false);
     return;
   }
-  // ColumnSumAccumulate's blocks and order (rows in order from 0 for every column, then added
-  // to colsum), each product rounded as MulGrad's: the same bits as the two passes.
-  constexpr int64_t kCols = 64;
-  int64_t nblocks = (c + kCols - 1) / kCols;
-#pragma omp parallel for schedule(static) if (parallel : internal::WorthParallel(n * c) && nblocks > 1)
-  for (int64_t b = 0; b < nblocks; ++b) {
-    int64_t j0 = b * kCols, j1 = std::min(c, j0 + kCols);
-    float acc[kCols];
-    for (int64_t j = j0; j < j1; ++j) acc[j - j0] = 0.0f;
-    for (int64_t i = 0; i < n; ++i) {
-      const float* g = grad + i * c;
-      const float* d = dout + i * c;
-      float* o = dinp + i * c;
+  // ColumnSumAccumulate's blocks and order, each product rounded as MulGrad's: the same bits as
+  // the two passes.
+  ColumnBlockSums(colsum, n, c, [=](int64_t i, int64_t j0, int64_t j1, float* acc) {
+    const float* g = grad + i * c;
+    const float* d = dout + i * c;
+    float* o = dinp + i * c;
 #pragma omp simd
-      for (int64_t j = j0; j < j1; ++j) {
-        const float v = g[j] * d[j];
-        o[j] = v;
-        acc[j - j0] += v;
-      }
+    for (int64_t j = j0; j < j1; ++j) {
+      const float v = g[j] * d[j];
+      o[j] = v;
+      acc[j - j0] += v;
     }
-    for (int64_t j = j0; j < j1; ++j) colsum[j] += acc[j - j0];
-  }
+  });
 }
 
 void LinearForward(float* out, const float* inp, const float* weight, const float* bias, int64_t n, int64_t ic,
