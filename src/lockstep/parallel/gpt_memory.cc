@@ -2,7 +2,8 @@
 
 namespace lockstep::parallel {
 
-ActivationBytes EstimateGptActivations(const GptShardOptions& o, int tp, int64_t rows, int64_t seq) {
+ActivationBytes EstimateGptActivations(const GptShardOptions& o, int tp, int64_t rows, int64_t seq,
+                                       bool deterministic) {
   const int64_t e = 4;  // fp32
   const int64_t s = seq, b = rows, h = o.model.width, a = o.model.heads, t = tp, v = o.model.vocab;
   const int64_t sbh = s * b * h * e, sb = s * b * e;
@@ -11,8 +12,9 @@ ActivationBytes EstimateGptActivations(const GptShardOptions& o, int tp, int64_t
   ActivationBytes block;
   block.residual = 2 * sbh;
   block.layernorm = 2 * sbh + 4 * sb;
-  block.attention = (4 * sbh) / t + sbh + (a / t) * s * s * b * e;
-  block.mlp = (8 * sbh) / t + sbh;
+  const int64_t proj = t > 1 || deterministic ? sbh : 0;  // a projection's output kept apart
+  block.attention = (4 * sbh) / t + proj + (a / t) * s * s * b * e;
+  block.mlp = (8 * sbh) / t + proj;
   const int64_t one_block = block.residual + block.layernorm + block.attention + block.mlp;
   ActivationBytes r;
   if (o.recompute) {

@@ -6,12 +6,15 @@
 // (e = 4 bytes per element), a block without recompute keeps
 //   residual   2 sbh e          (its input, and the residual after attention)
 //   layernorm  2 sbh e + 4 sb e (two LayerNorm outputs, their mean and 1/std)
-//   attention  (4/t + 1) sbh e + (a/t) s^2 b e   (q,k,v, the attention output, the projection's
+//   attention  (4/t + p) sbh e + (a/t) s^2 b e   (q,k,v, the attention output, the projection's
 //                                                  output; the causal probabilities, all s x s)
-//   mlp        (8/t + 1) sbh e  (fc output, GELU output, fc2's output)
-// i.e. sbh (72 + 4as/h + 16/h) bytes at t = 1, against Korthikanti et al.'s sbh(34 + 5as/h) for
-// fp16 with dropout masks. With recompute = block a block keeps only its input (sbh e) and one
-// block's worth is alive again while its backward runs.
+//   mlp        (8/t + p) sbh e  (fc output, GELU output, fc2's output)
+// where p = 1 when the output projections run sliced (t > 1, or deterministic mode's canonical
+// slices: their output is kept apart from the residual) and 0 otherwise (the projection adds into
+// the residual, nn::LinearResidualForward). So sbh (64 + 4as/h + 16/h) bytes at t = 1 (72 in
+// deterministic mode), against Korthikanti et al.'s sbh(34 + 5as/h) for fp16 with dropout masks.
+// With recompute = block a block keeps only its input (sbh e) and one block's worth is alive
+// again while its backward runs.
 #pragma once
 
 #include <cstdint>
@@ -31,7 +34,9 @@ struct ActivationBytes {
   int64_t total() const { return embedding + residual + layernorm + attention + mlp + head + recompute; }
 };
 
-// One micro-batch of `rows` x `seq` tokens through the stage `o` split `tp` ways.
-ActivationBytes EstimateGptActivations(const GptShardOptions& o, int tp, int64_t rows, int64_t seq);
+// One micro-batch of `rows` x `seq` tokens through the stage `o` split `tp` ways (`deterministic`:
+// the run's --deterministic, whose canonical slices keep the projections' outputs at any tp).
+ActivationBytes EstimateGptActivations(const GptShardOptions& o, int tp, int64_t rows, int64_t seq,
+                                       bool deterministic);
 
 }  // namespace lockstep::parallel

@@ -139,7 +139,8 @@ parallel::ActivationBytes Trainer::ActivationEstimate(int* in_flight, int64_t* r
     *rows = per_rank / t.accum_steps;
   }
   const int64_t context = plan_.layout.gpt->context;
-  parallel::ActivationBytes one = parallel::EstimateGptActivations(StageOptions(), dims().tp, *rows, context);
+  parallel::ActivationBytes one = parallel::EstimateGptActivations(StageOptions(), dims().tp, *rows, context,
+                                                                         plan_.options.deterministic);
   for (int64_t* f : {&one.embedding, &one.residual, &one.layernorm, &one.attention, &one.mlp, &one.head})
     *f *= *in_flight;
   return one;  // the recomputed block is alive once, whatever the micro-batches in flight
