@@ -14,6 +14,8 @@
 # the same row against the same measurement): a row whose two plans disagree by as much as its
 # error missed through the machine's drift between profile and training, not the model. The
 # goal counts only the first plan (the one a user would run); the re-plan is a diagnostic.
+# Each worker count's summary also prints both plans' second looks (how much faster or slower the
+# profile's re-measured shape ran, and whether the profile was scaled to it).
 # Usage: bench/plan_accuracy.sh [models="gpt-tiny cnn-fashion"] [workers="1 2 4"] [sample=8] [steps=12]
 #        [backend=threads]   (needs scripts/setup.sh first; LOCKSTEP=path picks another binary)
 set -euo pipefail
@@ -53,6 +55,11 @@ def pick(rows, rec, k):
     return chosen
 
 worst_t = worst_m = (0.0, "")
+def second_look(out):
+    # The plan's second look at the compute (docs/planning.md, section 1): its ratios, as printed.
+    line = next((l for l in out.splitlines() if l.startswith("second look at the compute")), "")
+    return line.split("): ", 1)[1] if "): " in line else "none"
+
 def same_row(a, b):
     return all(a[k] == b[k] for k in ("layout", "zero", "microbatches", "precision", "recompute"))
 
@@ -64,7 +71,8 @@ for model in models:
     for n in workers:
         out = f"{tmp}/{model}-{n}"
         t0 = time.time()
-        run(["plan", "--config", cfg, "--nproc", str(n), "--backend", backend, "--out", out, "--json", f"{out}/plan.json"] + common)
+        look = second_look(run(["plan", "--config", cfg, "--nproc", str(n), "--backend", backend, "--out", out, "--json",
+                                f"{out}/plan.json"] + common).stdout)
         plan_s = time.time() - t0
         plan = json.load(open(f"{out}/plan.json"))
         rows, rec = plan["layouts"], plan["recommended"]
@@ -87,8 +95,8 @@ for model in models:
                 # rank 0's last memory row: the run's peak so far, evaluation included
                 peaks[i] = [l for l in lines if l.get("event") == "memory" and l.get("rank", 0) == 0][-1]["peak_bytes"]
         # The same plan on a profile measured now, after the training (see the header).
-        run(["plan", "--config", cfg, "--nproc", str(n), "--backend", backend, "--out", f"{out}-again", "--json",
-             f"{out}-again/plan.json"] + common)
+        look_again = second_look(run(["plan", "--config", cfg, "--nproc", str(n), "--backend", backend, "--out",
+                                      f"{out}-again", "--json", f"{out}-again/plan.json"] + common).stdout)
         again = json.load(open(f"{out}-again/plan.json"))["layouts"]
         for i in chosen:
             r = rows[i]
@@ -115,6 +123,8 @@ for model in models:
             print(f"{'':<12}{n:>3} plan took {plan_s:.1f} s; recommended measured {measured[rec]:.1f} ms, fastest measured "
                   f"{fastest:.1f} ms ({100*(measured[rec]/fastest-1):+.0f}%); one_worker_faster={plan['one_worker_faster']}, "
                   f"binding={plan['binding']}", flush=True)
+            print(f"{'':<12}{n:>3} second looks (times against the first look): plan {look}; re-plan {look_again}",
+                  flush=True)
 print(f"worst step_ms error: {100*worst_t[0]:+.0f}% ({worst_t[1]})")
 print(f"step_ms within 15%: {tally['first']} of {tally['rows']} rows (the plan); against the re-plan's profile "
       f"{tally['again']}; against either {tally['either']}")
