@@ -104,16 +104,18 @@ Linear Linear::TorchDefault(ParameterStore& ps, const std::string& prefix, int64
   return Linear(ps, prefix, in, out, bias, Init::Uniform(bound), Init::Uniform(bound));
 }
 
+Variable Linear::BiasVar() const { return b_ >= 0 ? ps_->var(b_) : Variable(); }
+
 Variable Linear::Forward(Tape& tape, const Variable& x) const {
-  return LinearForward(tape, x, ps_->var(w_), b_ >= 0 ? ps_->var(b_) : Variable());
+  return LinearForward(tape, x, ps_->var(w_), BiasVar());
 }
 
 Variable Linear::ForwardResidual(Tape& tape, const Variable& x, const Variable& res) const {
-  return LinearResidualForward(tape, res, x, ps_->var(w_), b_ >= 0 ? ps_->var(b_) : Variable());
+  return LinearResidualForward(tape, res, x, ps_->var(w_), BiasVar());
 }
 
 Variable Linear::ForwardGelu(Tape& tape, const Variable& x) const {
-  return LinearGeluForward(tape, x, ps_->var(w_), b_ >= 0 ? ps_->var(b_) : Variable());
+  return LinearGeluForward(tape, x, ps_->var(w_), BiasVar());
 }
 
 }  // namespace lockstep::nn

@@ -49,6 +49,7 @@ class Linear {
   int bias_index() const { return b_; }  // -1 without bias
 
  private:
+  Variable BiasVar() const;  // the bias, or an undefined Variable without one
   const ParameterStore* ps_ = nullptr;
   int64_t in_ = 0, out_ = 0;
   int w_ = -1, b_ = -1;

@@ -71,6 +71,13 @@ Status SaveCache(const std::string& path, const nlohmann::json& j) {
   return Status::Ok();
 }
 
+// The cache's compute slot of a profile: "w<workers>-t<threads>".
+std::string ComputeSlot(int workers, int threads) {
+  char slot[48];
+  std::snprintf(slot, sizeof(slot), "w%d-t%d", workers, threads);
+  return slot;
+}
+
 ProfileRequest BaseRequest(const PlanSetup& s, int workers, int threads) {
   ProfileRequest req;
   req.config = s.config;
@@ -91,9 +98,7 @@ struct MeasuredProfile {
 
 Result<MeasuredProfile> Profile(const PlanSetup& s, const std::vector<Candidate>& cands, int workers, int threads,
                                 nlohmann::json* cache, bool* measured) {
-  char slot_name[48];
-  std::snprintf(slot_name, sizeof(slot_name), "w%d-t%d", workers, threads);
-  const std::string slot = slot_name;
+  const std::string slot = ComputeSlot(workers, threads);
   MeasuredProfile m;
   ComputeProfile& prof = m.prof;
   prof.workers = workers;
@@ -139,6 +144,7 @@ Result<MeasuredProfile> Profile(const PlanSetup& s, const std::vector<Candidate>
 // same line-up of workers; where that second look runs more than 3% faster, every compute time
 // of the profile is scaled by the ratio (the faster look is kept: a slow spell only ever makes a
 // look slower). Returns the ratio, second look over first.
+constexpr double kSecondLookScales = 0.97;  // a ratio below this scales the profile
 Result<double> SecondLook(const PlanSetup& s, MeasuredProfile* m) {
   ProfileRequest req = BaseRequest(s, m->prof.workers, m->prof.threads_per_worker);
   req.shapes = {m->check};
@@ -150,7 +156,7 @@ Result<double> SecondLook(const PlanSetup& s, MeasuredProfile* m) {
   const PieceCost& second = again.Main(m->check, gpt);
   const double before = first.fwd_ms + first.bwd_ms, after = second.fwd_ms + second.bwd_ms;
   const double ratio = before > 0 && after > 0 ? after / before : 1.0;
-  if (ratio < 0.97) m->prof.ScaleTimes(ratio);
+  if (ratio < kSecondLookScales) m->prof.ScaleTimes(ratio);
   return ratio;
 }
 
@@ -293,10 +299,9 @@ Status RunPlan(const PlanOptions& o, const CommMeasurer& measure, const ZeroMeas
     LS_ASSIGN_OR_RETURN(double ratio, SecondLook(s, m));
     char line[160];
     std::snprintf(line, sizeof(line), "%s%d worker%s %.2fx%s", second_look.empty() ? "" : "; ", m->prof.workers,
-                  m->prof.workers == 1 ? "" : "s", ratio, ratio < 0.97 ? " (times scaled to it)" : "");
+                  m->prof.workers == 1 ? "" : "s", ratio, ratio < kSecondLookScales ? " (times scaled to it)" : "");
     second_look += line;
-    const std::string slot = "w" + std::to_string(m->prof.workers) + "-t" + std::to_string(m->prof.threads_per_worker);
-    cache["compute"][slot] = m->prof.ToJson();
+    cache["compute"][ComputeSlot(m->prof.workers, m->prof.threads_per_worker)] = m->prof.ToJson();
   }
   // The ZeRO figures measured over the plan's workers as the backend runs them (threads: worker
   // threads; mpi: processes), with a step of one micro-batch and of kZeroOverlapMicros, in place
