@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "lockstep/tensor/attention_kernel.h"
+#include "lockstep/tensor/causal_softmax.h"
 #include "lockstep/tensor/check.h"
 #include "lockstep/tensor/kernels.h"
 #include "lockstep/tensor/simd_avx512.h"
@@ -28,59 +29,26 @@ namespace {
 using internal::kRowBlock;
 using internal::MicroGemm;
 
-// Softmax of row i over columns [0, i]; columns (i, T) set to zero.
-void CausalSoftmaxRow(float* p, int64_t i, int64_t T) {
-  const int64_t n = i + 1;
-  __m256 vmax = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
-  int64_t j = 0;
-  for (; j + 8 <= n; j += 8) vmax = _mm256_max_ps(vmax, _mm256_loadu_ps(p + j));
-  float mx = internal::HorizontalMax(vmax);
-  for (; j < n; ++j) mx = std::max(mx, p[j]);
-  const __m256 vm = _mm256_set1_ps(mx);
-  __m256 vs = _mm256_setzero_ps();
-  j = 0;
-  for (; j + 8 <= n; j += 8) {
-    __m256 e = internal::Exp256(_mm256_sub_ps(_mm256_loadu_ps(p + j), vm));
-    _mm256_storeu_ps(p + j, e);
-    vs = _mm256_add_ps(vs, e);
-  }
-  if (j < n) {
-    __m256i mask = internal::TailMask(n - j);
-    __m256 e = internal::Exp256(_mm256_sub_ps(_mm256_maskload_ps(p + j, mask), vm));
-    e = _mm256_and_ps(e, _mm256_castsi256_ps(mask));
-    _mm256_maskstore_ps(p + j, mask, e);
-    vs = _mm256_add_ps(vs, e);
-  }
-  const float inv = 1.0f / internal::HorizontalSum(vs);
-  const __m256 vinv = _mm256_set1_ps(inv);
-  j = 0;
-  for (; j + 8 <= n; j += 8) _mm256_storeu_ps(p + j, _mm256_mul_ps(_mm256_loadu_ps(p + j), vinv));
-  for (; j < n; ++j) p[j] *= inv;
-  std::fill(p + n, p + T, 0.0f);
+// The row softmax and its backward in the build for this processor (same bits either way);
+// columns up to `end` (the block's causal extent) are written, see causal_softmax.h.
+void SoftmaxRow(float* p, int64_t i, int64_t end) {
+  if (internal::HasAvx512())
+    internal::CausalSoftmaxRow512(p, i + 1, end);
+  else
+    internal::CausalSoftmaxRow(p, i + 1, end);
 }
 
-// ds[j] = p[j] * (dp[j] - sum_k p[k] dp[k]) * scale for j <= i (ds holds dp on entry);
-// zero for i < j < T.
-void CausalSoftmaxBackwardRow(float* ds, const float* p, int64_t i, int64_t T, float scale) {
-  const int64_t n = i + 1;
-  __m256 acc = _mm256_setzero_ps();
-  int64_t j = 0;
-  for (; j + 8 <= n; j += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(p + j), _mm256_loadu_ps(ds + j), acc);
-  float dot = internal::HorizontalSum(acc);
-  for (; j < n; ++j) dot += p[j] * ds[j];
-  const __m256 vdot = _mm256_set1_ps(dot), vscale = _mm256_set1_ps(scale);
-  j = 0;
-  for (; j + 8 <= n; j += 8) {
-    __m256 d = _mm256_sub_ps(_mm256_loadu_ps(ds + j), vdot);
-    _mm256_storeu_ps(ds + j, _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(p + j), d), vscale));
-  }
-  for (; j < n; ++j) ds[j] = p[j] * (ds[j] - dot) * scale;
-  std::fill(ds + n, ds + T, 0.0f);
+void SoftmaxBackwardRow(float* ds, const float* p, int64_t i, int64_t end, float scale) {
+  if (internal::HasAvx512())
+    internal::CausalSoftmaxBackwardRow512(ds, p, i + 1, end, scale);
+  else
+    internal::CausalSoftmaxBackwardRow(ds, p, i + 1, end, scale);
 }
 
 struct Dims {
   int64_t B, T, C, H, hs, C3, Tp;
   float scale;
+  int64_t units() const { return B * H; }
 };
 
 Dims MakeDims(int64_t B, int64_t T, int64_t C, int64_t H) {
@@ -134,6 +102,21 @@ void PackRows(float* xp, const float* x, int64_t ld, const Dims& d) {
   }
 }
 
+// Asks for rows [r0, r1) of a slice of hs floats a row (row stride ld) to be brought into L2.
+// A unit reads its q, k, v (and in backward dO and P) as strided rows of hs floats that the
+// hardware prefetcher does not follow; loaded on first use they stalled the packs (a sixth
+// of the forward unit's time). So each unit fetches the next unit's rows, a row block's worth
+// per step of its own loop, and finds its own already there. (The next unit is this thread's
+// next under the static schedule, except at the end of a thread's share: then the fetch is
+// wasted, not wrong.)
+void PrefetchRows(const float* x, int64_t ld, int64_t r0, int64_t r1, int64_t len) {
+  for (int64_t t = r0; t < r1; ++t) {
+    const char* row = reinterpret_cast<const char*>(x + t * ld);
+    for (int64_t off = 0; off < len * 4; off += 64) _mm_prefetch(row + off, _MM_HINT_T1);
+    _mm_prefetch(row + len * 4 - 1, _MM_HINT_T1);
+  }
+}
+
 float* UnitScratch(size_t n) {
   thread_local std::vector<float> buf;
   if (buf.size() < n) buf.resize(n);
@@ -149,14 +132,20 @@ void ForwardUnit(const Dims& d, int64_t unit, float* out, float* att, const floa
   float* o = out + b * T * d.C + h * d.hs;
   float* kt = UnitScratch(d.hs * d.Tp + T * d.hs);
   float* vp = kt + d.hs * d.Tp;
+  const bool has_next = unit + 1 < d.units();
+  const float* next_q = has_next ? qkv + (unit + 1) / d.H * T * d.C3 + (unit + 1) % d.H * d.hs : nullptr;
   PackTransposed(kt, k, d.C3, d);
   PackRows(vp, v, d.C3, d);
   for (int64_t i0 = 0; i0 < T; i0 += kRowBlock) {
     const int rows = static_cast<int>(std::min<int64_t>(kRowBlock, T - i0));
     const int64_t keys = i0 + rows;  // causal extent of this block
+    if (has_next) {
+      for (int part = 0; part < 3; ++part) PrefetchRows(next_q + part * d.C, d.C3, i0, keys, d.hs);
+      PrefetchRows(out + (unit + 1) / d.H * T * d.C + (unit + 1) % d.H * d.hs, d.C, i0, keys, d.hs);  // written
+    }
     // S[i, j] = scale * q_i . k_j for j < keys
     MicroGemm(rows, d.hs, q + i0 * d.C3, d.C3, 1, kt, d.Tp, keys, p + i0 * T, T, d.scale, false);
-    for (int64_t i = i0; i < i0 + rows; ++i) CausalSoftmaxRow(p + i * T, i, T);
+    for (int64_t i = i0; i < i0 + rows; ++i) SoftmaxRow(p + i * T, i, keys);
     // O[i, :] = sum_j P[i, j] v_j
     MicroGemm(rows, keys, p + i0 * T, T, 1, vp, d.hs, d.hs, o + i0 * d.C, d.C, 1.0f, false);
   }
@@ -182,6 +171,8 @@ void BackwardUnit(const Dims& d, int64_t unit, float* dqkv, const float* dout, c
   float* kp = vt + d.hs * d.Tp;
   float* qp = kp + T * d.hs;
   float* dop = qp + T * d.hs;
+  const bool has_next = unit + 1 < d.units();
+  const int64_t nb = (unit + 1) / d.H, nh = (unit + 1) % d.H;
   PackTransposed(vt, v, d.C3, d);
   PackRows(kp, k, d.C3, d);
   PackRows(qp, q, d.C3, d);
@@ -189,9 +180,18 @@ void BackwardUnit(const Dims& d, int64_t unit, float* dqkv, const float* dout, c
   for (int64_t i0 = 0; i0 < T; i0 += kRowBlock) {
     const int rows = static_cast<int>(std::min<int64_t>(kRowBlock, T - i0));
     const int64_t keys = i0 + rows;
+    if (has_next) {
+      const float* next_q = qkv + nb * T * d.C3 + nh * d.hs;
+      for (int part = 0; part < 3; ++part) {
+        PrefetchRows(next_q + part * d.C, d.C3, i0, keys, d.hs);
+        PrefetchRows(dqkv + (next_q - qkv) + part * d.C, d.C3, i0, keys, d.hs);  // dq, dk, dv: written
+      }
+      PrefetchRows(dout + nb * T * d.C + nh * d.hs, d.C, i0, keys, d.hs);
+      for (int64_t i = i0; i < keys; ++i) PrefetchRows(p + T * T + i * T, T, 0, 1, i + 1);  // P's causal rows
+    }
     // dP[i, j] = dO_i . v_j, then dS in place.
     MicroGemm(rows, d.hs, dO + i0 * d.C, d.C, 1, vt, d.Tp, keys, ds + i0 * T, T, 1.0f, false);
-    for (int64_t i = i0; i < i0 + rows; ++i) CausalSoftmaxBackwardRow(ds + i * T, p + i * T, i, T, d.scale);
+    for (int64_t i = i0; i < i0 + rows; ++i) SoftmaxBackwardRow(ds + i * T, p + i * T, i, keys, d.scale);
     // dq_i += sum_j dS[i, j] k_j
     MicroGemm(rows, keys, ds + i0 * T, T, 1, kp, d.hs, d.hs, dq + i0 * d.C3, d.C3, 1.0f, accumulate);
   }

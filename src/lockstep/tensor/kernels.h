@@ -83,7 +83,8 @@ void EmbeddingBackward(float* dtable, const int32_t* ids, const float* dout, int
 
 // Causal multi-head self-attention on packed qkv [B,T,3C] (q|k|v along the last dim; head h
 // uses cols h*hs..(h+1)*hs of each), out [B,T,C], att [B,H,T,T] saved softmax
-// probabilities (upper triangle zero). scale = 1/sqrt(hs).
+// probabilities for j <= i; above the diagonal only a band of zeros next to it is written (the
+// rest is never read, by AttentionBackward either: treat it as unspecified). scale = 1/sqrt(hs).
 void AttentionForward(float* out, float* att, const float* qkv, int64_t B, int64_t T, int64_t C, int64_t H);
 // dqkv accumulates, or is overwritten when !accumulate (every element is written once);
 // the kernel needs only a small per-thread buffer of its own.
