@@ -77,9 +77,15 @@ void ExpectZeroFiguresMeasuredAndCharged(const std::vector<std::string>& args, c
   ASSERT_TRUE(zero.is_object()) << cache.dump();
   EXPECT_EQ(zero["rows"], nlohmann::json({1, 2, 4}));  // batch 8 over dp=2, 1-4 micro-batches
   for (const char* f : {"zero2", "zero3", "zero2_overlap", "zero3_overlap"}) EXPECT_GT(zero[f].get<double>(), 0) << f;
+  // The plain piece's pass as the ranks ran it, at the first of the rows, and the line that
+  // sets it against the profile's (printed from the cache too).
+  EXPECT_EQ(zero["plain_rows"], 1);
+  EXPECT_GT(zero["plain_ms"].get<double>(), 0);
   CommandResult again = RunLockstep(args);
   ASSERT_EQ(again.exit_code, 0) << again.err;
   EXPECT_NE(again.out.find("profile: cached"), std::string::npos) << again.out;
+  EXPECT_NE(again.out.find("the ZeRO probe's plain pass over the 2 "), std::string::npos) << again.out;
+  EXPECT_NE(again.out.find("x the profile's "), std::string::npos) << again.out;
   EXPECT_EQ(again.out.find("second look"), std::string::npos) << again.out;
   // The cached figures are what the prediction charges: set them far above anything measured
   // (us an element) and ZeRO-2's exposed time is theirs, the further micro-batch charged

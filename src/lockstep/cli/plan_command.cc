@@ -144,9 +144,9 @@ Result<CommTable> MeasureMpi(const std::vector<int>& groups, bool send, int argc
 
 // ZeRO's cost over `nproc` worker threads, measured as the mpi probe measures it over
 // processes (every thread a rank of one threads world); rank 0's figures.
-Result<std::array<double, 4>> MeasureThreadsZero(const runtime::PlanOptions& o, const std::vector<int64_t>& rows) {
+Result<runtime::ZeroProbe> MeasureThreadsZero(const runtime::PlanOptions& o, const std::vector<int64_t>& rows) {
   std::vector<std::shared_ptr<comm::Communicator>> comms = comm::CreateThreadsGroup(o.nproc);
-  std::array<double, 4> figures{};
+  runtime::ZeroProbe figures;
   LS_RETURN_IF_ERROR(RunOnThreads(o.nproc, [&](int r) {
     LS_ASSIGN_OR_RETURN(auto z, runtime::MeasurePlanZero(o, rows, comms[static_cast<size_t>(r)]));
     if (r == 0) figures = z;
@@ -157,7 +157,7 @@ Result<std::array<double, 4>> MeasureThreadsZero(const runtime::PlanOptions& o, 
 
 // ZeRO's cost over `nproc` ranks as processes: this plan command again under mpirun with
 // --zero-probe (RunZeroProbe), whose rank 0 prints it as one JSON line.
-Result<std::array<double, 4>> MeasureMpiZero(int nproc, const std::vector<int64_t>& rows, int argc, char** argv) {
+Result<runtime::ZeroProbe> MeasureMpiZero(int nproc, const std::vector<int64_t>& rows, int argc, char** argv) {
   std::vector<std::string> args(argv, argv + argc);
   std::string list;
   for (int64_t n : rows) list += (list.empty() ? "" : ",") + std::to_string(n);
@@ -173,7 +173,11 @@ Result<std::array<double, 4>> MeasureMpiZero(int nproc, const std::vector<int64_
     if (line.empty() || line[0] != '{') continue;
     nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
     if (j.is_discarded() || !j.contains("zero") || !j["zero"].is_array() || j["zero"].size() != 4) continue;
-    return j["zero"].get<std::array<double, 4>>();
+    runtime::ZeroProbe z;
+    z.zero = j["zero"].get<std::array<double, 4>>();
+    z.plain_rows = j.value("plain_rows", int64_t{0});
+    z.plain_ms = j.value("plain_ms", 0.0);
+    return z;
   }
   return Status::Internal("plan: the ZeRO measurement under mpirun printed no result");
 }
@@ -196,13 +200,15 @@ int RunZeroProbe(const PlanCommand& cmd) {
     rows.push_back(*n);
   }
   auto c = comm::CreateMpiCommunicator();
-  Result<std::array<double, 4>> z = c.ok() ? runtime::MeasurePlanZero(cmd.options, rows, *c) : c.status();
+  Result<runtime::ZeroProbe> z = c.ok() ? runtime::MeasurePlanZero(cmd.options, rows, *c) : c.status();
   if (!z.ok()) {
     // Peers may be blocked in a collective: end the whole job (non-zero), never hang.
     std::fprintf(stderr, "lockstep: error: %s\n", z.status().message().c_str());
     comm::AbortMpi(1);
   }
-  if ((*c)->rank() == 0) std::printf("%s\n", nlohmann::json({{"zero", *z}}).dump().c_str());
+  if ((*c)->rank() == 0)
+    std::printf("%s\n",
+                nlohmann::json({{"zero", z->zero}, {"plain_rows", z->plain_rows}, {"plain_ms", z->plain_ms}}).dump().c_str());
   std::fflush(stdout);
   return 0;
 }

@@ -222,8 +222,8 @@ std::vector<int64_t> ZeroRows(const std::vector<Candidate>& cands, bool gpt) {
 
 }  // namespace
 
-Result<std::array<double, 4>> MeasurePlanZero(const PlanOptions& o, const std::vector<int64_t>& rows,
-                                              std::shared_ptr<comm::Communicator> dp) {
+Result<ZeroProbe> MeasurePlanZero(const PlanOptions& o, const std::vector<int64_t>& rows,
+                                  std::shared_ptr<comm::Communicator> dp) {
   LS_ASSIGN_OR_RETURN(PlanSetup s, ReadPlanSetup(o.config_path, o.overrides, o.nproc));
   ProfileRequest req;
   req.config = s.config;
@@ -311,6 +311,7 @@ Status RunPlan(const PlanOptions& o, const CommMeasurer& measure, const ZeroMeas
   // reduction costs more than the first's too (cnn-fashion, 8 threads, ZeRO-2 with 2
   // micro-batches trained 24% slower than predicted; within 2% with the step of four).
   const std::vector<int64_t> zero_rows = ZeroRows(cands, s.gpt.has_value());
+  std::string probe_line;
   if (o.nproc > 1 && measure_zero && !zero_rows.empty()) {
     static const char* kFields[] = {"zero2", "zero3", "zero2_overlap", "zero3_overlap"};
     nlohmann::json& slot = cache["zero"][comm_slot];
@@ -322,10 +323,9 @@ Status RunPlan(const PlanOptions& o, const CommMeasurer& measure, const ZeroMeas
       have = std::find(cached.begin(), cached.end(), n) != cached.end();
     }
     if (!have) {
-      using ZeroFigures = std::array<double, 4>;
-      LS_ASSIGN_OR_RETURN(ZeroFigures z, measure_zero(zero_rows));
-      slot = {{"rows", zero_rows}};
-      for (int i = 0; i < 4; ++i) slot[kFields[i]] = z[static_cast<size_t>(i)];
+      LS_ASSIGN_OR_RETURN(ZeroProbe z, measure_zero(zero_rows));
+      slot = {{"rows", zero_rows}, {"plain_rows", z.plain_rows}, {"plain_ms", z.plain_ms}};
+      for (int i = 0; i < 4; ++i) slot[kFields[i]] = z.zero[static_cast<size_t>(i)];
       measured = true;
     }
     auto apply = [&](PieceCost& c) {
@@ -337,6 +337,18 @@ Status RunPlan(const PlanOptions& o, const CommMeasurer& measure, const ZeroMeas
     for (auto& [key, costs] : prof.gpt)
       if (key.second == 1) apply(costs.block);
     for (auto& [rows, cost] : prof.whole) apply(cost);
+    const int64_t plain_rows = slot.value("plain_rows", int64_t{0});
+    const ShapeKey plain_key{plain_rows, 1};
+    if (plain_rows > 0 && prof.Has(plain_key, s.gpt.has_value())) {
+      const PieceCost& c = prof.Main(plain_key, s.gpt.has_value());
+      const double probe_ms = slot.value("plain_ms", 0.0), profile_ms = c.fwd_ms + c.bwd_ms;
+      if (probe_ms > 0 && profile_ms > 0) {
+        char line[200];
+        std::snprintf(line, sizeof(line), "%.2f ms, %.2fx the profile's %.2f", probe_ms, probe_ms / profile_ms,
+                      profile_ms);
+        probe_line = line;
+      }
+    }
   }
   if (measured) LS_RETURN_IF_ERROR(SaveCache(cache_path, cache));
   std::printf("profile: %s (%s; %d workers x %d threads)\n", measured ? "measured" : "cached", cache_path.c_str(),
@@ -344,6 +356,9 @@ Status RunPlan(const PlanOptions& o, const CommMeasurer& measure, const ZeroMeas
   if (!second_look.empty())
     std::printf("second look at the compute, after the collectives (times against the first look): %s\n",
                 second_look.c_str());
+  if (!probe_line.empty())
+    std::printf("the ZeRO probe's plain pass over the %d %s: %s\n", o.nproc,
+                o.backend == "mpi" ? "processes" : "worker threads", probe_line.c_str());
   if (measured) std::printf("profiled in %.1f s\n", clock.ElapsedSeconds());
 
   LS_ASSIGN_OR_RETURN(std::vector<PlanRow> rows, Predict(cands, s, prof, comm));

@@ -75,14 +75,14 @@ void PrintPlan(const PlanResult& r, std::FILE* out);
 // ZeRO-2 and ZeRO-3's cost (ns per micro-batch and parameter element) measured over the plan's
 // workers as its backend runs them (MeasurePlanZero on every worker thread, or inside an mpirun
 // job), at `rows`, as MeasureZeroOverRanks returns it.
-using ZeroMeasurer = std::function<Result<std::array<double, 4>>(const std::vector<int64_t>& rows)>;
+using ZeroMeasurer = std::function<Result<ZeroProbe>(const std::vector<int64_t>& rows)>;
 
 // `measure_zero` (more than one worker) replaces the profile's ZeRO figures; empty: they stay.
 Status RunPlan(const PlanOptions& options, const CommMeasurer& measure, const ZeroMeasurer& measure_zero = {});
 
 // This rank's part of a ZeroMeasurer's job: every rank of `dp` (options.nproc of them) calls it
 // with the same options and rows.
-Result<std::array<double, 4>> MeasurePlanZero(const PlanOptions& options, const std::vector<int64_t>& rows,
-                                              std::shared_ptr<comm::Communicator> dp);
+Result<ZeroProbe> MeasurePlanZero(const PlanOptions& options, const std::vector<int64_t>& rows,
+                                  std::shared_ptr<comm::Communicator> dp);
 
 }  // namespace lockstep::runtime

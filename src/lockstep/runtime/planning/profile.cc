@@ -241,10 +241,10 @@ parallel::GptShardOptions PieceOptions(const nn::GptConfig& c, int piece) {
 // than ZeRO-0, while the collectives' curves, overlapped with backward as if on a network of
 // their own, predicted 1 ms.
 // `micros` passes make a step (1 in the profile; kZeroOverlapMicros for the overlap figure), and
-// the figure is per micro-batch.
+// the figure is per micro-batch. `plain_ms`: the plain passes' median, per micro-batch.
 Status MeasureZero(const ProfileRequest& req, const nn::ModelInput* in, parallel::TpContext* tp,
                    std::shared_ptr<comm::Communicator> dp, tensor::MemoryTracker& mem, PieceRun& plain,
-                   double (&out)[2], int micros = 1) {
+                   double (&out)[2], int micros = 1, double* plain_ms = nullptr) {
   std::unique_ptr<parallel::StageModel> models[2];
   std::unique_ptr<parallel::ZeroUnits> zeros[2];
   std::unique_ptr<PieceRun> runs[2];
@@ -293,6 +293,7 @@ Status MeasureZero(const ProfileRequest& req, const nn::ModelInput* in, parallel
     // A measured cost is never 0 (0: not measured).
     out[k] = numel > 0 ? std::max(1e-6, Median(extra) * 1e6 / numel) : 0.0;
   }
+  if (plain_ms != nullptr) *plain_ms = Median(ms[2]) / micros;
   return Status::Ok();
 }
 
@@ -698,8 +699,8 @@ Result<ComputeProfile> ComputeProfile::FromJson(const nlohmann::json& j) {
   }
 }
 
-Result<std::array<double, 4>> MeasureZeroOverRanks(const ProfileRequest& req, const std::vector<int64_t>& rows,
-                                                   std::shared_ptr<comm::Communicator> dp) {
+Result<ZeroProbe> MeasureZeroOverRanks(const ProfileRequest& req, const std::vector<int64_t>& rows,
+                                       std::shared_ptr<comm::Communicator> dp) {
   tensor::MemoryTracker mem;
   tensor::ScopedTracker scope(&mem);
   tensor::ScopedComputeThreads threads(req.threads_per_worker);
@@ -707,6 +708,7 @@ Result<std::array<double, 4>> MeasureZeroOverRanks(const ProfileRequest& req, co
   parallel::TpContext ctx(tp_world.Rank(0), 1, false);
   std::map<int64_t, PieceCost> one, overlap;  // a step of one micro-batch, of kZeroOverlapMicros
   std::vector<int64_t> measured;
+  double plain_ms = 0;
   Stopwatch spent;
   for (int64_t n : rows) {
     // The figure is per element, the same work at any rows, so after ~10 s the larger shapes are
@@ -736,16 +738,17 @@ Result<std::array<double, 4>> MeasureZeroOverRanks(const ProfileRequest& req, co
     // Every rank runs the same passes (they are collectives): the fewest any rank chose.
     LS_RETURN_IF_ERROR(dp->Allreduce(&reps, &reps, 1, comm::DType::kI64, comm::ReduceOp::kMin)->Wait());
     r.reps = static_cast<int>(reps);
-    LS_RETURN_IF_ERROR(MeasureZero(r, &batch.in, &ctx, dp, mem, plain, one[n].zero_ns_per_element));
+    LS_RETURN_IF_ERROR(MeasureZero(r, &batch.in, &ctx, dp, mem, plain, one[n].zero_ns_per_element, 1,
+                                   measured.size() == 1 ? &plain_ms : nullptr));
     LS_RETURN_IF_ERROR(
         MeasureZero(r, &batch.in, &ctx, dp, mem, plain, overlap[n].zero_ns_per_element, kZeroOverlapMicros));
   }
-  if (measured.empty()) return std::array<double, 4>{0, 0, 0, 0};
+  if (measured.empty()) return ZeroProbe{};
   PoolZeroCosts(measured, [&](int64_t n) { return &one[n]; });
   PoolZeroCosts(measured, [&](int64_t n) { return &overlap[n]; });
   const double* a = one[measured.front()].zero_ns_per_element;
   const double* b = overlap[measured.front()].zero_ns_per_element;
-  return std::array<double, 4>{a[0], a[1], b[0], b[1]};
+  return ZeroProbe{{a[0], a[1], b[0], b[1]}, measured.front(), plain_ms};
 }
 
 }  // namespace lockstep::runtime

@@ -84,6 +84,16 @@ double SharingLoss(const std::vector<std::vector<double>>& pass_wall_ms,
 // Measures what `into` lacks. Failures (a model that cannot be built) are InvalidArgument.
 Status MeasureCompute(const ProfileRequest& req, ComputeProfile* into);
 
+// What MeasureZeroOverRanks measures over the ranks.
+struct ZeroProbe {
+  std::array<double, 4> zero{};  // {ZeRO-2, ZeRO-3} over a step of one micro-batch, then of kZeroOverlapMicros
+  // The plain piece's forward + backward at the first of the rows (the median pass, ending when
+  // every rank has ended it, a step's barrier): the compute as the ranks ran it beside each
+  // other, processes under mpi, against the profile's threads (RunPlan's "processes" line).
+  int64_t plain_rows = 0;
+  double plain_ms = 0;
+};
+
 // ZeRO-2 and ZeRO-3's cost in ns per micro-batch and parameter element, as MeasureCompute
 // measures it (the block, or the whole model, built as each stage builds it, one unit over
 // `dp`, against the plain piece), at each of `rows` (ascending; those after the first ~10 s left
@@ -92,7 +102,8 @@ Status MeasureCompute(const ProfileRequest& req, ComputeProfile* into);
 // a step of kZeroOverlapMicros (zero_overlap_ns_per_element). On this rank, one of `dp`'s
 // ranks, every one of which calls it (a collective): worker threads of a threads world, or
 // mpi processes whose collectives run on each communicator's progress thread beside the compute.
-Result<std::array<double, 4>> MeasureZeroOverRanks(const ProfileRequest& req, const std::vector<int64_t>& rows,
-                                                   std::shared_ptr<comm::Communicator> dp);
+// Also the plain pass (ZeroProbe::plain_ms).
+Result<ZeroProbe> MeasureZeroOverRanks(const ProfileRequest& req, const std::vector<int64_t>& rows,
+                                       std::shared_ptr<comm::Communicator> dp);
 
 }  // namespace lockstep::runtime
