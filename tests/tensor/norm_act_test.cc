@@ -138,6 +138,8 @@ TEST(Gelu, ForwardAndBackwardMatchTanhApproximation) {
 // multiplies by the kept derivative (MulGrad). Both must give exactly the bits of the bias add
 // and the two GELU passes, so a run's weights do not depend on which path an op took; and the
 // overwrite forms equal accumulating into 0. 73 rows of 137 columns: a vector tail every row.
+// (On a processor with AVX-512, BiasGelu runs its 16-lane build and the two passes their 8-lane
+// one: this is also the test that the two builds give the same bits.)
 TEST(Gelu, KeptDerivativeGivesTheTwoPassBits) {
   const int64_t rows = 73, cols = 137, n = rows * cols;
   auto z = RandomVector(n, 7, 8.0f);
