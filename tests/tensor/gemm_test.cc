@@ -161,14 +161,21 @@ TEST(Linear, ForwardAndBackwardMatchDoubleReference) {
 }
 
 // The MLP's backward products and bias sum in one pass: the bits of MulGrad followed by
-// LinearBackward's bias sum, on 1 and 2 threads (column blocks of 64; 200 columns leave a
-// partial block), accumulating onto an existing bias gradient; without one, MulGrad alone.
+// LinearBackward's bias sum, on 1 and 2 threads (2 threads split the 200 columns at 112, not at
+// a multiple of 200 / 2), accumulating onto an existing bias gradient; without one, MulGrad
+// alone. The bias sum is each column's rows added in order from row 0 (a float sum, then onto
+// the gradient): what makes it the same for any thread count.
 TEST(Linear, MulGradColumnSumGivesTheTwoPassBits) {
   const int64_t n = 301, c = 200;
   auto grad = RandomVector(n * c, 34, 2.0f), dout = RandomVector(n * c, 35);
   std::vector<float> two(n * c), db_two(c, 0.5f);
   MulGrad(two.data(), grad.data(), dout.data(), n * c, /*accumulate=*/false);
   LinearBackward(nullptr, nullptr, db_two.data(), two.data(), nullptr, nullptr, n, 0, c);
+  for (int64_t j = 0; j < c; ++j) {
+    float sum = 0.0f;
+    for (int64_t i = 0; i < n; ++i) sum += two[i * c + j];
+    ASSERT_EQ(db_two[j], 0.5f + sum) << "column " << j;
+  }
   for (int threads : {1, 2}) {
     ScopedComputeThreads t(threads);
     std::vector<float> one = grad, db_one(c, 0.5f);
