@@ -91,28 +91,40 @@ std::vector<Variable> ColumnParallelLinear(Tape& tape, TpContext& tp, const Vari
         continue;
       }
       const float* dy = ys[j].grad().data<float>();
-      if (!zs.empty()) {  // d(pre-activation) = gelu' * dy, in the slice's own buffer
+      const bool want_b = b.defined() && b.requires_grad();
+      bool bias_done = false;
+      if (!zs.empty()) {
+        // d(pre-activation) = gelu' * dy in the slice's own buffer, and the bias's gradient in
+        // the same pass (MulGradColumnSum: the bits of MulGrad, then LinearBackward's column
+        // sum, as the one-worker path runs it)
         float* dz = zs[j].data<float>();
-        tensor::MulGrad(dz, dz, dy, zs[j].numel(), /*accumulate=*/false);
+        float* db = nullptr;
+        if (want_b && gather) {
+          std::memset(dbj.data<float>(), 0, static_cast<size_t>(rows) * sizeof(float));
+          db = dbj.data<float>();
+        } else if (want_b) {
+          db = b.GradAccumulate();
+        }
+        tensor::MulGradColumnSum(dz, dz, dy, db, n, rows);
+        bias_done = want_b;
         dy = dz;
       }
+      float* const db_left = want_b && !bias_done ? (gather ? dbj.data<float>() : b.GradAccumulate()) : nullptr;
       const float* W = w.data();
       if (gather) {
         GatherRows(wj.data<float>(), w.data(), rs, j, in);
         W = wj.data<float>();
       }
-      const bool want_b = b.defined() && b.requires_grad();
       if (!gather) {  // both products in one call (bf16 rounds dy once)
-        tensor::LinearBackward(partial, w.requires_grad() ? w.GradAccumulate() : nullptr,
-                               want_b ? b.GradAccumulate() : nullptr, dy, x.data(), W, n, in, rows, 0.0f);
+        tensor::LinearBackward(partial, w.requires_grad() ? w.GradAccumulate() : nullptr, db_left, dy, x.data(), W, n,
+                               in, rows, 0.0f);
         continue;
       }
       if (partial) tensor::Gemm(false, false, n, in, rows, 1.0f, dy, rows, W, in, 0.0f, partial, in);
       if (!w.requires_grad() && !want_b) continue;
       std::memset(dwj.data<float>(), 0, static_cast<size_t>(rows * in) * sizeof(float));
-      std::memset(dbj.data<float>(), 0, static_cast<size_t>(rows) * sizeof(float));
-      tensor::LinearBackward(nullptr, dwj.data<float>(), want_b ? dbj.data<float>() : nullptr, dy, x.data(), W, n, in,
-                             rows);
+      if (!bias_done) std::memset(dbj.data<float>(), 0, static_cast<size_t>(rows) * sizeof(float));
+      tensor::LinearBackward(nullptr, dwj.data<float>(), db_left, dy, x.data(), W, n, in, rows);
       if (w.requires_grad()) ScatterAddRows(w.GradAccumulate(), dwj.data<float>(), rs, j, in);
       if (want_b) ScatterAddRows(b.GradAccumulate(), dbj.data<float>(), rs, j, 1);
     }
