@@ -63,7 +63,7 @@ def second_look(out):
 def probe_pass(out):
     # The ZeRO probe's plain pass over the N workers against the profile's (section 1), as printed.
     line = next((l for l in out.splitlines() if l.startswith("the ZeRO probe's plain pass")), "")
-    return line.split(": ", 1)[1] if ": " in line else "none"
+    return line.split(", ", 1)[1] if ", " in line else "none"
 
 def same_row(a, b):
     return all(a[k] == b[k] for k in ("layout", "zero", "microbatches", "precision", "recompute"))
@@ -131,7 +131,7 @@ for model in models:
                   f"binding={plan['binding']}", flush=True)
             print(f"{'':<12}{n:>3} second looks (times against the first look): plan {look}; re-plan {look_again}",
                   flush=True)
-            print(f"{'':<12}{n:>3} the ZeRO probe's plain pass over the {n} workers ({backend}): {probe}", flush=True)
+            print(f"{'':<12}{n:>3} the ZeRO probe's plain pass over the {n} workers ({backend}), {probe}", flush=True)
 print(f"worst step_ms error: {100*worst_t[0]:+.0f}% ({worst_t[1]})")
 print(f"step_ms within 15%: {tally['first']} of {tally['rows']} rows (the plan); against the re-plan's profile "
       f"{tally['again']}; against either {tally['either']}")

@@ -344,8 +344,9 @@ Status RunPlan(const PlanOptions& o, const CommMeasurer& measure, const ZeroMeas
       const double probe_ms = slot.value("plain_ms", 0.0), profile_ms = c.fwd_ms + c.bwd_ms;
       if (probe_ms > 0 && profile_ms > 0) {
         char line[200];
-        std::snprintf(line, sizeof(line), "%.2f ms, %.2fx the profile's %.2f", probe_ms, probe_ms / profile_ms,
-                      profile_ms);
+        std::snprintf(line, sizeof(line), "%s at %lld row%s: %.2f ms, %.2fx the profile's %.2f",
+                      s.gpt ? "a block" : "the model", static_cast<long long>(plain_rows), plain_rows == 1 ? "" : "s",
+                      probe_ms, probe_ms / profile_ms, profile_ms);
         probe_line = line;
       }
     }
@@ -357,7 +358,7 @@ Status RunPlan(const PlanOptions& o, const CommMeasurer& measure, const ZeroMeas
     std::printf("second look at the compute, after the collectives (times against the first look): %s\n",
                 second_look.c_str());
   if (!probe_line.empty())
-    std::printf("the ZeRO probe's plain pass over the %d %s: %s\n", o.nproc,
+    std::printf("the ZeRO probe's plain pass over the %d %s, %s\n", o.nproc,
                 o.backend == "mpi" ? "processes" : "worker threads", probe_line.c_str());
   if (measured) std::printf("profiled in %.1f s\n", clock.ElapsedSeconds());
 
