@@ -209,8 +209,8 @@ void BM_PoolBlocked(benchmark::State& state) {
     internal::ReluMaxPool2x2BackwardToBlocked(dx.data(), argmax.data(), pooled.data(), dout.data(), N, C, H, W, 16);
     benchmark::DoNotOptimize(dx.data());
   }
-  state.counters["GB/s"] = benchmark::Counter((8.0 * n + 4.0 * 7 * o) * state.iterations(),
-                                              benchmark::Counter::kIsRate, benchmark::Counter::kIs1000);
+  state.counters["GB/s"] = benchmark::Counter((8.0 * n + 4.0 * 7 * o) * state.iterations(), benchmark::Counter::kIsRate,
+                                              benchmark::Counter::kIs1000);
 }
 BENCHMARK(BM_PoolBlocked)->Unit(benchmark::kMicrosecond);
 

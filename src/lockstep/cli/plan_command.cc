@@ -207,8 +207,9 @@ int RunZeroProbe(const PlanCommand& cmd) {
     comm::AbortMpi(1);
   }
   if ((*c)->rank() == 0)
-    std::printf("%s\n",
-                nlohmann::json({{"zero", z->zero}, {"plain_rows", z->plain_rows}, {"plain_ms", z->plain_ms}}).dump().c_str());
+    std::printf(
+        "%s\n",
+        nlohmann::json({{"zero", z->zero}, {"plain_rows", z->plain_rows}, {"plain_ms", z->plain_ms}}).dump().c_str());
   std::fflush(stdout);
   return 0;
 }

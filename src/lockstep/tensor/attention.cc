@@ -13,7 +13,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
 #include <vector>
 
 #include "lockstep/tensor/attention_kernel.h"
@@ -49,6 +48,10 @@ struct Dims {
   int64_t B, T, C, H, hs, C3, Tp;
   float scale;
   int64_t units() const { return B * H; }
+  // Where (batch, head) unit u's slice starts: in qkv (its q; k and v follow C and 2C on), and
+  // in out / dout.
+  int64_t QkvOffset(int64_t u) const { return u / H * T * C3 + u % H * hs; }
+  int64_t OutOffset(int64_t u) const { return u / H * T * C + u % H * hs; }
 };
 
 Dims MakeDims(int64_t B, int64_t T, int64_t C, int64_t H) {
@@ -124,24 +127,23 @@ float* UnitScratch(size_t n) {
 }
 
 void ForwardUnit(const Dims& d, int64_t unit, float* out, float* att, const float* qkv) {
-  const int64_t b = unit / d.H, h = unit % d.H, T = d.T;
-  const float* q = qkv + b * T * d.C3 + h * d.hs;
+  const int64_t T = d.T;
+  const float* q = qkv + d.QkvOffset(unit);
   const float* k = q + d.C;
   const float* v = q + 2 * d.C;
   float* p = att + unit * T * T;
-  float* o = out + b * T * d.C + h * d.hs;
+  float* o = out + d.OutOffset(unit);
   float* kt = UnitScratch(d.hs * d.Tp + T * d.hs);
   float* vp = kt + d.hs * d.Tp;
   const bool has_next = unit + 1 < d.units();
-  const float* next_q = has_next ? qkv + (unit + 1) / d.H * T * d.C3 + (unit + 1) % d.H * d.hs : nullptr;
   PackTransposed(kt, k, d.C3, d);
   PackRows(vp, v, d.C3, d);
   for (int64_t i0 = 0; i0 < T; i0 += kRowBlock) {
     const int rows = static_cast<int>(std::min<int64_t>(kRowBlock, T - i0));
     const int64_t keys = i0 + rows;  // causal extent of this block
     if (has_next) {
-      for (int part = 0; part < 3; ++part) PrefetchRows(next_q + part * d.C, d.C3, i0, keys, d.hs);
-      PrefetchRows(out + (unit + 1) / d.H * T * d.C + (unit + 1) % d.H * d.hs, d.C, i0, keys, d.hs);  // written
+      for (int part = 0; part < 3; ++part) PrefetchRows(qkv + d.QkvOffset(unit + 1) + part * d.C, d.C3, i0, keys, d.hs);
+      PrefetchRows(out + d.OutOffset(unit + 1), d.C, i0, keys, d.hs);  // written
     }
     // S[i, j] = scale * q_i . k_j for j < keys
     MicroGemm(rows, d.hs, q + i0 * d.C3, d.C3, 1, kt, d.Tp, keys, p + i0 * T, T, d.scale, false);
@@ -153,8 +155,8 @@ void ForwardUnit(const Dims& d, int64_t unit, float* out, float* att, const floa
 
 void BackwardUnit(const Dims& d, int64_t unit, float* dqkv, const float* dout, const float* qkv, const float* att,
                   bool accumulate) {
-  const int64_t b = unit / d.H, h = unit % d.H, T = d.T;
-  const int64_t base = b * T * d.C3 + h * d.hs;
+  const int64_t T = d.T;
+  const int64_t base = d.QkvOffset(unit);
   const float* q = qkv + base;
   const float* k = q + d.C;
   const float* v = q + 2 * d.C;
@@ -162,7 +164,7 @@ void BackwardUnit(const Dims& d, int64_t unit, float* dqkv, const float* dout, c
   float* dk = dq + d.C;
   float* dv = dq + 2 * d.C;
   const float* p = att + unit * T * T;
-  const float* dO = dout + b * T * d.C + h * d.hs;
+  const float* dO = dout + d.OutOffset(unit);
   // dS lives in a per-thread T x T buffer (L2-resident at T = 128) rather than in a
   // B*H*T*T array: it is consumed within the unit, and the round trip through memory was
   // a large part of this memory-bound kernel.
@@ -172,7 +174,7 @@ void BackwardUnit(const Dims& d, int64_t unit, float* dqkv, const float* dout, c
   float* qp = kp + T * d.hs;
   float* dop = qp + T * d.hs;
   const bool has_next = unit + 1 < d.units();
-  const int64_t nb = (unit + 1) / d.H, nh = (unit + 1) % d.H;
+  const int64_t next = has_next ? d.QkvOffset(unit + 1) : 0;
   PackTransposed(vt, v, d.C3, d);
   PackRows(kp, k, d.C3, d);
   PackRows(qp, q, d.C3, d);
@@ -181,12 +183,11 @@ void BackwardUnit(const Dims& d, int64_t unit, float* dqkv, const float* dout, c
     const int rows = static_cast<int>(std::min<int64_t>(kRowBlock, T - i0));
     const int64_t keys = i0 + rows;
     if (has_next) {
-      const float* next_q = qkv + nb * T * d.C3 + nh * d.hs;
       for (int part = 0; part < 3; ++part) {
-        PrefetchRows(next_q + part * d.C, d.C3, i0, keys, d.hs);
-        PrefetchRows(dqkv + (next_q - qkv) + part * d.C, d.C3, i0, keys, d.hs);  // dq, dk, dv: written
+        PrefetchRows(qkv + next + part * d.C, d.C3, i0, keys, d.hs);
+        PrefetchRows(dqkv + next + part * d.C, d.C3, i0, keys, d.hs);  // dq, dk, dv: written
       }
-      PrefetchRows(dout + nb * T * d.C + nh * d.hs, d.C, i0, keys, d.hs);
+      PrefetchRows(dout + d.OutOffset(unit + 1), d.C, i0, keys, d.hs);
       for (int64_t i = i0; i < keys; ++i) PrefetchRows(p + T * T + i * T, T, 0, 1, i + 1);  // P's causal rows
     }
     // dP[i, j] = dO_i . v_j, then dS in place.

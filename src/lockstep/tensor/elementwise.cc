@@ -64,8 +64,8 @@ __attribute__((target("avx512f"))) inline __m512 GeluGradOf512(__m512 x, const G
 }
 
 // BiasGelu's rows [r0, r1) on 16 lanes, the tail of each row masked.
-__attribute__((target("avx512f"))) void BiasGeluRows512(float* out, float* z, const float* bias, int64_t r0,
-                                                        int64_t r1, int64_t cols, bool keep_grad) {
+__attribute__((target("avx512f"))) void BiasGeluRows512(float* out, float* z, const float* bias, int64_t r0, int64_t r1,
+                                                        int64_t cols, bool keep_grad) {
   for (int64_t r = r0; r < r1; ++r) {
     float* o = out + r * cols;
     float* zr = z + r * cols;

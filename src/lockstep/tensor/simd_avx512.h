@@ -73,5 +73,4 @@ __attribute__((target("avx512f"))) inline __m512 Exp512(__m512 x) {
 
 #pragma GCC diagnostic pop
 
-
 }  // namespace lockstep::tensor::internal
