@@ -602,8 +602,6 @@ TEST(PlanProfile, SharingLossIsTheSlowestWorkersPassOverTheFairShare) {
   EXPECT_DOUBLE_EQ(SharingLoss({{22}, {}}, {{10}, {10}}, 2.0), 1.0);  // a worker without passes
 }
 
-// The profile's timed passes: as many as fit 1.5 s of the first one, between the request's
-// count and 21 (a request above 21 is kept); nothing measured keeps the request's.
 // The second look's correction: every time of every piece (fp32 and bf16) and the optimizer's
 // scaled; bytes and the ZeRO figures (measured apart) left alone.
 TEST(PlanProfile, ScaleTimesScalesEveryTimeAndNothingElse) {
@@ -641,6 +639,8 @@ TEST(PlanProfile, ScaleTimesScalesEveryTimeAndNothingElse) {
   EXPECT_EQ(&p.Main(whole_key, false), &p.whole[8]);
 }
 
+// The profile's timed passes: as many as fit 1.5 s of the first one, between the request's
+// count and 21 (a request above 21 is kept); nothing measured keeps the request's.
 TEST(PlanProfile, TimedPassesFillTheBudgetBetweenTheRequestAndTwentyOne) {
   EXPECT_EQ(TimedPasses(27.0, 5), 21);    // cnn-fashion's line-up: capped
   EXPECT_EQ(TimedPasses(100.0, 5), 15);   // 1500 / 100

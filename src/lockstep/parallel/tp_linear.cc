@@ -92,24 +92,20 @@ std::vector<Variable> ColumnParallelLinear(Tape& tape, TpContext& tp, const Vari
       }
       const float* dy = ys[j].grad().data<float>();
       const bool want_b = b.defined() && b.requires_grad();
-      bool bias_done = false;
+      // Where the bias's gradient goes: the slice's own zeroed buffer (scattered below), or the
+      // bias's gradient itself.
+      float* const db = !want_b ? nullptr : gather ? dbj.data<float>() : b.GradAccumulate();
+      if (want_b && gather) std::memset(db, 0, static_cast<size_t>(rows) * sizeof(float));
+      float* db_left = db;  // what the products' call still has to sum into
       if (!zs.empty()) {
         // d(pre-activation) = gelu' * dy in the slice's own buffer, and the bias's gradient in
         // the same pass (MulGradColumnSum: the bits of MulGrad, then LinearBackward's column
         // sum, as the one-worker path runs it)
         float* dz = zs[j].data<float>();
-        float* db = nullptr;
-        if (want_b && gather) {
-          std::memset(dbj.data<float>(), 0, static_cast<size_t>(rows) * sizeof(float));
-          db = dbj.data<float>();
-        } else if (want_b) {
-          db = b.GradAccumulate();
-        }
         tensor::MulGradColumnSum(dz, dz, dy, db, n, rows);
-        bias_done = want_b;
+        db_left = nullptr;
         dy = dz;
       }
-      float* const db_left = want_b && !bias_done ? (gather ? dbj.data<float>() : b.GradAccumulate()) : nullptr;
       const float* W = w.data();
       if (gather) {
         GatherRows(wj.data<float>(), w.data(), rs, j, in);
@@ -123,7 +119,6 @@ std::vector<Variable> ColumnParallelLinear(Tape& tape, TpContext& tp, const Vari
       if (partial) tensor::Gemm(false, false, n, in, rows, 1.0f, dy, rows, W, in, 0.0f, partial, in);
       if (!w.requires_grad() && !want_b) continue;
       std::memset(dwj.data<float>(), 0, static_cast<size_t>(rows * in) * sizeof(float));
-      if (!bias_done) std::memset(dbj.data<float>(), 0, static_cast<size_t>(rows) * sizeof(float));
       tensor::LinearBackward(nullptr, dwj.data<float>(), db_left, dy, x.data(), W, n, in, rows);
       if (w.requires_grad()) ScatterAddRows(w.GradAccumulate(), dwj.data<float>(), rs, j, in);
       if (want_b) ScatterAddRows(b.GradAccumulate(), dbj.data<float>(), rs, j, 1);

@@ -88,6 +88,9 @@ ProfileRequest BaseRequest(const PlanSetup& s, int workers, int threads) {
   return req;
 }
 
+// A piece's forward + backward: what the second look and the probe line compare.
+double PassMs(const PieceCost& c) { return c.fwd_ms + c.bwd_ms; }
+
 // A compute profile as the plan measured it: `fresh` when every shape in it was measured by this
 // plan (none came from the cache), `check` the shape SecondLook measures again.
 struct MeasuredProfile {
@@ -152,9 +155,7 @@ Result<double> SecondLook(const PlanSetup& s, MeasuredProfile* m) {
   ComputeProfile again;
   LS_RETURN_IF_ERROR(MeasureCompute(req, &again));
   const bool gpt = s.gpt.has_value();
-  const PieceCost& first = m->prof.Main(m->check, gpt);
-  const PieceCost& second = again.Main(m->check, gpt);
-  const double before = first.fwd_ms + first.bwd_ms, after = second.fwd_ms + second.bwd_ms;
+  const double before = PassMs(m->prof.Main(m->check, gpt)), after = PassMs(again.Main(m->check, gpt));
   const double ratio = before > 0 && after > 0 ? after / before : 1.0;
   if (ratio < kSecondLookScales) m->prof.ScaleTimes(ratio);
   return ratio;
@@ -225,12 +226,7 @@ std::vector<int64_t> ZeroRows(const std::vector<Candidate>& cands, bool gpt) {
 Result<ZeroProbe> MeasurePlanZero(const PlanOptions& o, const std::vector<int64_t>& rows,
                                   std::shared_ptr<comm::Communicator> dp) {
   LS_ASSIGN_OR_RETURN(PlanSetup s, ReadPlanSetup(o.config_path, o.overrides, o.nproc));
-  ProfileRequest req;
-  req.config = s.config;
-  req.gpt = s.gpt;
-  req.optim = s.optim;
-  req.workers = o.nproc;
-  req.threads_per_worker = WorkerThreads(s, o.nproc);
+  ProfileRequest req = BaseRequest(s, o.nproc, WorkerThreads(s, o.nproc));
   // At least 11 passes (the profile's 7 gave cnn-fashion's 4-micro-batch ZeRO-2 figure 12-33 ns
   // an element over three plans; it is extrapolated to longer steps, so its noise multiplies).
   req.reps = 11;
@@ -340,8 +336,7 @@ Status RunPlan(const PlanOptions& o, const CommMeasurer& measure, const ZeroMeas
     const int64_t plain_rows = slot.value("plain_rows", int64_t{0});
     const ShapeKey plain_key{plain_rows, 1};
     if (plain_rows > 0 && prof.Has(plain_key, s.gpt.has_value())) {
-      const PieceCost& c = prof.Main(plain_key, s.gpt.has_value());
-      const double probe_ms = slot.value("plain_ms", 0.0), profile_ms = c.fwd_ms + c.bwd_ms;
+      const double probe_ms = slot.value("plain_ms", 0.0), profile_ms = PassMs(prof.Main(plain_key, s.gpt.has_value()));
       if (probe_ms > 0 && profile_ms > 0) {
         char line[200];
         std::snprintf(line, sizeof(line), "%s at %lld row%s: %.2f ms, %.2fx the profile's %.2f",

@@ -89,7 +89,8 @@ struct ZeroProbe {
   std::array<double, 4> zero{};  // {ZeRO-2, ZeRO-3} over a step of one micro-batch, then of kZeroOverlapMicros
   // The plain piece's forward + backward at the first of the rows (the median pass, ending when
   // every rank has ended it, a step's barrier): the compute as the ranks ran it beside each
-  // other, processes under mpi, against the profile's threads (RunPlan's "processes" line).
+  // other, processes under mpi, set against the profile's (RunPlan's "the ZeRO probe's plain
+  // pass" line).
   int64_t plain_rows = 0;
   double plain_ms = 0;
 };
