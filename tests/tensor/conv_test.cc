@@ -142,7 +142,14 @@ void CheckReluPoolFused(const Conv2dShape& s, bool deterministic, uint64_t seed)
   apart.Forward(y.data(), x.data(), w.data(), b.data());
   ReluMaxPool2x2Forward(p_want.data(), a_want.data(), y.data(), s.N, s.OC, s.OH(), s.OW());
   ReluMaxPool2x2Backward(dy.data(), a_want.data(), p_want.data(), g.data(), s.N, s.OC, s.OH(), s.OW());
-  apart.BackwardWeights(dw_want.data(), db_want.data(), dy.data(), x.data());
+  // The fused path's weight and bias gradients are its chunks' added in order: a plan of the
+  // chunk's rows, chunk by chunk (the same bits where the whole minibatch is one chunk).
+  const int64_t rows = fused.FusedChunkRows();
+  Conv2dShape cs = s;
+  cs.N = rows;
+  Conv2d chunk(cs);
+  for (int64_t r = 0; r < s.N; r += rows)
+    chunk.BackwardWeights(dw_want.data(), db_want.data(), dy.data() + r * out_n / s.N, x.data() + r * in_n / s.N);
   apart.BackwardData(dx_want.data(), dy.data(), w.data());
   // Fused, twice (the plan's buffers are reused).
   for (int round = 0; round < 2; ++round) {
@@ -164,6 +171,16 @@ void CheckReluPoolFused(const Conv2dShape& s, bool deterministic, uint64_t seed)
 TEST(Conv2d, ReluPoolFusedFirstLayer) { CheckReluPoolFused({8, 1, 28, 28, 32, 3, 3, 1, 1}, false, 30); }
 TEST(Conv2d, ReluPoolFusedSecondLayer) { CheckReluPoolFused({4, 32, 14, 14, 64, 3, 3, 1, 1}, false, 40); }
 TEST(Conv2d, ReluPoolFusedOddChannels) { CheckReluPoolFused({2, 3, 8, 8, 5, 3, 3, 1, 1}, false, 50); }
+// One compute thread: the fused path goes through the minibatch in chunks that fit in L2
+// (conv.cc, PoolChunkRows), the CNN's two layers at its batch of 64 rows.
+TEST(Conv2d, ReluPoolFusedInChunksOnOneThread) {
+  ScopedComputeThreads one(1);
+  for (const Conv2dShape& s :
+       {Conv2dShape{64, 1, 28, 28, 32, 3, 3, 1, 1}, Conv2dShape{64, 32, 14, 14, 64, 3, 3, 1, 1}}) {
+    EXPECT_LT(Conv2d(s).FusedChunkRows(), s.N);
+    CheckReluPoolFused(s, false, 80 + s.IC);
+  }
+}
 TEST(Conv2d, ReluPoolFusedDeterministic) { CheckReluPoolFused({16, 32, 14, 14, 64, 3, 3, 1, 1}, true, 60); }
 // Input and output of one layout: a plan shares buffers within a role (source-shaped,
 // output-shaped), never between the input and the output of one primitive.

@@ -58,6 +58,11 @@ class Conv2d {
   void BackwardReluPool(float* dinp, float* dw, float* db, const float* dpooled, const int32_t* argmax,
                         const float* pooled, const float* inp, const float* w);
 
+  // Rows the fused path (ForwardReluPool, BackwardReluPool) runs at a time under the current
+  // compute thread count and mode: part of the minibatch where one thread pools while the
+  // output is in L2, else all of it. Its weight and bias gradients are the chunks' in order.
+  int64_t FusedChunkRows() const;
+
   struct Impl;
 
  private:
