@@ -461,8 +461,8 @@ void Conv2d::BackwardReluPool(float* dinp, float* dw, float* db, const float* dp
     const memory ddst = p->bw_dst;
     for (int64_t r = 0; r < s.N; r += p->mb) {
       const int64_t o = r * out_rows;
-      internal::ReluMaxPool2x2BackwardToBlocked(static_cast<float*>(ddst.get_data_handle()), argmax + o, pooled + o,
-                                                dpooled + o, p->mb, s.OC, s.OH(), s.OW(), block);
+      internal::ReluMaxPool2x2BackwardToBlocked(static_cast<float*>(ddst.get_data_handle()), argmax + o, dpooled + o,
+                                                p->mb, s.OC, s.OH(), s.OW(), block);
       impl_->AddWeightGrads(*p, dw, db, nullptr, inp + r * in_rows, &ddst);
       if (dinp != nullptr) RunBackwardData(*p, dinp + r * in_rows, nullptr, w, &ddst);
     }
@@ -477,10 +477,9 @@ void Conv2d::BackwardReluPool(float* dinp, float* dw, float* db, const float* dp
     BackwardWeights(dw, db, dy.data(), inp);
 }
 
-int64_t Conv2d::FusedChunkRows() const {
-  const bool fusable = !DeterministicCompute() && ComputePrecision() == Precision::kF32;
-  const int64_t rows = fusable ? impl_->PoolChunkRows() : 0;
-  return rows > 0 ? rows : shape_.N;
+int64_t Conv2d::FusedChunkRows() {
+  const Plan* p = impl_->FusedPlan();
+  return p != nullptr ? p->mb : shape_.N;
 }
 
 void Conv2d::BackwardWeights(float* dw, float* db, const float* dout, const float* inp) {

@@ -49,9 +49,12 @@ class Conv2d {
   // blocked layout once for both where they share it.
   void Backward(float* dinp, float* dw, float* db, const float* dout, const float* inp, const float* w);
 
-  // Forward, then ReLU and 2x2 max pooling (OH, OW even): pooled and argmax [N, OC, OH/2,
-  // OW/2] exactly as ReluMaxPool2x2Forward of Forward's output. Where the plan's output is
-  // blocked the pool reads it there, saving the reorder of the full-resolution output.
+  // Forward, then ReLU and 2x2 max pooling (OH, OW even): pooled [N, OC, OH/2, OW/2] exactly
+  // as ReluMaxPool2x2Forward of Forward's output. Where the plan's output is blocked the pool
+  // reads it there, saving the reorder of the full-resolution output. `argmax` (as many int32s
+  // as pooled values) is the pool's record for BackwardReluPool, in a layout of the path's
+  // choosing (ReluMaxPool2x2Forward's argmax on the plain path, pool_blocked.h's code on the
+  // blocked one): the caller keeps it and passes it back under the same mode and precision.
   void ForwardReluPool(float* pooled, int32_t* argmax, const float* inp, const float* w, const float* b);
   // Backward of ForwardReluPool from the pooled output's gradient: dinp overwritten (null:
   // not wanted), dw and db accumulate as in BackwardWeights (db nullable).
@@ -59,9 +62,10 @@ class Conv2d {
                         const float* pooled, const float* inp, const float* w);
 
   // Rows the fused path (ForwardReluPool, BackwardReluPool) runs at a time under the current
-  // compute thread count and mode: part of the minibatch where one thread pools while the
-  // output is in L2, else all of it. Its weight and bias gradients are the chunks' in order.
-  int64_t FusedChunkRows() const;
+  // compute thread count and mode: part of the minibatch where one thread pools from the
+  // blocked output while it is in L2, else all of it. Its weight and bias gradients are the
+  // chunks' added in order. (Makes the chunk's plan where it is not made yet.)
+  int64_t FusedChunkRows();
 
   struct Impl;
 

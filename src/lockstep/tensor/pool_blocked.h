@@ -1,17 +1,19 @@
 // Internal to tensor/: ReLU + 2x2 max pooling on oneDNN's blocked activation layout
 // ([N][C/block][H][W][block], block 8 or 16, C a multiple of block), for Conv2d's fused
-// conv + relu + pool. Results and argmax as ReluMaxPool2x2Forward/Backward (kernels.h) on
-// the plain layout, bit for bit; `out`, `argmax` and `dout` are plain [N, C, H/2, W/2].
+// conv + relu + pool. Pooled output and input gradient as ReluMaxPool2x2Forward/Backward
+// (kernels.h) on the plain layout, bit for bit; `out` and `dout` are plain [N, C, H/2, W/2].
+// `code` (N * C * H/2 * W/2 entries) is the forward's record for the backward, in the blocked
+// order: the window maximum's index into the plain plane where the output is > 0, else -1.
 #pragma once
 
 #include <cstdint>
 
 namespace lockstep::tensor::internal {
 
-void ReluMaxPool2x2FromBlocked(float* out, int32_t* argmax, const float* x, int64_t N, int64_t C, int64_t H, int64_t W,
+void ReluMaxPool2x2FromBlocked(float* out, int32_t* code, const float* x, int64_t N, int64_t C, int64_t H, int64_t W,
                                int block);
 // Writes every element of the blocked input gradient dx (no need to zero it).
-void ReluMaxPool2x2BackwardToBlocked(float* dx, const int32_t* argmax, const float* out, const float* dout, int64_t N,
-                                     int64_t C, int64_t H, int64_t W, int block);
+void ReluMaxPool2x2BackwardToBlocked(float* dx, const int32_t* code, const float* dout, int64_t N, int64_t C, int64_t H,
+                                     int64_t W, int block);
 
 }  // namespace lockstep::tensor::internal
