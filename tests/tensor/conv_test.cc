@@ -179,7 +179,16 @@ TEST(Conv2d, ReluPoolFusedInChunksOnOneThread) {
   // (The first layer is fused, so chunked, where its weight gradient runs blocked: AVX-512.)
   ScopedComputeThreads one(1);
   const Conv2dShape first{64, 1, 28, 28, 32, 3, 3, 1, 1}, second{64, 32, 14, 14, 64, 3, 3, 1, 1};
-  EXPECT_LT(Conv2d(second).FusedChunkRows(), second.N);
+  {
+    // The chunk's plan runs on the whole minibatch's plan's buffers: no more workspace.
+    MemoryTracker tracker;
+    ScopedTracker scope(&tracker);
+    Conv2d conv(second);
+    const int64_t made = tracker.Current(MemoryTag::kWorkspace);
+    EXPECT_GT(made, 0);
+    EXPECT_LT(conv.FusedChunkRows(), second.N);
+    EXPECT_EQ(tracker.Current(MemoryTag::kWorkspace), made);
+  }
   CheckReluPoolFused(first, false, 80);
   CheckReluPoolFused(second, false, 90);
 }

@@ -82,6 +82,7 @@ struct Plan {
   // counted in the memory tracker (MemoryTag::kWorkspace) that was current when the plan was made.
   memory fwd_src, fwd_wei, fwd_dst, bd_dst, bd_wei, bd_src, bw_src, bw_dst, bw_wei;
   std::vector<std::shared_ptr<Storage>> storage;
+  std::vector<int> storage_role;  // of each storage: 0 source-, 1 output-, 2 weight-shaped
 };
 
 memory::dims Dims4(int64_t a, int64_t b, int64_t c, int64_t d) { return {a, b, c, d}; }
@@ -91,7 +92,10 @@ struct Layouts {
   bool fwd, bwd_data, bwd_weights;
 };
 
-Plan MakePlan(const Conv2dShape& s, int64_t mb, Layouts blocked, bool bf16 = false) {
+// `lender`: a plan of the same shape over at least mb rows whose buffers this one may use
+// instead of allocating its own (MakePlan's comment below says why that is safe), so a chunk's
+// plan (Impl::FusedPlan) adds no memory.
+Plan MakePlan(const Conv2dShape& s, int64_t mb, Layouts blocked, bool bf16 = false, const Plan* lender = nullptr) {
   Plan p;
   p.mb = mb;
   p.bf16 = bf16;
@@ -133,29 +137,40 @@ Plan MakePlan(const Conv2dShape& s, int64_t mb, Layouts blocked, bool bf16 = fal
   // the weight gradient before the data gradient (RunBackwardWeights then RunBackwardData), so
   // the source reordered for the first is dead when the second writes its input gradient. So
   // buffers of one role (source-shaped, output-shaped) with equal layouts are one buffer: the
-  // output gradient's reorder and the forward's blocked output share memory, and so on.
-  std::vector<memory> src_role, dst_role, wei_role;
-  auto own = [&](const memory::desc& d, const memory::desc& plain, std::vector<memory>& role) {
+  // output gradient's reorder and the forward's blocked output share memory, and so on. For the
+  // same reason two plans used by one thread in turn may share buffers role by role (a lender's
+  // buffer of the role, large enough, each lent once).
+  std::vector<memory> roles[3];
+  std::vector<bool> lent(lender ? lender->storage.size() : 0, false);
+  auto own = [&](const memory::desc& d, const memory::desc& plain, int role) {
     if (d == plain) return memory();
-    for (const memory& m : role)
+    for (const memory& m : roles[role])
       if (m.get_desc() == d) return m;
     const size_t bytes = d.get_size();
-    std::shared_ptr<Storage> storage = Storage::Allocate(bytes, MemoryTag::kWorkspace);
+    std::shared_ptr<Storage> storage;
+    for (size_t i = 0; i < lent.size() && storage == nullptr; ++i)
+      if (!lent[i] && lender->storage_role[i] == role && lender->storage[i]->bytes() >= bytes) {
+        lent[i] = true;
+        storage = lender->storage[i];
+      }
+    if (storage == nullptr) storage = Storage::Allocate(bytes, MemoryTag::kWorkspace);
     if (storage == nullptr) ExitIfLimitExceeded(bytes, MemoryTag::kWorkspace, "a convolution's blocked operand");
     LS_CHECK(storage != nullptr) << "cannot allocate " << bytes << " bytes for a convolution's blocked operand";
     p.storage.push_back(storage);
-    role.emplace_back(d, eng, storage->data());
-    return role.back();
+    p.storage_role.push_back(role);
+    roles[role].emplace_back(d, eng, storage->data());
+    return roles[role].back();
   };
-  p.fwd_src = own(p.fwd_pd.src_desc(), p.src_plain, src_role);
-  p.fwd_wei = own(p.fwd_pd.weights_desc(), p.wei_plain, wei_role);
-  p.fwd_dst = own(p.fwd_pd.dst_desc(), p.dst_plain, dst_role);
-  p.bd_dst = own(p.bwd_data_pd.diff_dst_desc(), p.dst_plain, dst_role);
-  p.bd_wei = own(p.bwd_data_pd.weights_desc(), p.wei_plain, wei_role);
-  p.bd_src = own(p.bwd_data_pd.diff_src_desc(), p.src_plain, src_role);
-  p.bw_src = own(p.bwd_w_pd.src_desc(), p.src_plain, src_role);
-  p.bw_dst = own(p.bwd_w_pd.diff_dst_desc(), p.dst_plain, dst_role);
-  p.bw_wei = own(p.bwd_w_pd.diff_weights_desc(), p.wei_plain, wei_role);
+  constexpr int kSrc = 0, kDst = 1, kWei = 2;
+  p.fwd_src = own(p.fwd_pd.src_desc(), p.src_plain, kSrc);
+  p.fwd_wei = own(p.fwd_pd.weights_desc(), p.wei_plain, kWei);
+  p.fwd_dst = own(p.fwd_pd.dst_desc(), p.dst_plain, kDst);
+  p.bd_dst = own(p.bwd_data_pd.diff_dst_desc(), p.dst_plain, kDst);
+  p.bd_wei = own(p.bwd_data_pd.weights_desc(), p.wei_plain, kWei);
+  p.bd_src = own(p.bwd_data_pd.diff_src_desc(), p.src_plain, kSrc);
+  p.bw_src = own(p.bwd_w_pd.src_desc(), p.src_plain, kSrc);
+  p.bw_dst = own(p.bwd_w_pd.diff_dst_desc(), p.dst_plain, kDst);
+  p.bw_wei = own(p.bwd_w_pd.diff_weights_desc(), p.wei_plain, kWei);
   LS_CHECK(p.bwd_w_pd.diff_bias_desc() == p.bias_plain) << "oneDNN chose a blocked bias layout";
   return p;
 }
@@ -341,7 +356,7 @@ struct Conv2d::Impl {
   Plan* FusedPlan() {
     if (DeterministicCompute() || ComputePrecision() != Precision::kF32) return nullptr;
     if (const int64_t rows = PoolChunkRows()) {
-      if (!chunk || chunk->mb != rows) chunk = std::make_unique<Plan>(MakePlan(s, rows, layouts));
+      if (!chunk || chunk->mb != rows) chunk = std::make_unique<Plan>(MakePlan(s, rows, layouts, false, &full));
       if (FusedPoolBlock(*chunk) != 0) return chunk.get();
     }
     return FusedPoolBlock(full) != 0 ? &full : nullptr;
