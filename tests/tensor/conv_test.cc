@@ -7,6 +7,7 @@
 
 #include "lockstep/tensor/kernels.h"
 #include "lockstep/tensor/memory.h"
+#include "lockstep/tensor/precision.h"
 #include "lockstep/tensor/threads.h"
 #include "tensor/tensor_test_util.h"
 
@@ -127,13 +128,15 @@ TEST(Conv2d, DeterministicModeSameBitsForAnyThreadCount) {
 // the plan has one) gives the bits of the three steps apart: pooled values, and the
 // input, weight and bias gradients; in deterministic mode (plain plans) too. Shapes: the
 // CNN's two layers, and one whose OC is not a multiple of any block (plain fallback).
-void CheckReluPoolFused(const Conv2dShape& s, bool deterministic, uint64_t seed) {
+void CheckReluPoolFused(const Conv2dShape& s, bool deterministic, uint64_t seed, bool bf16 = false) {
   ScopedDeterministic det(deterministic);
+  ScopedPrecision precision(bf16 ? Precision::kBF16 : Precision::kF32);
   const int64_t in_n = s.N * s.IC * s.H * s.W, w_n = s.OC * s.IC * s.KH * s.KW;
   const int64_t out_n = s.N * s.OC * s.OH() * s.OW(), pooled_n = out_n / 4;
   auto x = RandomVector(in_n, seed), w = RandomVector(w_n, seed + 1), b = RandomVector(s.OC, seed + 2);
   auto g = RandomVector(pooled_n, seed + 3);
   x[5] = std::numeric_limits<float>::quiet_NaN();  // NaN propagates the same way through both
+  for (size_t i = 3; i < g.size(); i += 97) g[i] = (i % 2 ? 1 : -1) * 1e-39f;  // denormal gradients
   Conv2d apart(s), fused(s);
   // Apart: conv, relu+pool, pool backward into a zeroed buffer, conv backward.
   std::vector<float> y(out_n), p_want(pooled_n), dy(out_n, 0.0f), dx_want(in_n), dw_want(w_n, 0.5f),
@@ -191,6 +194,22 @@ TEST(Conv2d, ReluPoolFusedInChunksOnOneThread) {
   }
   CheckReluPoolFused(first, false, 80);
   CheckReluPoolFused(second, false, 90);
+}
+// bf16 (native where the processor has bf16 instructions): the pool's backward writes the bf16
+// output gradient the backward primitives read, rounded as the reorder it replaces rounds
+// (denormal gradients included); in chunks on one thread, whole on two.
+TEST(Conv2d, ReluPoolFusedInBf16) {
+  const Conv2dShape first{64, 1, 28, 28, 32, 3, 3, 1, 1}, second{64, 32, 14, 14, 64, 3, 3, 1, 1};
+  if (UseNativeBf16()) {  // the bf16 plans chunk the fused path too
+    ScopedPrecision bf16(Precision::kBF16);
+    ScopedComputeThreads one(1);
+    EXPECT_LT(Conv2d(second).FusedChunkRows(), second.N);
+  }
+  for (int threads : {1, 2}) {
+    ScopedComputeThreads th(threads);
+    CheckReluPoolFused(first, false, 100 + threads, /*bf16=*/true);
+    CheckReluPoolFused(second, false, 110 + threads, /*bf16=*/true);
+  }
 }
 TEST(Conv2d, ReluPoolFusedDeterministic) { CheckReluPoolFused({16, 32, 14, 14, 64, 3, 3, 1, 1}, true, 60); }
 // Input and output of one layout: a plan shares buffers within a role (source-shaped,

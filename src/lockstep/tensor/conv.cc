@@ -9,9 +9,10 @@
 // (the reorders at the edges round the caller's fp32 buffers, to nearest even) with fp32
 // results, accumulation and bias; made on first use next to the fp32 plans.
 //
-// Conv + ReLU + 2x2 max pool (ForwardReluPool) pools straight from the blocked output; with one
-// compute thread it goes through the minibatch in chunks that keep that output in L2
-// (Impl::PoolChunkRows).
+// Conv + ReLU + 2x2 max pool (ForwardReluPool) pools straight from the blocked output and its
+// backward writes the blocked output gradient (bf16 in a bf16 plan) the backward primitives
+// read; with one compute thread it goes through the minibatch in chunks that keep that output
+// in L2 (Impl::PoolChunkRows).
 //
 // Determinism: oneDNN's weight-gradient primitive splits the minibatch reduction over
 // threads, and implementation choices depend on the thread count at creation. In
@@ -34,6 +35,7 @@
 #include "lockstep/tensor/kernels.h"
 #include "lockstep/tensor/memory.h"
 #include "lockstep/tensor/pool_blocked.h"
+#include "lockstep/tensor/simd_avx512.h"
 #include "lockstep/tensor/precision.h"
 #include "lockstep/tensor/tensor.h"
 #include "lockstep/tensor/threads.h"
@@ -257,13 +259,13 @@ memory RunBackwardWeights(Plan& p, float* dw_out, float* db_out, const float* do
   return ddst;
 }
 
-// 16 or 8 when `d` is the fp32 activation `plain` in oneDNN's nChw16c / nChw8c layout (what
-// the pool kernels of pool_blocked.h read and write), else 0.
-int ActivationBlock(const memory& m, const memory::desc& plain) {
+// 16 or 8 when `m` holds the activation `plain` as `type` in oneDNN's nChw16c / nChw8c layout
+// (what the pool kernels of pool_blocked.h read and write), else 0.
+int ActivationBlock(const memory& m, const memory::desc& plain, dt type = dt::f32) {
   if (!m) return 0;
   const memory::desc d = m.get_desc();
-  if (d == memory::desc(plain.dims(), dt::f32, tag::nChw16c)) return 16;
-  if (d == memory::desc(plain.dims(), dt::f32, tag::nChw8c)) return 8;
+  if (d == memory::desc(plain.dims(), type, tag::nChw16c)) return 16;
+  if (d == memory::desc(plain.dims(), type, tag::nChw8c)) return 8;
   return 0;
 }
 
@@ -281,9 +283,9 @@ struct Conv2d::Impl {
   Plan full;
   std::unique_ptr<Plan> det;                  // created on first use in deterministic mode
   std::unique_ptr<Plan> full_bf16, det_bf16;  // the same in bf16 precision (precision.h)
-  std::unique_ptr<Plan> chunk;                // the fused pool's plan for part of the minibatch (FusedPlan)
+  std::unique_ptr<Plan> chunk, chunk_bf16;    // the fused pool's plans for part of the minibatch (FusedPlan)
   std::vector<float> dw_tmp, db_tmp;
-  std::vector<float> conv_out;  // ForwardReluPool's full-resolution output (or its gradient) off the fused path
+  std::vector<float> conv_out;    // ForwardReluPool's full-resolution output (or its gradient) off the fused path
   std::vector<float> rounded[2];  // bf16 emulation: operands rounded through bf16
 
   // bf16 precision runs bf16 plans where oneDNN has bf16 kernels; elsewhere the fp32 plans
@@ -319,13 +321,16 @@ struct Conv2d::Impl {
     return ddst;
   }
 
-  // The fused conv + relu + pool runs on an fp32 plan whose output and both backward
-  // primitives' output gradient are one blocked layout: the block size, else 0.
+  // The fused conv + relu + pool runs on a plan whose (fp32) output and both backward
+  // primitives' output gradient (fp32, or bf16 in a bf16 plan) are one blocked layout: the
+  // block size, else 0. bf16 gradients are written by the 16-channel AVX-512 kernel only.
   int FusedPoolBlock(const Plan& p) const {
     const int block = ActivationBlock(p.fwd_dst, p.dst_plain);
-    if (block == 0 || ActivationBlock(p.bw_dst, p.dst_plain) != block ||
-        ActivationBlock(p.bd_dst, p.dst_plain) != block)
+    const dt grad = p.bf16 ? dt::bf16 : dt::f32;
+    if (block == 0 || ActivationBlock(p.bw_dst, p.dst_plain, grad) != block ||
+        ActivationBlock(p.bd_dst, p.dst_plain, grad) != block)
       return 0;
+    if (p.bf16 && (block != 16 || !internal::HasAvx512())) return 0;
     if (s.OC % block != 0 || s.OH() % 2 != 0 || s.OW() % 2 != 0) return 0;
     return block;
   }
@@ -351,15 +356,20 @@ struct Conv2d::Impl {
   }
 
   // The plan the fused conv + relu + pool runs on (a chunk's, see PoolChunkRows, else the full
-  // minibatch's), or null where neither has the blocked layouts or the mode has no fused path
-  // (deterministic mode's plans are plain; bf16 runs its own plans).
+  // minibatch's; fp32, or bf16 where bf16 runs native), or null where neither has the blocked
+  // layouts or the mode has no fused path (deterministic mode's plans are plain; emulated bf16
+  // rounds the operands of fp32 plans).
   Plan* FusedPlan() {
-    if (DeterministicCompute() || ComputePrecision() != Precision::kF32) return nullptr;
+    if (DeterministicCompute()) return nullptr;
+    const bool bf16 = NativeBf16();
+    if (!bf16 && ComputePrecision() != Precision::kF32) return nullptr;
+    Plan& whole = Full();
+    std::unique_ptr<Plan>& part = bf16 ? chunk_bf16 : chunk;
     if (const int64_t rows = PoolChunkRows()) {
-      if (!chunk || chunk->mb != rows) chunk = std::make_unique<Plan>(MakePlan(s, rows, layouts, false, &full));
-      if (FusedPoolBlock(*chunk) != 0) return chunk.get();
+      if (!part || part->mb != rows) part = std::make_unique<Plan>(MakePlan(s, rows, layouts, bf16, &whole));
+      if (FusedPoolBlock(*part) != 0) return part.get();
     }
-    return FusedPoolBlock(full) != 0 ? &full : nullptr;
+    return FusedPoolBlock(whole) != 0 ? &whole : nullptr;
   }
 
   const float* Rounded(int which, const float* x, int64_t n) {
@@ -476,8 +486,12 @@ void Conv2d::BackwardReluPool(float* dinp, float* dw, float* db, const float* dp
     const memory ddst = p->bw_dst;
     for (int64_t r = 0; r < s.N; r += p->mb) {
       const int64_t o = r * out_rows;
-      internal::ReluMaxPool2x2BackwardToBlocked(static_cast<float*>(ddst.get_data_handle()), argmax + o, dpooled + o,
-                                                p->mb, s.OC, s.OH(), s.OW(), block);
+      if (p->bf16)
+        internal::ReluMaxPool2x2BackwardToBlockedBf16(static_cast<uint16_t*>(ddst.get_data_handle()), argmax + o,
+                                                      dpooled + o, p->mb, s.OC, s.OH(), s.OW());
+      else
+        internal::ReluMaxPool2x2BackwardToBlocked(static_cast<float*>(ddst.get_data_handle()), argmax + o, dpooled + o,
+                                                  p->mb, s.OC, s.OH(), s.OW(), block);
       impl_->AddWeightGrads(*p, dw, db, nullptr, inp + r * in_rows, &ddst);
       if (dinp != nullptr) RunBackwardData(*p, dinp + r * in_rows, nullptr, w, &ddst);
     }

@@ -14,6 +14,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <type_traits>
 #include <vector>
 
 #include "lockstep/tensor/check.h"
@@ -159,13 +160,32 @@ LOCKSTEP_AVX512 void ForwardFromBlocked16(float* out, int32_t* code, const float
   }
 }
 
-LOCKSTEP_AVX512 void BackwardToBlocked16(float* dx, const int32_t* code, const float* dout, int64_t N, int64_t C,
+// fp32 -> bf16 as VCVTNEPS2BF16 converts (what oneDNN's reorders into bf16 run on processors
+// with AVX512_BF16, the only ones where bf16 plans are used): nearest even, a NaN kept a quiet
+// NaN, zero and denormals to a zero of their sign. In AVX-512F integer operations, so this
+// file needs no bf16 extension to build.
+LOCKSTEP_AVX512 inline __m256i Bf16Like(__m512 v) {
+  const __m512i u = _mm512_castps_si512(v);
+  const __m512i mag = _mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff));
+  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+  __m512i r = _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7fff), lsb)), 16);
+  const __mmask16 nan = _mm512_cmpgt_epi32_mask(mag, _mm512_set1_epi32(0x7f800000));
+  r = _mm512_mask_mov_epi32(r, nan, _mm512_or_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40)));
+  const __mmask16 tiny = _mm512_cmplt_epi32_mask(mag, _mm512_set1_epi32(0x00800000));
+  r = _mm512_mask_mov_epi32(r, tiny, _mm512_srli_epi32(_mm512_andnot_si512(mag, u), 16));
+  return _mm512_cvtepi32_epi16(r);
+}
+
+// Out: float (fp32 plans) or uint16_t (bf16 plans, whose backward primitives read a bf16
+// output gradient: written through Bf16Like, as the reorder it replaces rounds).
+template <typename Out>
+LOCKSTEP_AVX512 void BackwardToBlocked16(Out* dx, const int32_t* code, const float* dout, int64_t N, int64_t C,
                                          int64_t H, int64_t W) {
   constexpr int kB = 16;
   const int64_t OH = H / 2, OW = W / 2, CB = C / kB, plane = H * W, oplane = OH * OW;
 #pragma omp parallel for schedule(static) if (parallel : WorthParallel(N * C * plane))
   for (int64_t nb = 0; nb < N * CB; ++nb) {
-    float* db = dx + nb * plane * kB;
+    Out* db = dx + nb * plane * kB;
     const int32_t* cb = code + nb * oplane * kB;
     const int64_t c0 = (nb / CB) * C + (nb % CB) * kB;
     for (int64_t oy = 0; oy < OH; ++oy) {
@@ -181,7 +201,11 @@ LOCKSTEP_AVX512 void BackwardToBlocked16(float* dx, const int32_t* code, const f
           const __m512i aj = _mm512_loadu_si512(cb + (oy * OW + ox0 + j) * kB);
           for (int k = 0; k < 4; ++k) {
             const __mmask16 hit = _mm512_cmpeq_epi32_mask(aj, _mm512_set1_epi32(pos[k]));
-            _mm512_storeu_ps(db + pos[k] * kB, _mm512_add_ps(_mm512_maskz_mov_ps(hit, g[j]), _mm512_setzero_ps()));
+            const __m512 v = _mm512_add_ps(_mm512_maskz_mov_ps(hit, g[j]), _mm512_setzero_ps());
+            if constexpr (std::is_same_v<Out, float>)
+              _mm512_storeu_ps(db + pos[k] * kB, v);
+            else
+              _mm256_storeu_si256(reinterpret_cast<__m256i*>(db + pos[k] * kB), Bf16Like(v));
           }
         }
       }
@@ -211,11 +235,18 @@ void ReluMaxPool2x2BackwardToBlocked(float* dx, const int32_t* code, const float
   LS_CHECK(H % 2 == 0 && W % 2 == 0 && (block == 8 || block == 16) && C % block == 0)
       << "ReluMaxPool2x2BackwardToBlocked: C=" << C << " H=" << H << " W=" << W << " block=" << block;
   if (block == 16 && HasAvx512())
-    BackwardToBlocked16(dx, code, dout, N, C, H, W);
+    BackwardToBlocked16<float>(dx, code, dout, N, C, H, W);
   else if (block == 16)
     BackwardToBlocked<16>(dx, code, dout, N, C, H, W);
   else
     BackwardToBlocked<8>(dx, code, dout, N, C, H, W);
+}
+
+void ReluMaxPool2x2BackwardToBlockedBf16(uint16_t* dx, const int32_t* code, const float* dout, int64_t N, int64_t C,
+                                         int64_t H, int64_t W) {
+  LS_CHECK(H % 2 == 0 && W % 2 == 0 && C % 16 == 0 && HasAvx512())
+      << "ReluMaxPool2x2BackwardToBlockedBf16: C=" << C << " H=" << H << " W=" << W << " (needs AVX-512)";
+  BackwardToBlocked16<uint16_t>(dx, code, dout, N, C, H, W);
 }
 
 }  // namespace lockstep::tensor::internal

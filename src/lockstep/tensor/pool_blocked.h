@@ -15,5 +15,10 @@ void ReluMaxPool2x2FromBlocked(float* out, int32_t* code, const float* x, int64_
 // Writes every element of the blocked input gradient dx (no need to zero it).
 void ReluMaxPool2x2BackwardToBlocked(float* dx, const int32_t* code, const float* dout, int64_t N, int64_t C, int64_t H,
                                      int64_t W, int block);
+// The same gradient in bf16 for a bf16 plan's backward primitives (nChw16c, AVX-512), each
+// value rounded as oneDNN's reorder into bf16 rounds it on a processor with AVX512_BF16
+// (VCVTNEPS2BF16: nearest even, denormals to zero).
+void ReluMaxPool2x2BackwardToBlockedBf16(uint16_t* dx, const int32_t* code, const float* dout, int64_t N, int64_t C,
+                                         int64_t H, int64_t W);
 
 }  // namespace lockstep::tensor::internal
