@@ -35,8 +35,8 @@
 #include "lockstep/tensor/kernels.h"
 #include "lockstep/tensor/memory.h"
 #include "lockstep/tensor/pool_blocked.h"
-#include "lockstep/tensor/simd_avx512.h"
 #include "lockstep/tensor/precision.h"
+#include "lockstep/tensor/simd_avx512.h"
 #include "lockstep/tensor/tensor.h"
 #include "lockstep/tensor/threads.h"
 
@@ -479,8 +479,8 @@ void Conv2d::BackwardReluPool(float* dinp, float* dw, float* db, const float* dp
                               const float* pooled, const float* inp, const float* w) {
   const Conv2dShape& s = shape_;
   if (Plan* p = impl_->FusedPlan()) {
-    // Chunk by chunk (the forward's split or another: the pool's argmax indexes each plane on
-    // its own), the weight and bias gradients added in chunk order.
+    // Chunk by chunk (the forward's split or another: the pool's record is kept image by
+    // image), the weight and bias gradients added in chunk order.
     const int block = impl_->FusedPoolBlock(*p);
     const int64_t in_rows = s.IC * s.H * s.W, out_rows = s.OC * s.OH() * s.OW() / 4;
     const memory ddst = p->bw_dst;

@@ -54,7 +54,8 @@ class Conv2d {
   // reads it there, saving the reorder of the full-resolution output. `argmax` (as many int32s
   // as pooled values) is the pool's record for BackwardReluPool, in a layout of the path's
   // choosing (ReluMaxPool2x2Forward's argmax on the plain path, pool_blocked.h's code on the
-  // blocked one): the caller keeps it and passes it back under the same mode and precision.
+  // blocked one): the caller keeps it and passes it back under the same mode, precision and
+  // compute thread count.
   void ForwardReluPool(float* pooled, int32_t* argmax, const float* inp, const float* w, const float* b);
   // Backward of ForwardReluPool from the pooled output's gradient: dinp overwritten (null:
   // not wanted), dw and db accumulate as in BackwardWeights (db nullable).
