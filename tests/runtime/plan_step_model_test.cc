@@ -715,5 +715,24 @@ TEST(PlanLayoutInput, TensorParallelStagesTakeTheUnshardedZeroFigure) {
   EXPECT_DOUBLE_EQ(in->stages.at(0).zero_ns_per_element[1], 30.0);
 }
 
+// The probe line: the pass over the workers against the profile's, and on the threads backend a
+// caution once the workers ran 15% or more slower than one alone (the step times' shortfall,
+// 1 - 1/ratio); none on MPI, where the trained steps did not follow the probe.
+TEST(PlanProbeLine, CautionsOnlyWhereThreadsRanSlowerThanTheProfile) {
+  const std::string slow = ProbeLine(8, "threads", "the model", 2, 2.84, 2.15);
+  EXPECT_NE(slow.find("the ZeRO probe's plain pass over the 8 worker threads, the model at 2 rows: 2.84 ms, 1.32x the "
+                      "profile's 2.15; "),
+            std::string::npos)
+      << slow;
+  EXPECT_NE(slow.find("may be up to 24% low"), std::string::npos) << slow;
+  const std::string near = ProbeLine(4, "threads", "a block", 1, 4.0, 3.82);
+  EXPECT_EQ(
+      near,
+      "the ZeRO probe's plain pass over the 4 worker threads, a block at 1 row: 4.00 ms, 1.05x the profile's 3.82");
+  const std::string mpi = ProbeLine(4, "mpi", "the model", 4, 2.73, 1.94);
+  EXPECT_EQ(mpi.find("low"), std::string::npos) << mpi;
+  EXPECT_NE(mpi.find("over the 4 processes"), std::string::npos) << mpi;
+}
+
 }  // namespace
 }  // namespace lockstep::runtime

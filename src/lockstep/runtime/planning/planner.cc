@@ -233,6 +233,23 @@ Result<ZeroProbe> MeasurePlanZero(const PlanOptions& o, const std::vector<int64_
   return MeasureZeroOverRanks(req, rows, std::move(dp));
 }
 
+std::string ProbeLine(int nproc, const std::string& backend, const std::string& piece, int64_t rows, double probe_ms,
+                      double profile_ms) {
+  const double ratio = probe_ms / profile_ms;
+  char line[400];
+  const int n =
+      std::snprintf(line, sizeof(line),
+                    "the ZeRO probe's plain pass over the %d %s, %s at %lld row%s: %.2f ms, %.2fx the profile's %.2f",
+                    nproc, backend == "mpi" ? "processes" : "worker threads", piece.c_str(),
+                    static_cast<long long>(rows), rows == 1 ? "" : "s", probe_ms, ratio, profile_ms);
+  if (backend == "threads" && ratio >= 1.15 && n > 0 && n < static_cast<int>(sizeof(line)))
+    std::snprintf(line + n, sizeof(line) - static_cast<size_t>(n),
+                  "; workers sharing the cores ran slower than one alone, so the step times below may be up to %.0f%% "
+                  "low",
+                  (1 - 1 / ratio) * 100);
+  return line;
+}
+
 Status RunPlan(const PlanOptions& o, const CommMeasurer& measure, const ZeroMeasurer& measure_zero) {
   if (o.nproc < 1) return Status::InvalidArgument("--nproc must be at least 1");
   if (o.mem_limit < 0) return Status::InvalidArgument("--mem-limit must not be negative");
@@ -337,13 +354,8 @@ Status RunPlan(const PlanOptions& o, const CommMeasurer& measure, const ZeroMeas
     const ShapeKey plain_key{plain_rows, 1};
     if (plain_rows > 0 && prof.Has(plain_key, s.gpt.has_value())) {
       const double probe_ms = slot.value("plain_ms", 0.0), profile_ms = PassMs(prof.Main(plain_key, s.gpt.has_value()));
-      if (probe_ms > 0 && profile_ms > 0) {
-        char line[200];
-        std::snprintf(line, sizeof(line), "%s at %lld row%s: %.2f ms, %.2fx the profile's %.2f",
-                      s.gpt ? "a block" : "the model", static_cast<long long>(plain_rows), plain_rows == 1 ? "" : "s",
-                      probe_ms, probe_ms / profile_ms, profile_ms);
-        probe_line = line;
-      }
+      if (probe_ms > 0 && profile_ms > 0)
+        probe_line = ProbeLine(o.nproc, o.backend, s.gpt ? "a block" : "the model", plain_rows, probe_ms, profile_ms);
     }
   }
   if (measured) LS_RETURN_IF_ERROR(SaveCache(cache_path, cache));
@@ -352,9 +364,7 @@ Status RunPlan(const PlanOptions& o, const CommMeasurer& measure, const ZeroMeas
   if (!second_look.empty())
     std::printf("second look at the compute, after the collectives (times against the first look): %s\n",
                 second_look.c_str());
-  if (!probe_line.empty())
-    std::printf("the ZeRO probe's plain pass over the %d %s, %s\n", o.nproc,
-                o.backend == "mpi" ? "processes" : "worker threads", probe_line.c_str());
+  if (!probe_line.empty()) std::printf("%s\n", probe_line.c_str());
   if (measured) std::printf("profiled in %.1f s\n", clock.ElapsedSeconds());
 
   LS_ASSIGN_OR_RETURN(std::vector<PlanRow> rows, Predict(cands, s, prof, comm));

@@ -72,6 +72,14 @@ int64_t EvalRows(const Candidate& c, const PlanSetup& s);
 // Prints the table and the verdict.
 void PrintPlan(const PlanResult& r, std::FILE* out);
 
+// The line setting the ZeRO probe's plain pass (`probe_ms`: `piece` at `rows` rows, run by the
+// plan's `nproc` workers at once as `backend` runs them) against the profile's (`profile_ms`:
+// one worker alone). On the threads backend a probe 15% or more slower adds a caution that the
+// plan's step times may be that much low: there the workers' training steps slowed with the
+// probe in every accuracy run (docs/planning.md, section 5); on MPI they did not.
+std::string ProbeLine(int nproc, const std::string& backend, const std::string& piece, int64_t rows, double probe_ms,
+                      double profile_ms);
+
 // ZeRO-2 and ZeRO-3's cost (ns per micro-batch and parameter element) measured over the plan's
 // workers as its backend runs them (MeasurePlanZero on every worker thread, or inside an mpirun
 // job), at `rows`, as MeasureZeroOverRanks returns it.
