@@ -3,7 +3,6 @@
 
 #include <algorithm>
 
-#include "lockstep/optim/exact_square_sum.h"
 #include "lockstep/runtime/reporting/step_stats.h"
 
 namespace lockstep::runtime {
@@ -40,8 +39,7 @@ Result<LayoutInput> BuildLayoutInput(const Candidate& c, const PlanSetup& s, con
   in.optimizer_moments = s.optim.kind == optim::OptimizerKind::kAdamW ? 2 : (s.optim.sgd.momentum != 0.0 ? 1 : 0);
   in.optimizer_ns_per_element = profile.optimizer_ns_per_element;
   in.oversubscription = profile.oversubscription();
-  in.step_stats_bytes = sizeof(RankStepRecord);                       // Trainer: GatherStep
-  in.grad_norm_bytes = optim::ExactSquareSum::kWords * sizeof(int64_t);  // Trainer::GradNorm
+  in.step_stats_bytes = sizeof(RankStepRecord);  // Trainer: GatherStep, the gradient norm's parts included
   const bool bf16 = c.precision == "bf16";
   in.weight_copy_bytes = bf16 ? 2 : 0;
   const ComputeOptions co{bf16, c.recompute == "block", 1.0};

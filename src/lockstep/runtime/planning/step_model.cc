@@ -419,8 +419,7 @@ Result<Prediction> PredictLayout(const LayoutInput& in, const CommTable& comm) {
   // the cores their latency is that of the slowest rank to be scheduled, which the measured
   // curve of the world group includes (cnn-fashion on 8 threads, 2 cores: ~0.12 ms each).
   const int world = in.dp * in.tp * in.pp;
-  pr.step_sync_ms = comm.Ms(CommOp::kAllGather, world, in.step_stats_bytes * world) +
-                    comm.Ms(CommOp::kAllreduce, world, in.grad_norm_bytes);
+  pr.step_sync_ms = comm.Ms(CommOp::kAllGather, world, in.step_stats_bytes * world);
   pr.comm_exposed_ms = dp_exposed + tp_ms + pr.step_sync_ms;
   pr.comm_total_ms += pr.step_sync_ms;
   pr.step_ms = pr.pipeline_ms + tail + pr.step_sync_ms;

@@ -9,8 +9,8 @@
 //          last backward; ZeRO-3's parameter gathers overlapped with the previous unit; or,
 //          profiled, what ZeRO-2/3 measured per micro-batch and parameter)
 //        + optimizer (norm, clip, update over the owned elements) + ZeRO-1/2's all-gather
-//        + the two small collectives over every rank that end each step (step statistics,
-//          the exact gradient norm)
+//        + the small collective over every rank that ends each step (the step record's
+//          all-gather, which carries the exact gradient norm's parts)
 //   peak = model states (the ZeRO paper's accounting, exactly as the memory row counts them)
 //        + ZeRO units in flight + activations of the micro-batches in flight + workspace
 #pragma once
@@ -132,11 +132,10 @@ struct LayoutInput {
   // Workers per core when they outnumber the cores (the stages' times are then each worker's
   // share of a core while all compute: ComputeProfile::oversubscription()), else 1.
   double oversubscription = 1;
-  // Every step of the trainer ends with two small collectives over all dp*tp*pp ranks: the
-  // step statistics' all-gather (this many bytes from each rank) and the exact gradient norm's
-  // integer allreduce (this many bytes). 0: left out (synthetic tests of the other terms).
+  // Every step of the trainer ends with one small collective over all dp*tp*pp ranks: the step
+  // record's all-gather (this many bytes from each rank; it carries the exact gradient norm's
+  // parts too). 0: left out (synthetic tests of the other terms).
   int64_t step_stats_bytes = 0;
-  int64_t grad_norm_bytes = 0;
 };
 
 // One rank's bytes (stage s, tp rank 0, dp rank 0: the largest ZeRO shard).

@@ -30,6 +30,7 @@ Result<GatheredStep> GatherStep(comm::Communicator& comm, const RankStepRecord& 
     g.compute_ms.push_back(r.compute_ms);
     g.rank_wait_ms.push_back(r.wait_ms);
     g.peer_group.push_back(r.peer_group);
+    for (size_t w = 0; w < g.norm_words.size(); ++w) g.norm_words[w] += r.norm_words[w];
     latest = std::max(latest, r.compute_end_ns);
     if (r.pipe_total_ms > 0) {
       g.mean_bubble += 1.0 - r.pipe_busy_ms / r.pipe_total_ms;

@@ -1,12 +1,16 @@
 // Per-step timings and their cross-rank view. After each step every rank shares a small
 // fixed record (bytes all-gather, summed in rank order so every rank derives the same
-// numbers); from it rank 0 reports how long the step waited for the slowest worker.
+// numbers); from it rank 0 reports how long the step waited for the slowest worker. The record
+// also carries the rank's part of the gradient's exact square sum, so the global norm needs no
+// collective of its own: one fewer point per step where every rank waits for the slowest.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <vector>
 
 #include "lockstep/comm/communicator.h"
+#include "lockstep/optim/exact_square_sum.h"
 
 namespace lockstep::runtime {
 
@@ -19,6 +23,8 @@ struct RankStepRecord {
   double wait_ms = 0;          // blocked in the gradient collectives (pipeline: also idle in the schedule)
   int32_t peer_group = 0;      // ranks of one group do the same work (the pipeline stage)
   int32_t pad = 0;
+  // This rank's counted gradient elements, squared and summed exactly (ExactSquareSum::ToWords).
+  std::array<int64_t, optim::ExactSquareSum::kWords> norm_words{};
 };
 
 struct GatheredStep {
@@ -33,6 +39,9 @@ struct GatheredStep {
   // Every rank's compute and collective-wait time and peer group, in rank order (straggler view).
   std::vector<double> compute_ms, rank_wait_ms;
   std::vector<int> peer_group;
+  // Every rank's norm_words summed: the global gradient's exact square sum (the same bits on
+  // every rank, however the gradient is cut up; ExactSquareSum::FromWords reads it).
+  std::array<int64_t, optim::ExactSquareSum::kWords> norm_words{};
 };
 
 Result<GatheredStep> GatherStep(comm::Communicator& comm, const RankStepRecord& mine);

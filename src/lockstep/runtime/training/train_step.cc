@@ -275,19 +275,14 @@ void Trainer::ForEachCountedGrad(Fn&& fn) {
   }
 }
 
-// sqrt of the exact sum of squares of every unique gradient element in the world; an integer
-// allreduce merges the ranks' sums, so every rank gets the same bits (NaN or inf when any
-// element is not finite).
-Result<double> Trainer::GradNorm() {
+// This rank's part of the exact sum of squares of every unique gradient element in the world.
+// The parts travel in the step's record (GatherStep) and merge by integer addition, so every
+// rank gets the same bits of the global norm (NaN or inf when any element is not finite)
+// without a collective of its own.
+optim::ExactSquareSum Trainer::GradSquares() {
   optim::ExactSquareSum sum;
   ForEachCountedGrad([&](int, const float* g, int64_t n) { sum.Add(g, n); });
-  if (world_ == 1) return optim::NormOf(sum);
-  int64_t words[optim::ExactSquareSum::kWords];
-  sum.ToWords(words);
-  LS_RETURN_IF_ERROR(
-      world_comm_->Allreduce(words, words, optim::ExactSquareSum::kWords, comm::DType::kI64, comm::ReduceOp::kSum)
-          ->Wait());
-  return optim::NormOf(optim::ExactSquareSum::FromWords(words));
+  return sum;
 }
 
 // --inject-fault nan: an inf in the first gradient element this rank counts in the norm.
@@ -387,12 +382,13 @@ Status Trainer::TrainStep(int64_t step) {
   record.compute_ms = pipeline_ ? c.pipe.busy_ms : compute_ms;
   record.wait_ms = c.sync.exposed_ms + (c.pipe.total_ms - c.pipe.busy_ms);
   record.peer_group = mesh_.coord.pp;
+  GradSquares().ToWords(record.norm_words.data());
   LS_ASSIGN_OR_RETURN(GatheredStep gathered,
                       Traced("step stats", "comm", [&] { return GatherStep(*world_comm_, record); }));
 
   Stopwatch optim_clock;
   const int64_t optim_clock_start = NowNanos();
-  LS_ASSIGN_OR_RETURN(double grad_norm, GradNorm());
+  const double grad_norm = optim::NormOf(optim::ExactSquareSum::FromWords(gathered.norm_words.data()));
   if (!std::isfinite(grad_norm) || !std::isfinite(gathered.loss))
     return HandleNonFinite(step, gathered.loss, grad_norm);
   consecutive_skips_ = 0;

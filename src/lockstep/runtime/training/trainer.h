@@ -23,6 +23,7 @@
 
 #include "lockstep/autograd/tape.h"
 #include "lockstep/core/clock.h"
+#include "lockstep/optim/exact_square_sum.h"
 #include "lockstep/optim/lr_schedule.h"
 #include "lockstep/parallel/canonical.h"
 #include "lockstep/parallel/data_parallel.h"
@@ -96,7 +97,7 @@ class Trainer {
   Status SumTiedGradients(int slots);
   // pp-group tag of the tied gradient exchange: above the pipeline's 2i, 2i+1 micro-batch tags.
   static constexpr int kTiedGradTag = 32001;
-  Result<double> GradNorm();
+  optim::ExactSquareSum GradSquares();
   template <typename Fn>
   void ForEachCountedGrad(Fn&& fn);
   void InjectNonFiniteGrad();
