@@ -6,6 +6,7 @@
 
 #include <fstream>
 #include <map>
+#include <sstream>
 
 #include <nlohmann/json.hpp>
 
@@ -292,6 +293,9 @@ TEST(Plan, HardwareFileErrorsNameTheField) {
       {write("missing.toml", "memory_gib = 80", ""), "'device.memory_gib' is missing"},
       {write("negative.toml", "bandwidth_gbs = 25", "bandwidth_gbs = -25"), "'inter_node.bandwidth_gbs' = -25"},
       {write("text.toml", "peak_tflops_bf16 = 312.0", "peak_tflops_bf16 = \"fast\""), "must be a number"},
+      // The optional field, when present, is checked as the others are.
+      {write("bwd.toml", "memory_gbs = 2039", "attention_bwd_efficiency = 1.5\nmemory_gbs = 2039"),
+       "'device.attention_bwd_efficiency' = 1.5"},
   };
   for (const auto& [path, want] : cases) {
     CommandResult r = RunLockstep({"plan", "--config", config, "--hardware", path, "--nproc", "8"});
@@ -305,40 +309,90 @@ TEST(Plan, HardwareFileErrorsNameTheField) {
   EXPECT_NE(r.err.find("no layout of 7 devices"), std::string::npos) << r.err;
 }
 
+// A described machine: `peak` TFLOP/s at full efficiency (flash attention's backward at
+// `attention_bwd` of it), `memory` GB/s of HBM and `link` GB/s between devices, nothing lost.
+std::string Machine(int devices, double peak, double attention_bwd, double memory, double link) {
+  std::ostringstream o;
+  o << "name = \"synthetic\"\n[node]\ndevices = " << devices
+    << "\n[device]\nmemory_gib = 1000\npeak_tflops_bf16 = " << peak << "\npeak_tflops_fp32 = " << peak
+    << "\nmatmul_efficiency = 1\nattention_efficiency = 1\nattention_bwd_efficiency = " << attention_bwd
+    << "\nmemory_gbs = " << memory << "\nmemory_efficiency = 1\n";
+  for (const char* l : {"intra_node", "inter_node"})
+    o << "[" << l << "]\nbandwidth_gbs = " << link << "\nlatency_us = 0\nefficiency = 1\n";
+  return o.str();
+}
+
+struct SmallLlama {
+  static constexpr int layers = 2, h = 64, heads = 4, kv_heads = 2, f = 128, vocab = 256, s = 32;
+  static constexpr double kv = static_cast<double>(kv_heads) * h / heads;
+  static constexpr int64_t layer_params = h * (h + 2 * kv_heads * (h / heads)) + h * h + 3 * h * f + 2 * h;
+  static constexpr int64_t total = layers * layer_params + 2 * vocab * h + h;  // + embedding, untied head, norm
+
+  // Writes the config (batch_size rows) and the machine, plans for `nproc` and returns its rows.
+  static nlohmann::json Plan(const std::string& dir, const std::string& machine, int nproc, int batch) {
+    std::ofstream(dir + "/hw.toml") << machine;
+    std::ofstream(dir + "/llama.toml") << "[model]\nkind = \"llama\"\nvocab = " << vocab << "\ncontext = " << s
+                                       << "\nlayers = " << layers << "\nheads = " << heads
+                                       << "\nkv_heads = " << kv_heads << "\nwidth = " << h << "\nffn_hidden = " << f
+                                       << "\n[train]\nbatch_size = " << batch << "\n";
+    CommandResult r = RunLockstep({"plan", "--config", dir + "/llama.toml", "--hardware", dir + "/hw.toml", "--nproc",
+                                   std::to_string(nproc), "--json", dir + "/plan.json"});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return r.exit_code == 0 ? ReadJson(dir + "/plan.json")["layouts"] : nlohmann::json::array();
+  }
+};
+
 // The Llama terms on a described machine where only the products cost anything (1 TFLOP/s at
 // full efficiency, memory and links effectively free): flash attention's backward does 2.5x
-// its forward's FLOPs, torchtitan's op policy recomputes every second matmul of a layer (wk, wo,
-// w3) and full recompute the whole forward.
+// its forward's FLOPs (at attention_bwd_efficiency), torchtitan's op policy recomputes every
+// second matmul of a layer (wk, wo, w3) and full recompute the whole forward.
 TEST(Plan, LlamaTimeTermsOnADescribedMachine) {
   const std::string dir = MakeTempDir("plan-llama");
-  std::ofstream(dir + "/hw.toml") << "name = \"products only\"\n[node]\ndevices = 1\n"
-                                     "[device]\nmemory_gib = 1000\npeak_tflops_bf16 = 1\npeak_tflops_fp32 = 1\n"
-                                     "matmul_efficiency = 1\nattention_efficiency = 1\nmemory_gbs = 1e9\n"
-                                     "memory_efficiency = 1\n"
-                                     "[intra_node]\nbandwidth_gbs = 1e9\nlatency_us = 0\nefficiency = 1\n"
-                                     "[inter_node]\nbandwidth_gbs = 1e9\nlatency_us = 0\nefficiency = 1\n";
-  const int layers = 2, h = 64, heads = 4, kv_heads = 2, f = 128, vocab = 256, s = 32;
-  std::ofstream(dir + "/llama.toml") << "[model]\nkind = \"llama\"\nvocab = " << vocab << "\ncontext = " << s
-                                     << "\nlayers = " << layers << "\nheads = " << heads << "\nkv_heads = " << kv_heads
-                                     << "\nwidth = " << h << "\nffn_hidden = " << f << "\n[train]\nbatch_size = 1\n";
-  CommandResult r = RunLockstep({"plan", "--config", dir + "/llama.toml", "--hardware", dir + "/hw.toml", "--nproc", "1",
-                                 "--json", dir + "/plan.json"});
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  const nlohmann::json plan = ReadJson(dir + "/plan.json");
-  std::map<std::string, double> step;
-  for (const nlohmann::json& row : plan["layouts"]) step[row["recompute"].get<std::string>()] = row["step_ms"];
-  ASSERT_EQ(step.size(), 3u) << plan.dump();
-  const double kv = static_cast<double>(kv_heads) * h / heads, tokens = s;
-  const double ms_per_flop = 1e3 / 1e12;
-  const double matmul = tokens * 2 * (h * (h + 2 * kv) + h * h + 3.0 * h * f) * ms_per_flop;
-  const double attention = tokens * 4 * (s / 2.0) * h * ms_per_flop;  // the causal half
-  const double head = 3 * tokens * 2 * h * vocab * ms_per_flop;
-  EXPECT_NEAR(step["none"], layers * (3 * matmul + 3.5 * attention) + head, 1e-6 * step["none"]);
-  EXPECT_NEAR(step["op"] - step["none"], layers * tokens * 2 * (h * kv + h * h + h * f) * ms_per_flop, 1e-6 * step["none"]);
-  EXPECT_NEAR(step["full"] - step["none"], layers * (matmul + attention), 1e-6 * step["none"]);
-  // One stage holds every parameter: both the embedding and the untied head, as bf16 weights.
-  const int64_t total = layers * (h * (h + 2 * static_cast<int64_t>(kv)) + h * h + 3 * h * f + 2 * h) + 2 * vocab * h + h;
-  for (const nlohmann::json& row : plan["layouts"]) EXPECT_EQ(row["rank0"]["params_bytes"].get<int64_t>(), 2 * total);
+  using M = SmallLlama;
+  const double tokens = M::s, ms_per_flop = 1e3 / 1e12;
+  const double matmul = tokens * 2 * (M::h * (M::h + 2 * M::kv) + M::h * M::h + 3.0 * M::h * M::f) * ms_per_flop;
+  const double attention = tokens * 4 * (M::s / 2.0) * M::h * ms_per_flop;  // the causal half
+  const double head = 3 * tokens * 2 * M::h * M::vocab * ms_per_flop;
+  for (double bwd : {1.0, 0.5}) {
+    std::map<std::string, double> step;
+    for (const nlohmann::json& row : M::Plan(dir, Machine(1, 1, bwd, 1e9, 1e9), 1, 1)) {
+      step[row["recompute"].get<std::string>()] = row["step_ms"];
+      // One stage holds every parameter: both the embedding and the untied head, as bf16 weights.
+      EXPECT_EQ(row["rank0"]["params_bytes"].get<int64_t>(), 2 * M::total);
+    }
+    ASSERT_EQ(step.size(), 3u);
+    EXPECT_NEAR(step["none"], M::layers * (3 * matmul + attention + 2.5 * attention / bwd) + head, 1e-6 * step["none"]);
+    EXPECT_NEAR(step["op"] - step["none"],
+                M::layers * tokens * 2 * (M::h * M::kv + M::h * M::h + M::h * M::f) * ms_per_flop, 1e-6 * step["none"]);
+    EXPECT_NEAR(step["full"] - step["none"], M::layers * (matmul + attention), 1e-6 * step["none"]);
+  }
+}
+
+// FSDP (ZeRO-3) on a described machine, 2 devices, one row each. Products free: (a) memory at
+// 1 GB/s and links free, the zero-3 row over the zero-1 row is FSDP2's copy-out of every
+// gathered bf16 weight (read and written, forward and backward) less the smaller optimizer
+// pass (16 bytes a parameter over 2 against 6 + 12 / 2, read and written); (b) links at 1 GB/s
+// and memory free, nothing hides the per-layer gathers (bf16, twice) and reduce-scatters
+// (fp32), and the edges (the unit outside the blocks and the first block) are gathered
+// before the compute and reduce-scattered after it once more.
+TEST(Plan, FsdpCopyOutAndEdgesOnADescribedMachine) {
+  const std::string dir = MakeTempDir("plan-fsdp");
+  using M = SmallLlama;
+  auto row = [](const nlohmann::json& rows, int zero) {
+    for (const nlohmann::json& r : rows)
+      if (r["layout"] == "dp=2,tp=1,pp=1" && r["zero"] == zero && r["recompute"] == "none" && r["micro_rows"] == 1)
+        return r["step_ms"].get<double>();
+    ADD_FAILURE() << "no dp=2 zero " << zero << " row";
+    return 0.0;
+  };
+  const double p = static_cast<double>(M::total), ms_per_byte = 1e3 / 1e9;
+  nlohmann::json rows = M::Plan(dir, Machine(2, 1e9, 1, 1, 1e9), 2, 2);
+  EXPECT_NEAR(row(rows, 3) - row(rows, 1), (8 * p + 2 * p * (16.0 / 2 - (6 + 12.0 / 2))) * ms_per_byte, 1e-4);
+  rows = M::Plan(dir, Machine(2, 1e9, 1, 1e9, 1), 2, 2);
+  const double half = 0.5 * ms_per_byte;  // (n - 1) / n of the bytes cross the link
+  const double per_layer = (2 * 2 + 4) * M::layer_params * half;
+  const double edge = (2 + 4) * (M::total - M::layers * M::layer_params + M::layer_params) * half;
+  EXPECT_NEAR(row(rows, 3), M::layers * per_layer + edge, 1e-4);
 }
 
 }  // namespace

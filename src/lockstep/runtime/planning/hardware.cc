@@ -130,12 +130,22 @@ Result<PlanRow> Predict(const Costs& c, const Layout& L, int64_t global_batch) {
   const Link& tp_link = c.LinkFor(t);
   const double ar = c.CollectiveMs(tp_link, t, 2 * tokens * h, 2.0 * (t - 1) / t);
   const int n_ar = 4 + (L.recompute == "full" ? 2 : 0);
-  const double flash_bwd_extra_ms = 0.5 * attn_ms;  // 2.5x forward, not the 2x counted in 3 * f_ms
+  // The flash backward's 2.5x FLOPs at its own share of peak, beyond the 2x forward counted in 3 * f_ms.
+  const double flash_bwd_extra_ms = (2.5 * c.hw.attention_efficiency / c.hw.attention_bwd_efficiency - 2.0) * attn_ms;
   const double layer_ms = 3 * f_ms + flash_bwd_extra_ms + extra_ms + n_ar * ar;
   // The head (last stage): its matmul and the bf16 logits with their fp32 softmax.
   const double vocab = static_cast<double>(m.vocab);
   const double head_ms = 3 * (c.MatmulMs(2 * tokens * h * vocab / t) + c.MemoryMs(tokens * vocab / t * 12));
-  const double stage_ms = layers * layer_ms + head_ms;  // the last stage, the slowest
+  // One stage holds the whole model (the embedding and an untied head both); across stages
+  // the first holds the embedding and the last the head, the larger of them bounds the two.
+  const double local_params = p == 1 ? static_cast<double>(m.TotalParams()) / t
+                                     : layers * static_cast<double>(m.LayerParams()) / t +
+                                           static_cast<double>(std::max(m.EmbeddingParams(), m.HeadParams())) / t;
+  // FSDP (ZeRO-3 over dp > 1): each all-gather's output is copied out of its flat buffer into
+  // the parameters on the compute stream (PyTorch FSDP2's foreach_all_gather_copy_out), bf16
+  // read and written, twice a micro-batch (the forward's gather and the backward's again).
+  const double fsdp_copy_ms = L.zero == 3 && L.dp > 1 ? c.MemoryMs(2 * 2 * 2 * local_params) : 0;
+  const double stage_ms = layers * layer_ms + head_ms + fsdp_copy_ms;  // the last stage, the slowest
   // Pipeline: m micro-batches through p stages of v virtual stages each (Megatron's
   // interleaved 1F1B: bubble (p-1)/v stage-times), plus the activation sends.
   const double mcount = static_cast<double>(L.micros);
@@ -144,12 +154,6 @@ Result<PlanRow> Predict(const Costs& c, const Layout& L, int64_t global_batch) {
   const double sends = p > 1 ? 2.0 * L.v * mcount * send : 0;
   const double pipeline_ms = (mcount + fill) * stage_ms + sends;
   // Data parallelism over dp replicas (the outermost ranks).
-  // One stage holds the whole model (the embedding and an untied head both); across stages
-  // the first holds the embedding and the last the head, the larger of them bounds the two.
-  const double local_params =
-      p == 1 ? static_cast<double>(m.TotalParams()) / t
-             : layers * static_cast<double>(m.LayerParams()) / t +
-                   static_cast<double>(std::max(m.EmbeddingParams(), m.HeadParams())) / t;
   const Link& dp_link = c.LinkFor(c.workers);
   double dp_ms = 0;
   if (L.dp > 1 && L.zero < 3) {  // fp32 gradients allreduced after the step (no overlap)
@@ -159,6 +163,13 @@ Result<PlanRow> Predict(const Costs& c, const Layout& L, int64_t global_batch) {
     const double comm = c.CollectiveMs(dp_link, L.dp, 2 * 2 * lp, (L.dp - 1.0) / L.dp) +
                         c.CollectiveMs(dp_link, L.dp, 4 * lp, (L.dp - 1.0) / L.dp);
     dp_ms = mcount * layers * std::max(0.0, comm - layer_ms);  // hidden behind the layer's compute
+    // Except at the edges of each micro-batch: the unit outside the blocks (embeddings, head)
+    // and the first block are gathered before any compute starts, and reduce-scattered after
+    // the backward has ended (FSDP prefetches the next unit behind the current one's compute;
+    // the first has none before it, the last none after).
+    const double edge = local_params - layers * lp + lp;
+    dp_ms += mcount * (c.CollectiveMs(dp_link, L.dp, 2 * edge, (L.dp - 1.0) / L.dp) +
+                       c.CollectiveMs(dp_link, L.dp, 4 * edge, (L.dp - 1.0) / L.dp));
   }
   // Memory per device: mixed-precision Adam states (bf16 weights + fp32 master, gradients and
   // moments: 18 bytes; ZeRO-1 shards the 12 bytes of master and moments, FSDP all 16 fp32 bytes).
@@ -202,7 +213,7 @@ Result<PlanRow> Predict(const Costs& c, const Layout& L, int64_t global_batch) {
   pr.memory = {stage_memory(p > 1 ? first_act : last_act)};
   if (p > 1) pr.memory.push_back(stage_memory(last_act));
   for (const StageMemory& sm : pr.memory) pr.peak_bytes = std::max(pr.peak_bytes, sm.peak_bytes);
-  pr.compute_ms = mcount * (layers * (3 * f_ms + flash_bwd_extra_ms + extra_ms) + head_ms);
+  pr.compute_ms = mcount * (layers * (3 * f_ms + flash_bwd_extra_ms + extra_ms) + head_ms + fsdp_copy_ms);
   pr.pipeline_ms = pipeline_ms;
   pr.bubble = p > 1 ? fill / (mcount + fill) : 0;
   pr.comm_exposed_ms = mcount * layers * n_ar * ar + sends + dp_ms;
@@ -264,6 +275,9 @@ Result<Hardware> ReadHardware(const std::string& path) {
   LS_RETURN_IF_ERROR(Field(t, path, "device.peak_tflops_fp32", 1e-6, 1e9, &hw.peak_tflops_fp32));
   LS_RETURN_IF_ERROR(Field(t, path, "device.matmul_efficiency", 1e-6, 1, &hw.matmul_efficiency));
   LS_RETURN_IF_ERROR(Field(t, path, "device.attention_efficiency", 1e-6, 1, &hw.attention_efficiency));
+  hw.attention_bwd_efficiency = hw.attention_efficiency;
+  if (t.at_path("device.attention_bwd_efficiency"))
+    LS_RETURN_IF_ERROR(Field(t, path, "device.attention_bwd_efficiency", 1e-6, 1, &hw.attention_bwd_efficiency));
   LS_RETURN_IF_ERROR(Field(t, path, "device.memory_gbs", 1e-6, 1e9, &hw.memory_gbs));
   LS_RETURN_IF_ERROR(Field(t, path, "device.memory_efficiency", 1e-6, 1, &hw.memory_efficiency));
   LS_RETURN_IF_ERROR(ReadLink(t, path, "intra_node", &hw.intra));

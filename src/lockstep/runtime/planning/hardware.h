@@ -30,6 +30,8 @@ struct Hardware {
   double peak_tflops_bf16 = 0, peak_tflops_fp32 = 0;
   double matmul_efficiency = 1;     // share of peak a large GEMM reaches
   double attention_efficiency = 1;  // share of peak a fused (flash) attention kernel reaches
+  // The same for its backward (optional in the file: the forward's share when absent).
+  double attention_bwd_efficiency = 1;
   double memory_gbs = 0;            // HBM bandwidth
   double memory_efficiency = 1;     // share of it elementwise kernels reach
   Link intra, inter;
