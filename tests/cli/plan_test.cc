@@ -329,12 +329,14 @@ struct SmallLlama {
   static constexpr int64_t total = layers * layer_params + 2 * vocab * h + h;  // + embedding, untied head, norm
 
   // Writes the config (batch_size rows) and the machine, plans for `nproc` and returns its rows.
-  static nlohmann::json Plan(const std::string& dir, const std::string& machine, int nproc, int batch) {
+  static nlohmann::json Plan(const std::string& dir, const std::string& machine, int nproc, int batch,
+                             const std::string& extra = "") {
     std::ofstream(dir + "/hw.toml") << machine;
     std::ofstream(dir + "/llama.toml") << "[model]\nkind = \"llama\"\nvocab = " << vocab << "\ncontext = " << s
                                        << "\nlayers = " << layers << "\nheads = " << heads
                                        << "\nkv_heads = " << kv_heads << "\nwidth = " << h << "\nffn_hidden = " << f
-                                       << "\n[train]\nbatch_size = " << batch << "\n";
+                                       << "\n[train]\nbatch_size = " << batch << "\n"
+                                       << extra;
     CommandResult r = RunLockstep({"plan", "--config", dir + "/llama.toml", "--hardware", dir + "/hw.toml", "--nproc",
                                    std::to_string(nproc), "--json", dir + "/plan.json"});
     EXPECT_EQ(r.exit_code, 0) << r.err;
@@ -370,12 +372,13 @@ TEST(Plan, LlamaTimeTermsOnADescribedMachine) {
 
 // FSDP (ZeRO-3) on a described machine, 2 devices, one row each. Products free: (a) memory at
 // 1 GB/s and links free, the zero-3 row over the zero-1 row is FSDP2's copy-out of every
-// gathered bf16 weight (read and written, forward and backward) less the smaller optimizer
-// pass (16 bytes a parameter over 2 against 6 + 12 / 2, read and written); (b) links at 1 GB/s
+// gathered bf16 weight (read and written; the blocks' in the forward and the backward, the
+// root's once) less the smaller optimizer pass (16 bytes a parameter over 2 against 6 + 12 / 2,
+// read and written); (b) links at 1 GB/s
 // and memory free, nothing hides the per-layer gathers (bf16, twice) and reduce-scatters
 // (fp32), and the edges (the unit outside the blocks and the first block) are gathered
-// before the compute and reduce-scattered after it once more.
-TEST(Plan, FsdpCopyOutAndEdgesOnADescribedMachine) {
+// before the compute and reduce-scattered after it once more. Also gradient clipping's pass.
+TEST(Plan, FsdpCopyOutEdgesAndClippingOnADescribedMachine) {
   const std::string dir = MakeTempDir("plan-fsdp");
   using M = SmallLlama;
   auto row = [](const nlohmann::json& rows, int zero) {
@@ -387,7 +390,14 @@ TEST(Plan, FsdpCopyOutAndEdgesOnADescribedMachine) {
   };
   const double p = static_cast<double>(M::total), ms_per_byte = 1e3 / 1e9;
   nlohmann::json rows = M::Plan(dir, Machine(2, 1e9, 1, 1, 1e9), 2, 2);
-  EXPECT_NEAR(row(rows, 3) - row(rows, 1), (8 * p + 2 * p * (16.0 / 2 - (6 + 12.0 / 2))) * ms_per_byte, 1e-4);
+  const double blocks = static_cast<double>(M::layers) * M::layer_params;
+  EXPECT_NEAR(row(rows, 3) - row(rows, 1),
+              (8 * blocks + 4 * (p - blocks) + 2 * p * (16.0 / 2 - (6 + 12.0 / 2))) * ms_per_byte, 1e-4);
+  // Gradient clipping (optim.grad_clip > 0): the norm reads and the clip scales every fp32
+  // gradient element the rank holds, 12 bytes each (ZeRO-1 and FSDP: half of them here).
+  const nlohmann::json clipped = M::Plan(dir, Machine(2, 1e9, 1, 1, 1e9), 2, 2, "[optim]\ngrad_clip = 1.0\n");
+  EXPECT_NEAR(row(clipped, 3) - row(rows, 3), 12 * p / 2 * ms_per_byte, 1e-4);
+  EXPECT_NEAR(row(clipped, 1) - row(rows, 1), 12 * p / 2 * ms_per_byte, 1e-4);
   rows = M::Plan(dir, Machine(2, 1e9, 1, 1e9, 1), 2, 2);
   const double half = 0.5 * ms_per_byte;  // (n - 1) / n of the bytes cross the link
   const double per_layer = (2 * 2 + 4) * M::layer_params * half;

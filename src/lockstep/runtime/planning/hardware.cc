@@ -41,6 +41,7 @@ struct Costs {
   const Hardware& hw;
   const ModelShape& m;
   int workers;
+  bool clips;  // optim.grad_clip > 0
 
   double MatmulMs(double flops) const { return flops / (hw.peak_tflops_bf16 * 1e12 * hw.matmul_efficiency) * 1e3; }
   double MemoryMs(double bytes) const { return bytes / (hw.memory_gbs * 1e9 * hw.memory_efficiency) * 1e3; }
@@ -143,8 +144,12 @@ Result<PlanRow> Predict(const Costs& c, const Layout& L, int64_t global_batch) {
                                            static_cast<double>(std::max(m.EmbeddingParams(), m.HeadParams())) / t;
   // FSDP (ZeRO-3 over dp > 1): each all-gather's output is copied out of its flat buffer into
   // the parameters on the compute stream (PyTorch FSDP2's foreach_all_gather_copy_out), bf16
-  // read and written, twice a micro-batch (the forward's gather and the backward's again).
-  const double fsdp_copy_ms = L.zero == 3 && L.dp > 1 ? c.MemoryMs(2 * 2 * 2 * local_params) : 0;
+  // read and written: the blocks' twice a micro-batch (the forward's gather and the backward's
+  // again), the unit outside them (embeddings, head) once (FSDP2 keeps the root gathered from
+  // its forward to its backward).
+  const double block_params = layers * static_cast<double>(m.LayerParams()) / t;
+  const double fsdp_copy_ms =
+      L.zero == 3 && L.dp > 1 ? c.MemoryMs(2 * 2 * (2 * block_params + (local_params - block_params))) : 0;
   const double stage_ms = layers * layer_ms + head_ms + fsdp_copy_ms;  // the last stage, the slowest
   // Pipeline: m micro-batches through p stages of v virtual stages each (Megatron's
   // interleaved 1F1B: bubble (p-1)/v stage-times), plus the activation sends.
@@ -167,7 +172,7 @@ Result<PlanRow> Predict(const Costs& c, const Layout& L, int64_t global_batch) {
     // and the first block are gathered before any compute starts, and reduce-scattered after
     // the backward has ended (FSDP prefetches the next unit behind the current one's compute;
     // the first has none before it, the last none after).
-    const double edge = local_params - layers * lp + lp;
+    const double edge = local_params - block_params + lp;
     dp_ms += mcount * (c.CollectiveMs(dp_link, L.dp, 2 * edge, (L.dp - 1.0) / L.dp) +
                        c.CollectiveMs(dp_link, L.dp, 4 * edge, (L.dp - 1.0) / L.dp));
   }
@@ -187,7 +192,11 @@ Result<PlanRow> Predict(const Costs& c, const Layout& L, int64_t global_batch) {
   const double last_act = (p > 1 ? layers * per_layer : first_act) + logits;
   const double transient = L.recompute == "none" ? 0 : c.SavedPerLayer(tokens, t, "none");
   const double fsdp_units = L.zero == 3 ? 2 * (2 * 2 + 4) * static_cast<double>(m.LayerParams()) / t : 0;
-  const double optimizer_ms = c.MemoryMs(2 * local_params * state_bytes);
+  // The update reads and writes the states; gradient clipping first reads every gradient element
+  // the rank holds (fp32) for the norm and scales them in place (torch's clip_grad_norm_ and
+  // Megatron's clip multiply by the clamped coefficient whatever the norm): 12 bytes each.
+  const double held_grads = local_params / (L.zero >= 1 ? dp : 1);
+  const double optimizer_ms = c.MemoryMs(2 * local_params * state_bytes + (c.clips ? 12 * held_grads : 0));
   PlanRow row;
   Candidate& cand = row.candidate;
   cand.dims.dp = L.dp;
@@ -325,14 +334,15 @@ Result<ModelShape> ReadModelShape(const Config& config) {
 }
 
 Result<PlanResult> PlanForHardware(const Hardware& hw, const ModelShape& m, int64_t global_batch, int workers,
-                                   int64_t mem_limit) {
+                                   int64_t mem_limit, bool clips_gradients) {
   const int64_t limit = mem_limit > 0 ? mem_limit : static_cast<int64_t>(hw.memory_gib * kGiB);
-  std::vector<PlanRow> rows = Enumerate({hw, m, workers}, global_batch);
+  std::vector<PlanRow> rows = Enumerate({hw, m, workers, clips_gradients}, global_batch);
   if (rows.empty())
     return Status::InvalidArgument("--nproc " + std::to_string(workers) + ": no layout of " + std::to_string(workers) +
                                    " devices splits this model (heads, layers) and train.batch_size " +
                                    std::to_string(global_batch));
-  std::vector<PlanRow> one = workers > 1 ? Enumerate({hw, m, 1}, global_batch) : std::vector<PlanRow>();
+  std::vector<PlanRow> one =
+      workers > 1 ? Enumerate({hw, m, 1, clips_gradients}, global_batch) : std::vector<PlanRow>();
   return Decide(workers, true, limit, limit, std::move(rows), one);
 }
 

@@ -52,8 +52,8 @@ struct ModelShape {
 Result<ModelShape> ReadModelShape(const Config& config);
 
 // Predicts every layout of `workers` devices on `hw` and decides, as RunPlan does for a
-// measured profile.
+// measured profile. `clips_gradients`: the recipe clips by the global norm (optim.grad_clip > 0).
 Result<PlanResult> PlanForHardware(const Hardware& hw, const ModelShape& m, int64_t global_batch, int workers,
-                                   int64_t mem_limit);
+                                   int64_t mem_limit, bool clips_gradients);
 
 }  // namespace lockstep::runtime

@@ -187,7 +187,8 @@ Status RunHardwarePlan(const PlanOptions& o) {
   if (batch < 1) return Status::InvalidArgument("train.batch_size must be at least 1");
   LS_RETURN_IF_ERROR(CheckConfigKeys(config).status());
   LS_ASSIGN_OR_RETURN(Hardware hw, ReadHardware(o.hardware_path));
-  LS_ASSIGN_OR_RETURN(PlanResult r, PlanForHardware(hw, shape, batch, o.nproc, o.mem_limit));
+  LS_ASSIGN_OR_RETURN(double clip, config.GetDouble("optim.grad_clip", 0.0));
+  LS_ASSIGN_OR_RETURN(PlanResult r, PlanForHardware(hw, shape, batch, o.nproc, o.mem_limit, clip > 0));
   std::printf("%s, %.2fB parameters, %d devices of %s, global batch %lld x %lld tokens\n\n",
               shape.llama ? "llama" : "gpt", static_cast<double>(shape.TotalParams()) * 1e-9, o.nproc, hw.name.c_str(),
               static_cast<long long>(batch), static_cast<long long>(shape.context));
