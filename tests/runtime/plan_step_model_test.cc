@@ -715,7 +715,7 @@ TEST(PlanLayoutInput, TensorParallelStagesTakeTheUnshardedZeroFigure) {
 }
 
 // The probe line: the pass over the workers against the profile's, and on the threads backend a
-// caution once the workers ran 15% or more slower than one alone (the step times' shortfall,
+// caution once the workers ran 15% or more slower than in the profile (the step times' shortfall,
 // 1 - 1/ratio); none on MPI, where the trained steps did not follow the probe.
 TEST(PlanProbeLine, CautionsOnlyWhereThreadsRanSlowerThanTheProfile) {
   const std::string slow = ProbeLine(8, "threads", "the model", 2, 2.84, 2.15);

@@ -245,8 +245,8 @@ std::string ProbeLine(int nproc, const std::string& backend, const std::string& 
                     static_cast<long long>(rows), rows == 1 ? "" : "s", probe_ms, ratio, profile_ms);
   if (backend == "threads" && ratio >= 1.15 && n > 0 && n < static_cast<int>(sizeof(line)))
     std::snprintf(line + n, sizeof(line) - static_cast<size_t>(n),
-                  "; workers sharing the cores ran slower than one alone, so the step times below may be up to %.0f%% "
-                  "low",
+                  "; the workers, each pass waiting for the slowest as a step does, ran slower than in the profile, so "
+                  "the step times below may be up to %.0f%% low",
                   (1 - 1 / ratio) * 100);
   return line;
 }

@@ -73,10 +73,12 @@ int64_t EvalRows(const Candidate& c, const PlanSetup& s);
 void PrintPlan(const PlanResult& r, std::FILE* out);
 
 // The line setting the ZeRO probe's plain pass (`probe_ms`: `piece` at `rows` rows, run by the
-// plan's `nproc` workers at once as `backend` runs them) against the profile's (`profile_ms`:
-// one worker alone). On the threads backend a probe 15% or more slower adds a caution that the
-// plan's step times may be that much low: there the workers' training steps slowed with the
-// probe in every accuracy run (docs/planning.md, section 5); on MPI they did not.
+// plan's `nproc` workers at once as `backend` runs them, each pass ending when the slowest
+// worker has, as a step does) against the profile's (`profile_ms`: the same workers' passes,
+// lined up once a pass over every shape). On the threads backend a probe 15% or more slower
+// adds a caution that the plan's step times may be that much low: there the workers' training
+// steps slowed with the probe in every accuracy run (docs/planning.md, section 5); on MPI they
+// did not.
 std::string ProbeLine(int nproc, const std::string& backend, const std::string& piece, int64_t rows, double probe_ms,
                       double profile_ms);
 
