@@ -356,10 +356,10 @@ struct Conv2d::Impl {
   }
 
   // The plan the fused conv + relu + pool runs on (a chunk's, see PoolChunkRows, else the full
-  // minibatch's; fp32, or bf16 where bf16 runs native), or null where neither has the blocked
-  // layouts or the mode has no fused path (deterministic mode's plans are plain; emulated bf16
-  // rounds the operands of fp32 plans).
-  Plan* FusedPlan() {
+  // minibatch's; fp32, or bf16 where bf16 runs native), its block size in `block`, or null where
+  // neither has the blocked layouts or the mode has no fused path (deterministic mode's plans
+  // are plain; emulated bf16 rounds the operands of fp32 plans).
+  Plan* FusedPlan(int* block) {
     if (DeterministicCompute()) return nullptr;
     const bool bf16 = NativeBf16();
     if (!bf16 && ComputePrecision() != Precision::kF32) return nullptr;
@@ -367,9 +367,9 @@ struct Conv2d::Impl {
     std::unique_ptr<Plan>& part = bf16 ? chunk_bf16 : chunk;
     if (const int64_t rows = PoolChunkRows()) {
       if (!part || part->mb != rows) part = std::make_unique<Plan>(MakePlan(s, rows, layouts, bf16, &whole));
-      if (FusedPoolBlock(*part) != 0) return part.get();
+      if ((*block = FusedPoolBlock(*part)) != 0) return part.get();
     }
-    return FusedPoolBlock(whole) != 0 ? &whole : nullptr;
+    return (*block = FusedPoolBlock(whole)) != 0 ? &whole : nullptr;
   }
 
   const float* Rounded(int which, const float* x, int64_t n) {
@@ -458,8 +458,8 @@ void Conv2d::Backward(float* dinp, float* dw, float* db, const float* dout, cons
 
 void Conv2d::ForwardReluPool(float* pooled, int32_t* argmax, const float* inp, const float* w, const float* b) {
   const Conv2dShape& s = shape_;
-  if (Plan* p = impl_->FusedPlan()) {
-    const int block = impl_->FusedPoolBlock(*p);
+  int block = 0;
+  if (Plan* p = impl_->FusedPlan(&block)) {
     const int64_t in_rows = s.IC * s.H * s.W, out_rows = s.OC * s.OH() * s.OW() / 4;
     for (int64_t r = 0; r < s.N; r += p->mb) {
       RunForward(*p, nullptr, inp + r * in_rows, w, b, /*keep_blocked=*/true);
@@ -478,10 +478,10 @@ void Conv2d::ForwardReluPool(float* pooled, int32_t* argmax, const float* inp, c
 void Conv2d::BackwardReluPool(float* dinp, float* dw, float* db, const float* dpooled, const int32_t* argmax,
                               const float* pooled, const float* inp, const float* w) {
   const Conv2dShape& s = shape_;
-  if (Plan* p = impl_->FusedPlan()) {
+  int block = 0;
+  if (Plan* p = impl_->FusedPlan(&block)) {
     // Chunk by chunk (the forward's split or another: the pool's record is kept image by
     // image), the weight and bias gradients added in chunk order.
-    const int block = impl_->FusedPoolBlock(*p);
     const int64_t in_rows = s.IC * s.H * s.W, out_rows = s.OC * s.OH() * s.OW() / 4;
     const memory ddst = p->bw_dst;
     for (int64_t r = 0; r < s.N; r += p->mb) {
@@ -507,7 +507,8 @@ void Conv2d::BackwardReluPool(float* dinp, float* dw, float* db, const float* dp
 }
 
 int64_t Conv2d::FusedChunkRows() {
-  const Plan* p = impl_->FusedPlan();
+  int block = 0;
+  const Plan* p = impl_->FusedPlan(&block);
   return p != nullptr ? p->mb : shape_.N;
 }
 

@@ -139,15 +139,15 @@ Result<PlanRow> Predict(const Costs& c, const Layout& L, int64_t global_batch) {
   const double head_ms = 3 * (c.MatmulMs(2 * tokens * h * vocab / t) + c.MemoryMs(tokens * vocab / t * 12));
   // One stage holds the whole model (the embedding and an untied head both); across stages
   // the first holds the embedding and the last the head, the larger of them bounds the two.
-  const double local_params = p == 1 ? static_cast<double>(m.TotalParams()) / t
-                                     : layers * static_cast<double>(m.LayerParams()) / t +
-                                           static_cast<double>(std::max(m.EmbeddingParams(), m.HeadParams())) / t;
+  const double block_params = layers * static_cast<double>(m.LayerParams()) / t;
+  const double local_params =
+      p == 1 ? static_cast<double>(m.TotalParams()) / t
+             : block_params + static_cast<double>(std::max(m.EmbeddingParams(), m.HeadParams())) / t;
   // FSDP (ZeRO-3 over dp > 1): each all-gather's output is copied out of its flat buffer into
   // the parameters on the compute stream (PyTorch FSDP2's foreach_all_gather_copy_out), bf16
   // read and written: the blocks' twice a micro-batch (the forward's gather and the backward's
   // again), the unit outside them (embeddings, head) once (FSDP2 keeps the root gathered from
   // its forward to its backward).
-  const double block_params = layers * static_cast<double>(m.LayerParams()) / t;
   const double fsdp_copy_ms =
       L.zero == 3 && L.dp > 1 ? c.MemoryMs(2 * 2 * (2 * block_params + (local_params - block_params))) : 0;
   const double stage_ms = layers * layer_ms + head_ms + fsdp_copy_ms;  // the last stage, the slowest
