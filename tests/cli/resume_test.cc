@@ -25,13 +25,15 @@ std::string Uninterrupted(std::vector<std::string> extra) { return TrainTiny("re
 
 std::string Step4(const std::string& run) { return run + "/checkpoints/step-00000004"; }
 
-std::string ResumeFrom(const std::string& checkpoint, std::vector<std::string> extra) {
+// Resumes from the step-4 checkpoint of `run` into a fresh directory; returns it.
+std::string ResumeFromStep4(const std::string& run, std::vector<std::string> extra) {
   std::string dir = MakeTempDir("resume-part");
   extra.push_back("--resume");
-  extra.push_back(checkpoint);
+  extra.push_back(Step4(run));
   CommandResult r = RunLockstep(Flags(dir, extra));
   EXPECT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_NE(r.err.find("resumed from"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("resumed from " + Step4(run)), std::string::npos) << r.err;
+  ExpectResumedAt(dir, 4);
   return dir;
 }
 
@@ -46,19 +48,19 @@ std::vector<int64_t> TrainingSteps(const std::string& dir) {
 
 TEST(Resume, SameWeightsAsTheUninterruptedRun) {
   std::string full = Uninterrupted({});
-  std::string resumed = ResumeFrom(Step4(full), {});
+  std::string resumed = ResumeFromStep4(full, {});
   EXPECT_EQ(DoneHash(resumed), DoneHash(full));
   // Two workers, default (non-deterministic) mode: still exact, the sum order is fixed.
   std::string full2 = Uninterrupted({"--nproc", "2"});
-  EXPECT_EQ(DoneHash(ResumeFrom(Step4(full2), {"--nproc", "2"})), DoneHash(full2));
+  EXPECT_EQ(DoneHash(ResumeFromStep4(full2, {"--nproc", "2"})), DoneHash(full2));
 }
 
 // A checkpoint written by 2 workers resumes on 1 and on 4 (deterministic mode makes the
 // weights independent of the world size, so all three end equal).
 TEST(Resume, AcrossWorldSizesInDeterministicMode) {
   std::string full = Uninterrupted({"--deterministic", "--nproc", "2"});
-  EXPECT_EQ(DoneHash(ResumeFrom(Step4(full), {"--deterministic", "--nproc", "1"})), DoneHash(full));
-  EXPECT_EQ(DoneHash(ResumeFrom(Step4(full), {"--deterministic", "--nproc", "4"})), DoneHash(full));
+  EXPECT_EQ(DoneHash(ResumeFromStep4(full, {"--deterministic", "--nproc", "1"})), DoneHash(full));
+  EXPECT_EQ(DoneHash(ResumeFromStep4(full, {"--deterministic", "--nproc", "4"})), DoneHash(full));
 }
 
 // The resumed run's own directory continues the interrupted one: rows of steps after the
@@ -80,6 +82,7 @@ TEST(Resume, AutoInPlaceKeepsEachMetricsRowOnce) {
   }
   CommandResult r = RunLockstep(Flags(dir, {"--resume", "auto"}));
   ASSERT_EQ(r.exit_code, 0) << r.err;
+  ExpectResumedAt(dir, 4);
   EXPECT_EQ(DoneHash(dir), DoneHash(full));
   std::vector<int64_t> want;
   for (int s = 1; s <= kSteps; ++s) want.push_back(s);
@@ -102,6 +105,7 @@ TEST(Resume, AutoSkipsACorruptNewestCheckpoint) {
   EXPECT_NE(r.err.find("skipping checkpoint"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("step-00000008"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("resumed from " + dir + "/checkpoints/step-00000004"), std::string::npos) << r.err;
+  ExpectResumedAt(dir, 4);
   EXPECT_EQ(DoneHash(dir), DoneHash(full));
 }
 
@@ -114,6 +118,8 @@ TEST(Resume, RefusesACheckpointOfAnotherConfiguration) {
   // Thread counts and step counts are not part of the identity: extending the run works.
   CommandResult ok = RunLockstep(Flags(dir, {"--set", "train.threads=1", "--resume", Step4(full)}));
   EXPECT_EQ(ok.exit_code, 0) << ok.err;
+  ExpectResumedAt(dir, 4);
+  EXPECT_EQ(DoneHash(dir), DoneHash(full));
 }
 
 TEST(Resume, MissingOrCorruptExplicitCheckpointIsAnError) {
