@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 #include <nlohmann/json.hpp>
 
@@ -119,33 +120,50 @@ TEST(Interop, HfExportHasHfNamesShapesAndTransposes) {
       ASSERT_TRUE(t.count(name)) << name;
       EXPECT_EQ(t[name].shape, shape) << name;
     }
-    // Values: HF Conv1D weights are [in, out], element (i, o) = lockstep's (o, i).
-    auto ours = [&](const std::string& name, int64_t row, int64_t col, int64_t cols) {
-      return w.tensors.at(name)[static_cast<size_t>(row * cols + col)];
+    // Values of every exported tensor against this table, written here rather than taken from
+    // the exporter's own name map (a swapped entry there would round-trip unnoticed):
+    // HF name -> lockstep tensor, and how HF stores it. HF's Conv1D weights are [in, out]:
+    // element (i, o) is lockstep's (o, i); wte and lm_head drop the padding rows.
+    enum class Form { kSame, kTransposed, kFirstVRows };
+    struct Entry {
+      std::string ours;
+      Form form;
     };
+    std::map<std::string, Entry> table = {{"transformer.wte.weight", {"wte.weight", Form::kFirstVRows}},
+                                          {"transformer.wpe.weight", {"wpe.weight", Form::kSame}},
+                                          {"transformer.ln_f.weight", {"lnf.weight", Form::kSame}},
+                                          {"transformer.ln_f.bias", {"lnf.bias", Form::kSame}}};
+    if (!tied) table["lm_head.weight"] = {"head.weight", Form::kFirstVRows};
     for (int l = 0; l < L; ++l) {
       const std::string h = "transformer.h." + std::to_string(l) + ".", b = "blocks." + std::to_string(l) + ".";
-      struct Conv {
-        const char* hf;
-        const char* ours;
-        int64_t in, out;
-      };
-      for (const Conv& c :
-           {Conv{"attn.c_attn.weight", "qkv.weight", C, 3 * C}, Conv{"attn.c_proj.weight", "proj.weight", C, C},
-            Conv{"mlp.c_fc.weight", "fc.weight", C, 4 * C}, Conv{"mlp.c_proj.weight", "fc2.weight", 4 * C, C}})
-        for (int64_t i = 0; i < c.in; ++i)
-          for (int64_t out = 0; out < c.out; ++out)
-            ASSERT_EQ(t[h + c.hf].values[i * c.out + out], ours(b + c.ours, out, i, c.in)) << h << c.hf;
-      EXPECT_EQ(t[h + "attn.c_attn.bias"].values, w.tensors.at(b + "qkv.bias"));
-      EXPECT_EQ(t[h + "ln_2.weight"].values, w.tensors.at(b + "ln2.weight"));
-      EXPECT_EQ(t[h + "mlp.c_proj.bias"].values, w.tensors.at(b + "fc2.bias"));
+      table[h + "ln_1.weight"] = {b + "ln1.weight", Form::kSame};
+      table[h + "ln_1.bias"] = {b + "ln1.bias", Form::kSame};
+      table[h + "ln_2.weight"] = {b + "ln2.weight", Form::kSame};
+      table[h + "ln_2.bias"] = {b + "ln2.bias", Form::kSame};
+      table[h + "attn.c_attn.weight"] = {b + "qkv.weight", Form::kTransposed};
+      table[h + "attn.c_attn.bias"] = {b + "qkv.bias", Form::kSame};
+      table[h + "attn.c_proj.weight"] = {b + "proj.weight", Form::kTransposed};
+      table[h + "attn.c_proj.bias"] = {b + "proj.bias", Form::kSame};
+      table[h + "mlp.c_fc.weight"] = {b + "fc.weight", Form::kTransposed};
+      table[h + "mlp.c_fc.bias"] = {b + "fc.bias", Form::kSame};
+      table[h + "mlp.c_proj.weight"] = {b + "fc2.weight", Form::kTransposed};
+      table[h + "mlp.c_proj.bias"] = {b + "fc2.bias", Form::kSame};
     }
-    // wte without its 6 padding rows.
-    const std::vector<float>& wte = w.tensors.at("wte.weight");
-    EXPECT_EQ(t["transformer.wte.weight"].values, std::vector<float>(wte.begin(), wte.begin() + V * C));
-    if (!tied) {
-      const std::vector<float>& head = w.tensors.at("head.weight");
-      EXPECT_EQ(t["lm_head.weight"].values, std::vector<float>(head.begin(), head.begin() + V * C));
+    ASSERT_EQ(table.size(), expect.size());
+    for (const auto& [hf, e] : table) {
+      ASSERT_TRUE(t.count(hf)) << hf;
+      const std::vector<float>& src = w.tensors.at(e.ours);
+      std::vector<float> want;
+      if (e.form == Form::kSame) {
+        want = src;
+      } else if (e.form == Form::kFirstVRows) {
+        want.assign(src.begin(), src.begin() + V * C);
+      } else {
+        const int64_t in = t[hf].shape[0], out = t[hf].shape[1];  // ours is [out, in]
+        for (int64_t i = 0; i < in; ++i)
+          for (int64_t o = 0; o < out; ++o) want.push_back(src[static_cast<size_t>(o * in + i)]);
+      }
+      EXPECT_EQ(t[hf].values, want) << hf << " should hold " << e.ours;
     }
     std::ifstream cfg(o.out + "/config.json");
     const nlohmann::json c = nlohmann::json::parse(cfg);
