@@ -7,7 +7,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <fstream>
+#include <map>
 
 #include <nlohmann/json.hpp>
 
@@ -75,13 +77,34 @@ TEST(NonFinite, ANanLossStopsTheSameWay) {
   ExpectStoppedAtStep5({"--nproc", "4", "--zero", "3", "--inject-fault", "nan:rank=3:step=5:in=loss"}, "the loss");
 }
 
+// The training state in the checkpoint of `step` in run_dir, from its manifest: each tensor's
+// name -> the xxh64 of each stored piece with its element range, and the optimizer's step
+// count (AdamW's bias correction reads it).
+std::map<std::string, std::vector<std::string>> TensorChecksums(const std::string& run_dir, int step) {
+  char name[32];
+  std::snprintf(name, sizeof(name), "step-%08d", step);
+  std::ifstream in(run_dir + "/checkpoints/" + name + "/manifest.json");
+  const nlohmann::json m = nlohmann::json::parse(in, nullptr, false);
+  std::map<std::string, std::vector<std::string>> out;
+  EXPECT_FALSE(m.is_discarded()) << run_dir << ": no manifest for " << name;
+  if (m.is_discarded()) return out;
+  for (const nlohmann::json& t : m["tensors"])
+    for (const nlohmann::json& p : t["shards"])
+      out[t["name"].get<std::string>()].push_back(std::to_string(p["begin"].get<int64_t>()) + "-" +
+                                                  std::to_string(p["end"].get<int64_t>()) + ":" +
+                                                  p["xxh64"].get<std::string>());
+  out["extra.optimizer_step"] = {m["extra"].value("optimizer_step", nlohmann::json()).dump()};
+  return out;
+}
+
 // With skip_nonfinite, step 5's update is skipped: the run finishes, says so in a row of its
 // own, and (deterministic mode) differs from the run without the fault only by that step.
 TEST(NonFinite, SkipModeSkipsTheUpdateAndGoesOn) {
   for (const char* nproc : {"1", "4"}) {
     const std::string dir = MakeTempDir("nonfinite-skip");
-    CommandResult r = RunLockstep(Args(dir, {"--nproc", nproc, "--deterministic", "--inject-fault",
-                                             "nan:rank=0:step=5", "--set", "train.skip_nonfinite=true"}));
+    CommandResult r = RunLockstep(TinyTrainArgs(dir, kSteps, 1,
+                                                {"--nproc", nproc, "--deterministic", "--inject-fault",
+                                                 "nan:rank=0:step=5", "--set", "train.skip_nonfinite=true"}));
     ASSERT_EQ(r.exit_code, 0) << r.err;
     std::vector<int64_t> trained, skipped;
     for (const nlohmann::json& row : Rows(dir)) {
@@ -93,6 +116,11 @@ TEST(NonFinite, SkipModeSkipsTheUpdateAndGoesOn) {
     EXPECT_NE(r.err.find("update skipped"), std::string::npos) << r.err;
     EXPECT_EQ(DoneHash(dir).size(), 16u);
     EXPECT_NE(DoneHash(dir), DoneHash(TrainTiny("nonfinite-clean", kSteps, 2, {"--deterministic"})));
+    // The skipped step changed nothing: weights and optimizer state (moments and step count)
+    // after step 5 are those after step 4, piece by piece.
+    const std::map<std::string, std::vector<std::string>> after4 = TensorChecksums(dir, 4), after5 = TensorChecksums(dir, 5);
+    EXPECT_GT(after4.size(), 10u) << "nproc " << nproc;
+    EXPECT_EQ(after5, after4) << "nproc " << nproc;
   }
 }
 
