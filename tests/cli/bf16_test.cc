@@ -14,6 +14,7 @@ namespace {
 struct TrainedRun {
   std::string hash;
   nlohmann::json memory;
+  std::string ran;  // WhatRan
 };
 
 TrainedRun Train(const std::string& prefix, std::vector<std::string> extra) {
@@ -24,7 +25,7 @@ TrainedRun Train(const std::string& prefix, std::vector<std::string> extra) {
   args.insert(args.end(), extra.begin(), extra.end());
   CommandResult r = RunLockstep(args);
   EXPECT_EQ(r.exit_code, 0) << r.err;
-  TrainedRun run{DoneHash(dir), {}};
+  TrainedRun run{DoneHash(dir), {}, WhatRan(dir)};
   for (const std::string& l : ReadLines(dir + "/metrics.jsonl")) {
     auto j = nlohmann::json::parse(l);
     if (j.value("event", "") == "memory") run.memory = j;
@@ -46,11 +47,19 @@ std::vector<std::string> With(std::vector<std::string> base, const std::vector<s
 TEST(Bf16, DeterministicHashIndependentOfWorldSizeAndLayout) {
   const TrainedRun one = Train("bf16-one", With(kBf16, {"--nproc", "1"}));
   ASSERT_FALSE(one.hash.empty());
-  EXPECT_EQ(Train("bf16-dp2", With(kBf16, {"--nproc", "2"})).hash, one.hash) << "dp=2";
-  EXPECT_EQ(Train("bf16-dp4", With(kBf16, {"--nproc", "4"})).hash, one.hash) << "dp=4";
-  EXPECT_EQ(Train("bf16-z3", With(kBf16, {"--nproc", "2", "--zero", "3"})).hash, one.hash) << "dp=2 zero 3";
-  EXPECT_EQ(Train("bf16-tp", With(kBf16, {"--nproc", "4", "--layout", "tp=2,dp=2"})).hash, one.hash) << "tp=2,dp=2";
-  EXPECT_EQ(Train("bf16-pp", With(kBf16, {"--nproc", "4", "--layout", "pp=2,dp=2"})).hash, one.hash) << "pp=2,dp=2";
+  const struct {
+    std::vector<std::string> flags;
+    const char* ran;
+  } cases[] = {{{"--nproc", "2"}, "dp=2,tp=1,pp=1 zero=0 world=2 threads"},
+               {{"--nproc", "4"}, "dp=4,tp=1,pp=1 zero=0 world=4 threads"},
+               {{"--nproc", "2", "--zero", "3"}, "dp=2,tp=1,pp=1 zero=3 world=2 threads"},
+               {{"--nproc", "4", "--layout", "tp=2,dp=2"}, "dp=2,tp=2,pp=1 zero=0 world=4 threads"},
+               {{"--nproc", "4", "--layout", "pp=2,dp=2"}, "dp=2,tp=1,pp=2 zero=0 world=4 threads 1f1b"}};
+  for (const auto& c : cases) {
+    const TrainedRun run = Train("bf16-layout", With(kBf16, c.flags));
+    EXPECT_EQ(run.hash, one.hash) << c.ran;
+    EXPECT_EQ(run.ran, c.ran);
+  }
   // ... and bf16 is really on: fp32 products, or fp32 gradient reduction, end elsewhere.
   const TrainedRun fp32 = Train("bf16-ref", {"--deterministic", "--nproc", "1"});
   EXPECT_NE(fp32.hash, one.hash);

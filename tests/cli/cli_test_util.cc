@@ -172,6 +172,18 @@ std::vector<nlohmann::json> Events(const std::string& run_dir, const std::string
   return rows;
 }
 
+std::string WhatRan(const std::string& run_dir) {
+  const std::vector<nlohmann::json> starts = Events(run_dir, "start");
+  if (starts.empty()) return run_dir + ": no start row";
+  const nlohmann::json& s = starts.front();
+  std::string ran = s.value("layout", "?") + " zero=" + std::to_string(s.value("zero", -1)) +
+                    " world=" + std::to_string(s.value("world", -1)) + " " + s.value("backend", "?");
+  if (const int64_t accum = s.value("accum_steps", int64_t{1}); accum > 1) ran += " accum=" + std::to_string(accum);
+  for (const nlohmann::json& p : Events(run_dir, "pipeline"))
+    if (p.contains("schedule")) return ran + " " + p["schedule"].get<std::string>();
+  return ran;
+}
+
 nlohmann::json LastMemoryRow(const std::string& run_dir) {
   nlohmann::json last;
   for (const nlohmann::json& j : Events(run_dir, "memory"))

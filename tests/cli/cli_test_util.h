@@ -36,6 +36,13 @@ nlohmann::json LastMemoryRow(const std::string& run_dir);
 // and redone by restarts.
 void ExpectEachStepOnce(const std::string& run_dir, int64_t steps);
 
+// What the run in run_dir really ran, from its first start row and its pipeline row:
+// "dp=2,tp=2,pp=1 zero=1 world=4 threads", with " accum=K" when it accumulated K micro-batches
+// and " 1f1b" or " gpipe" when it ran a pipeline. In deterministic mode every layout ends with
+// the one-worker weights by design, so a silently ignored --layout, --zero, --nproc, --backend,
+// accumulation or schedule would pass a hash comparison; this tells them apart.
+std::string WhatRan(const std::string& run_dir);
+
 // The weights_xxh64 of the done line of <dir>/metrics.jsonl, or "" if there is none.
 std::string DoneHash(const std::string& run_dir);
 

@@ -14,6 +14,7 @@ namespace {
 
 struct TrainedRun {
   std::string hash;
+  std::string ran;  // WhatRan: the layout, world, backend and accumulation that really ran
   std::vector<double> losses;
   std::vector<double> grad_norms;
 };
@@ -28,6 +29,7 @@ TrainedRun Train(std::vector<std::string> extra) {
   EXPECT_EQ(r.exit_code, 0) << r.err;
   TrainedRun run;
   run.hash = DoneHash(dir);
+  run.ran = WhatRan(dir);
   for (const std::string& l : ReadLines(dir + "/metrics.jsonl")) {
     auto j = nlohmann::json::parse(l);
     if (!j.contains("loss")) continue;
@@ -40,20 +42,29 @@ TrainedRun Train(std::vector<std::string> extra) {
 TEST(DataParallel, DeterministicHashIndependentOfWorldSize) {
   TrainedRun one = Train({"--deterministic", "--nproc", "1"});
   ASSERT_EQ(one.hash.size(), 16u);
-  EXPECT_EQ(Train({"--deterministic", "--nproc", "2"}).hash, one.hash);
-  EXPECT_EQ(Train({"--deterministic", "--nproc", "4"}).hash, one.hash);
+  EXPECT_EQ(one.ran, "dp=1,tp=1,pp=1 zero=0 world=1 threads");
+  const TrainedRun two = Train({"--deterministic", "--nproc", "2"}), four = Train({"--deterministic", "--nproc", "4"});
+  EXPECT_EQ(two.hash, one.hash);
+  EXPECT_EQ(two.ran, "dp=2,tp=1,pp=1 zero=0 world=2 threads");
+  EXPECT_EQ(four.hash, one.hash);
+  EXPECT_EQ(four.ran, "dp=4,tp=1,pp=1 zero=0 world=4 threads");
 }
 
 TEST(DataParallel, DeterministicHashIndependentOfAccumulation) {
   TrainedRun one = Train({"--deterministic", "--nproc", "2"});
-  EXPECT_EQ(Train({"--deterministic", "--nproc", "2", "--set", "train.accum_steps=2"}).hash, one.hash);
-  EXPECT_EQ(Train({"--deterministic", "--nproc", "1", "--set", "train.accum_steps=4"}).hash, one.hash);
+  const TrainedRun two = Train({"--deterministic", "--nproc", "2", "--set", "train.accum_steps=2"});
+  const TrainedRun four = Train({"--deterministic", "--nproc", "1", "--set", "train.accum_steps=4"});
+  EXPECT_EQ(two.hash, one.hash);
+  EXPECT_EQ(two.ran, "dp=2,tp=1,pp=1 zero=0 world=2 threads accum=2");
+  EXPECT_EQ(four.hash, one.hash);
+  EXPECT_EQ(four.ran, "dp=1,tp=1,pp=1 zero=0 world=1 threads accum=4");
 }
 
 TEST(DataParallel, DeterministicMpiMatchesThreads) {
   TrainedRun threads = Train({"--deterministic", "--nproc", "1"});
   TrainedRun mpi = Train({"--deterministic", "--nproc", "2", "--backend", "mpi"});
   EXPECT_EQ(mpi.hash, threads.hash);
+  EXPECT_EQ(mpi.ran, "dp=2,tp=1,pp=1 zero=0 world=2 mpi");
 }
 
 // Default mode: the sum over ranks is reordered, so weights differ in the last bits; after 5
@@ -85,9 +96,12 @@ TEST(DataParallel, EightWorkersMatchOneWorker) {
   };
   TrainedRun one = with({"--deterministic", "--nproc", "1"});
   ASSERT_EQ(one.hash.size(), 16u);
-  EXPECT_EQ(with({"--deterministic", "--nproc", "8"}).hash, one.hash) << "dp=8";
-  EXPECT_EQ(with({"--deterministic", "--nproc", "8", "--layout", "dp=2,tp=2,pp=2", "--zero", "1"}).hash, one.hash)
-      << "dp=2,tp=2,pp=2 --zero 1";
+  const TrainedRun dp8 = with({"--deterministic", "--nproc", "8"});
+  EXPECT_EQ(dp8.hash, one.hash) << "dp=8";
+  EXPECT_EQ(dp8.ran, "dp=8,tp=1,pp=1 zero=0 world=8 threads");
+  const TrainedRun hybrid = with({"--deterministic", "--nproc", "8", "--layout", "dp=2,tp=2,pp=2", "--zero", "1"});
+  EXPECT_EQ(hybrid.hash, one.hash) << "dp=2,tp=2,pp=2 --zero 1";
+  EXPECT_EQ(hybrid.ran, "dp=2,tp=2,pp=2 zero=1 world=8 threads 1f1b");
 }
 
 }  // namespace

@@ -1,11 +1,13 @@
 // Hybrid layouts (issue 7): in deterministic mode every layout of gpt-tiny on 4 workers —
 // dp, ZeRO, tensor parallel, pipeline parallel and their mixes — ends with the weights of one
 // worker, bit for bit; a checkpoint written by any layout resumes in one worker and in
-// another layout with the same result; the MPI backend runs the same layouts.
+// another layout with the same result; the MPI backend runs the same layouts. Since every
+// layout gives the same hash by design, each run also shows what it ran (WhatRan).
 #include <gtest/gtest.h>
 
 #include <cctype>
 #include <cmath>
+#include <ostream>
 
 #include <nlohmann/json.hpp>
 
@@ -48,23 +50,38 @@ std::string TrainGptTiny(const std::string& prefix, const std::string& flags) {
   return out;
 }
 
-class DeterministicLayout : public ::testing::TestWithParam<const char*> {};
+struct LayoutCase {
+  const char* flags;
+  const char* ran;  // what the start and pipeline rows must say ran (WhatRan)
+};
+
+void PrintTo(const LayoutCase& c, std::ostream* os) { *os << c.flags; }  // ctest's test names
+
+class DeterministicLayout : public ::testing::TestWithParam<LayoutCase> {};
 
 TEST_P(DeterministicLayout, MatchesOneWorkerBitForBit) {
   // The one-worker reference is the same for every layout: run once, cached.
   const std::string one = CachedDoneHash({"train", "--config", "configs/gpt-tiny.toml", "--steps", "20",
                                           "--deterministic", "--set", "eval.batches=1", "--out", "{out}"});
-  const std::string many = TrainGptTiny("layout-many", std::string("--nproc 4 ") + GetParam());
+  const std::string many = TrainGptTiny("layout-many", std::string("--nproc 4 ") + GetParam().flags);
   ASSERT_FALSE(one.empty());
-  EXPECT_EQ(DoneHash(many), one) << GetParam();
+  EXPECT_EQ(DoneHash(many), one) << GetParam().flags;
+  EXPECT_EQ(WhatRan(many), GetParam().ran) << GetParam().flags;
 }
 
-INSTANTIATE_TEST_SUITE_P(Gpt4Workers, DeterministicLayout,
-                         ::testing::Values("--layout dp=4", "--layout dp=4 --zero 1", "--layout dp=4 --zero 2",
-                                           "--layout dp=4 --zero 3", "--layout tp=2,dp=2", "--layout pp=2,dp=2",
-                                           "--layout tp=2,pp=2", "--layout pp=4",
-                                           "--layout tp=2,pp=2 --set train.pp_schedule=gpipe"),
-                         [](const ::testing::TestParamInfo<const char*>& i) { return Compact(i.param); });
+INSTANTIATE_TEST_SUITE_P(
+    Gpt4Workers, DeterministicLayout,
+    ::testing::Values(LayoutCase{"--layout dp=4", "dp=4,tp=1,pp=1 zero=0 world=4 threads"},
+                      LayoutCase{"--layout dp=4 --zero 1", "dp=4,tp=1,pp=1 zero=1 world=4 threads"},
+                      LayoutCase{"--layout dp=4 --zero 2", "dp=4,tp=1,pp=1 zero=2 world=4 threads"},
+                      LayoutCase{"--layout dp=4 --zero 3", "dp=4,tp=1,pp=1 zero=3 world=4 threads"},
+                      LayoutCase{"--layout tp=2,dp=2", "dp=2,tp=2,pp=1 zero=0 world=4 threads"},
+                      LayoutCase{"--layout pp=2,dp=2", "dp=2,tp=1,pp=2 zero=0 world=4 threads 1f1b"},
+                      LayoutCase{"--layout tp=2,pp=2", "dp=1,tp=2,pp=2 zero=0 world=4 threads 1f1b"},
+                      LayoutCase{"--layout pp=4", "dp=1,tp=1,pp=4 zero=0 world=4 threads 1f1b"},
+                      LayoutCase{"--layout tp=2,pp=2 --set train.pp_schedule=gpipe",
+                                 "dp=1,tp=2,pp=2 zero=0 world=4 threads gpipe"}),
+    [](const ::testing::TestParamInfo<LayoutCase>& i) { return Compact(i.param.flags); });
 
 // A smaller GPT (4 layers so that pp=4 has a layer per stage) for the checkpoint round trips.
 std::vector<std::string> SmallGpt() {
@@ -82,7 +99,11 @@ std::string TrainSmall(const std::string& prefix, int steps, const std::string& 
 struct Resharding {
   const char* writer;
   const char* reader;
+  const char* writer_ran;  // WhatRan of each
+  const char* reader_ran;
 };
+
+void PrintTo(const Resharding& c, std::ostream* os) { *os << c.writer << " -> " << c.reader; }
 
 class LayoutCheckpoint : public ::testing::TestWithParam<Resharding> {};
 
@@ -91,6 +112,7 @@ TEST_P(LayoutCheckpoint, ResumesInOneWorkerAndInAnotherLayout) {
   // The writer runs the whole 8 steps (the LR schedule depends on them) and saves at step 4.
   const std::string writer = TrainSmall("ckpt-writer", 8, std::string("--nproc 4 ") + GetParam().writer);
   EXPECT_EQ(DoneHash(writer), DoneHash(one));
+  EXPECT_EQ(WhatRan(writer), GetParam().writer_ran);
   const std::string ckpt = writer + "/checkpoints/step-00000004";
   CommandResult inspect = RunLockstep({"inspect", ckpt});
   EXPECT_EQ(inspect.exit_code, 0) << inspect.out << inspect.err;
@@ -101,26 +123,40 @@ TEST_P(LayoutCheckpoint, ResumesInOneWorkerAndInAnotherLayout) {
       TrainSmall("ckpt-to-other", 8, std::string("--nproc 4 ") + GetParam().reader + " --resume " + ckpt);
   EXPECT_EQ(DoneHash(to_other), DoneHash(one)) << GetParam().writer << " -> " << GetParam().reader;
   ExpectResumedAt(to_other, 4);
+  EXPECT_EQ(WhatRan(to_other), GetParam().reader_ran);
 }
 
-INSTANTIATE_TEST_SUITE_P(Gpt4Workers, LayoutCheckpoint,
-                         ::testing::Values(Resharding{"--layout dp=4", "--layout tp=2,pp=2"},
-                                           Resharding{"--layout dp=4 --zero 1", "--layout pp=4"},
-                                           Resharding{"--layout tp=2,dp=2", "--layout pp=2,dp=2 --zero 1"},
-                                           Resharding{"--layout pp=2,dp=2", "--layout tp=2,dp=2"},
-                                           Resharding{"--layout tp=2,pp=2", "--layout dp=4 --zero 1"},
-                                           Resharding{"--layout pp=4", "--layout tp=2,dp=2"},
-                                           Resharding{"--layout dp=4 --zero 2", "--layout tp=2,pp=2"},
-                                           Resharding{"--layout dp=4 --zero 3", "--layout pp=2,dp=2 --zero 2"},
-                                           Resharding{"--layout tp=2,dp=2 --zero 3", "--layout dp=4 --zero 3"}),
-                         [](const ::testing::TestParamInfo<Resharding>& i) {
-                           return Compact(i.param.writer) + "_to_" + Compact(i.param.reader);
-                         });
+constexpr const char* kDp4 = "dp=4,tp=1,pp=1 zero=0 world=4 threads";
+constexpr const char* kDp4Zero1 = "dp=4,tp=1,pp=1 zero=1 world=4 threads";
+constexpr const char* kTp2Pp2 = "dp=1,tp=2,pp=2 zero=0 world=4 threads 1f1b";
+constexpr const char* kTp2Dp2 = "dp=2,tp=2,pp=1 zero=0 world=4 threads";
+constexpr const char* kPp2Dp2 = "dp=2,tp=1,pp=2 zero=0 world=4 threads 1f1b";
+constexpr const char* kPp4 = "dp=1,tp=1,pp=4 zero=0 world=4 threads 1f1b";
+
+INSTANTIATE_TEST_SUITE_P(
+    Gpt4Workers, LayoutCheckpoint,
+    ::testing::Values(Resharding{"--layout dp=4", "--layout tp=2,pp=2", kDp4, kTp2Pp2},
+                      Resharding{"--layout dp=4 --zero 1", "--layout pp=4", kDp4Zero1, kPp4},
+                      Resharding{"--layout tp=2,dp=2", "--layout pp=2,dp=2 --zero 1", kTp2Dp2,
+                                 "dp=2,tp=1,pp=2 zero=1 world=4 threads 1f1b"},
+                      Resharding{"--layout pp=2,dp=2", "--layout tp=2,dp=2", kPp2Dp2, kTp2Dp2},
+                      Resharding{"--layout tp=2,pp=2", "--layout dp=4 --zero 1", kTp2Pp2, kDp4Zero1},
+                      Resharding{"--layout pp=4", "--layout tp=2,dp=2", kPp4, kTp2Dp2},
+                      Resharding{"--layout dp=4 --zero 2", "--layout tp=2,pp=2", "dp=4,tp=1,pp=1 zero=2 world=4 threads",
+                                 kTp2Pp2},
+                      Resharding{"--layout dp=4 --zero 3", "--layout pp=2,dp=2 --zero 2",
+                                 "dp=4,tp=1,pp=1 zero=3 world=4 threads", "dp=2,tp=1,pp=2 zero=2 world=4 threads 1f1b"},
+                      Resharding{"--layout tp=2,dp=2 --zero 3", "--layout dp=4 --zero 3",
+                                 "dp=2,tp=2,pp=1 zero=3 world=4 threads", "dp=4,tp=1,pp=1 zero=3 world=4 threads"}),
+    [](const ::testing::TestParamInfo<Resharding>& i) {
+      return Compact(i.param.writer) + "_to_" + Compact(i.param.reader);
+    });
 
 TEST(LayoutMpi, TensorAndPipelineParallelProcessesMatchOneWorker) {
   const std::string one = TrainSmall("mpi-one", 6, "");
   const std::string mpi = TrainSmall("mpi-tp-pp", 6, "--backend mpi --nproc 4 --layout tp=2,pp=2");
   EXPECT_EQ(DoneHash(mpi), DoneHash(one));
+  EXPECT_EQ(WhatRan(mpi), "dp=1,tp=2,pp=2 zero=0 world=4 mpi 1f1b");
 }
 
 // Default mode: tensor and pipeline parallelism add partial sums in another order than one

@@ -284,6 +284,7 @@ nlohmann::json Trainer::StartRow() const {
           {"zero", zero_},
           {"backend", world_comm_->backend_name()},
           {"world", world_},
+          {"accum_steps", plan_.run.train.accum_steps},
           {"threads", plan_.threads_per_worker},
           {"deterministic", plan_.options.deterministic},
           {"mem_limit", plan_.options.mem_limit},
