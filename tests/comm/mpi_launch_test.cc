@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <climits>
 #include <cstdlib>
+#include <string>
 #include <thread>
 
 #include "comm/mpi_test_util.h"
@@ -83,9 +84,24 @@ TEST(MpiLaunch, NetworkPinsOnlyWithHosts) {
   ASSERT_TRUE(ConfigureMpiNetwork("").ok());
 }
 
+// InsideMpirun reads OpenMPI's OMPI_COMM_WORLD_SIZE, which mpirun sets in every rank: set,
+// unset and empty here, then restored, whatever started this test.
+TEST(MpiLaunch, InsideMpirunFollowsOpenMpisEnvironment) {
+  const char* was = std::getenv("OMPI_COMM_WORLD_SIZE");
+  const std::string saved = was == nullptr ? "" : was;
+  setenv("OMPI_COMM_WORLD_SIZE", "3", 1);
+  EXPECT_TRUE(InsideMpirun());
+  setenv("OMPI_COMM_WORLD_SIZE", "", 1);
+  EXPECT_FALSE(InsideMpirun());
+  unsetenv("OMPI_COMM_WORLD_SIZE");
+  EXPECT_FALSE(InsideMpirun());
+  if (was != nullptr) setenv("OMPI_COMM_WORLD_SIZE", saved.c_str(), 1);
+}
+
+// Under mpirun every rank sees itself inside it (the relaunch would recurse otherwise), and a
+// rank's exit status comes back through mpirun.
 TEST(MpiLaunch, InsideMpirunAndExitStatus) {
   if (!InsideMpirun()) {
-    EXPECT_FALSE(InsideMpirun());
     char a0[] = "test";
     char* argv[] = {a0, nullptr};
     // Rank 2 exits with 5: mpirun, and so RelaunchUnderMpirun, report it.
@@ -93,7 +109,6 @@ TEST(MpiLaunch, InsideMpirunAndExitStatus) {
     EXPECT_EQ(rc, 5);
     return;
   }
-  EXPECT_TRUE(InsideMpirun());
   if (std::atoi(std::getenv("OMPI_COMM_WORLD_RANK")) == 2) _exit(5);
 }
 
