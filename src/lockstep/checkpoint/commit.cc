@@ -61,11 +61,15 @@ Status CollectShards(Env* env, const std::string& dir, int64_t step, int world, 
   return Status::Ok();
 }
 
-// Renames path to <path>.trash (so it never again looks complete), then deletes it.
-Status Discard(Env* env, const std::string& path) {
-  const std::string trash = path + ".trash";
+// Renames root/name to root/name.trash (so it never again looks complete), then deletes it.
+// The rename is made durable before anything inside is removed: a power loss may otherwise
+// keep the removals and lose the rename, leaving a half-deleted checkpoint under its
+// complete name.
+Status Discard(Env* env, const std::string& root, const std::string& name) {
+  const std::string path = JoinPath(root, name), trash = path + ".trash";
   LS_RETURN_IF_ERROR(RemoveDirRecursive(env, trash));
   LS_RETURN_IF_ERROR(env->RenameFile(path, trash));
+  LS_RETURN_IF_ERROR(env->SyncDir(root));
   return RemoveDirRecursive(env, trash);
 }
 
@@ -98,7 +102,7 @@ Status CheckpointWriter::Commit(const nlohmann::json& extra) {
     // `latest`, which may name it, never dangles; fall back to delete-then-rename.
     Status swapped = env_->ExchangePaths(tmp_dir_, final_dir_);
     if (swapped.code() == StatusCode::kUnimplemented) {
-      LS_RETURN_IF_ERROR(Discard(env_, final_dir_));
+      LS_RETURN_IF_ERROR(Discard(env_, root_, StepDirName(step_)));
       LS_RETURN_IF_ERROR(env_->RenameFile(tmp_dir_, final_dir_));
     } else {
       LS_RETURN_IF_ERROR(swapped);
@@ -137,12 +141,12 @@ void CheckpointWriter::Prune() {
   }
   Result<std::string> latest = ResolveLatest(root_, env_);
   const std::string protect = latest.ok() ? *latest : final_dir_;
-  std::vector<std::pair<int64_t, std::string>> complete;
+  std::vector<std::pair<int64_t, std::string>> complete;  // (step, directory name)
   for (const std::string& c : *children) {
     const std::string path = JoinPath(root_, c);
     Status s;
     if (std::optional<int64_t> st = ParseStepDirName(c)) {
-      if (env_->IsDirectory(path)) complete.emplace_back(*st, path);
+      if (env_->IsDirectory(path)) complete.emplace_back(*st, c);
     } else if (ParseStepDirNameWithSuffix(c, ".trash")) {
       s = RemoveDirRecursive(env_, path);
     } else if (std::optional<int64_t> t = ParseStepDirNameWithSuffix(c, ".tmp"); t && *t < step_) {
@@ -155,8 +159,8 @@ void CheckpointWriter::Prune() {
   if (keep_ <= 0) return;
   std::sort(complete.begin(), complete.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
   for (size_t i = static_cast<size_t>(keep_); i < complete.size(); ++i) {
-    if (complete[i].second == protect) continue;
-    Status s = Discard(env_, complete[i].second);
+    if (JoinPath(root_, complete[i].second) == protect) continue;
+    Status s = Discard(env_, root_, complete[i].second);
     if (!s.ok()) {
       LS_LOG(WARN) << "checkpoint pruning: " << s.message();
     }
