@@ -24,7 +24,10 @@ endfunction()
 # linked against that layer, and each of its test cases becomes one CTest test.
 function(lockstep_tests layer)
   file(GLOB srcs CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/${layer}/*_test.cc)
-  file(GLOB helpers CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/${layer}/*_util.cc)
+  # Every other .cc beside them is a test helper (fixtures, the fault-injecting Env): compiled
+  # into the tests, never into the installed libraries.
+  file(GLOB helpers CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/${layer}/*.cc)
+  list(FILTER helpers EXCLUDE REGEX "_test\\.cc$")
   # The CLI tests run the real binary end to end and are all labelled 'slow', which the
   # sanitizer pass of .ci/run skips: a sanitizer build does not compile them.
   if(LOCKSTEP_SANITIZE AND layer STREQUAL "cli")

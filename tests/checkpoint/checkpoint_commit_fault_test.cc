@@ -1,13 +1,14 @@
 // Crash safety: a save of step 2 over a root holding step 1 is "killed" at every single
-// file-system mutation (and separately has just that one mutation fail), then unsynced data
-// is dropped as a power loss would. Afterwards `latest` must name a complete checkpoint that
+// file-system mutation (and separately has just that one mutation fail), then what was not
+// made durable is dropped as a power loss would: bytes after a file's last fsync, and every
+// name (file created, rename, exchange) whose directory was not fsynced since (fault_env.h). Afterwards `latest` must name a complete checkpoint that
 // opens and verifies, every complete-named directory must be valid, and a later save works.
 #include <gtest/gtest.h>
 
 #include <filesystem>
 
 #include "checkpoint/checkpoint_test_util.h"
-#include "lockstep/checkpoint/fault_env.h"
+#include "checkpoint/fault_env.h"
 #include "lockstep/checkpoint/reader.h"
 #include "lockstep/checkpoint/resolve.h"
 #include "lockstep/checkpoint/writer.h"

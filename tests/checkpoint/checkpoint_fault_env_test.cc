@@ -5,7 +5,7 @@
 #include <filesystem>
 
 #include "checkpoint/checkpoint_test_util.h"
-#include "lockstep/checkpoint/fault_env.h"
+#include "checkpoint/fault_env.h"
 
 namespace lockstep::checkpoint {
 namespace {
@@ -40,7 +40,7 @@ TEST(FaultEnv, SingleFailureThenContinues) {
   EXPECT_TRUE(std::filesystem::is_directory(tmp.Sub("y")));
 }
 
-TEST(FaultEnv, DropUnsyncedData) {
+TEST(FaultEnv, DropUnsyncedDataKeepsSyncedBytesOfDurableNames) {
   TempDir tmp;
   FaultInjectionEnv env(Env::Default());
   // synced file in a synced directory: kept, cut back to its synced size
@@ -55,17 +55,71 @@ TEST(FaultEnv, DropUnsyncedData) {
   ASSERT_TRUE((*b)->Append("x", 1).ok());
   ASSERT_TRUE((*b)->Sync().ok());
   ASSERT_TRUE((*b)->Close().ok());
-  // renamed over a durable file: the rename stands
-  WriteAll(tmp.Sub("latest"), "old");
-  auto c = env.NewWritableFile(tmp.Sub("latest.tmp"));
-  ASSERT_TRUE((*c)->Append("new", 3).ok());
-  ASSERT_TRUE((*c)->Sync().ok());
-  ASSERT_TRUE((*c)->Close().ok());
-  ASSERT_TRUE(env.RenameFile(tmp.Sub("latest.tmp"), tmp.Sub("latest")).ok());
+  EXPECT_EQ(env.pending_names(), 1);
   ASSERT_TRUE(env.DropUnsyncedData().ok());
   EXPECT_EQ(ReadAll(tmp.Sub("a")), "durable");
   EXPECT_FALSE(std::filesystem::exists(tmp.Sub("b")));
-  EXPECT_EQ(ReadAll(tmp.Sub("latest")), "new");
+}
+
+// latest.tmp written durably and renamed over a durable `latest`: without a sync of the
+// directory the power loss undoes the rename (the old `latest` is back, latest.tmp gone with
+// its own unsynced name); with it, the rename stands.
+TEST(FaultEnv, ARenameIsDurableOnlyOnceItsDirectoryIsSynced) {
+  for (bool sync_dir : {false, true}) {
+    TempDir tmp;
+    WriteAll(tmp.Sub("latest"), "old");
+    FaultInjectionEnv env(Env::Default());
+    ASSERT_TRUE(WriteFileDurably(&env, tmp.Sub("latest.tmp"), "new").ok());
+    ASSERT_TRUE(env.RenameFile(tmp.Sub("latest.tmp"), tmp.Sub("latest")).ok());
+    if (sync_dir) {
+      ASSERT_TRUE(env.SyncDir(tmp.path()).ok());
+    }
+    EXPECT_EQ(env.pending_names(), sync_dir ? 0 : 2) << "sync_dir " << sync_dir;
+    ASSERT_TRUE(env.DropUnsyncedData().ok());
+    EXPECT_EQ(ReadAll(tmp.Sub("latest")), sync_dir ? "new" : "old");
+    EXPECT_FALSE(std::filesystem::exists(tmp.Sub("latest.tmp")));
+  }
+}
+
+// A directory renamed into place (a checkpoint's commit point) goes back to its old name with
+// everything in it, and the files synced inside it keep their bytes; an exchange of two
+// directories is swapped back; a removal stays removed.
+TEST(FaultEnv, DirectoryRenamesAndExchangesAreUndoneRemovalsAreNot) {
+  TempDir tmp;
+  std::filesystem::create_directories(tmp.Sub("old"));
+  WriteAll(tmp.Sub("old/shard"), "old shard");
+  WriteAll(tmp.Sub("gone"), "x");
+  FaultInjectionEnv env(Env::Default());
+  ASSERT_TRUE(env.CreateDir(tmp.Sub("step.tmp")).ok());
+  ASSERT_TRUE(WriteFileDurably(&env, tmp.Sub("step.tmp/shard"), "new shard").ok());
+  ASSERT_TRUE(env.SyncDir(tmp.Sub("step.tmp")).ok());
+  ASSERT_TRUE(env.RenameFile(tmp.Sub("step.tmp"), tmp.Sub("step")).ok());
+  // The shard's own name, synced in its directory before the rename, is durable.
+  EXPECT_EQ(env.pending_names(), 1);
+  ASSERT_TRUE(env.ExchangePaths(tmp.Sub("step"), tmp.Sub("old")).ok());
+  ASSERT_TRUE(env.RemoveFile(tmp.Sub("gone")).ok());
+  EXPECT_EQ(ReadAll(tmp.Sub("step/shard")), "old shard");
+  ASSERT_TRUE(env.DropUnsyncedData().ok());
+  EXPECT_EQ(ReadAll(tmp.Sub("step.tmp/shard")), "new shard");
+  EXPECT_EQ(ReadAll(tmp.Sub("old/shard")), "old shard");
+  EXPECT_FALSE(std::filesystem::exists(tmp.Sub("step")));
+  EXPECT_FALSE(std::filesystem::exists(tmp.Sub("gone")));
+}
+
+// A file created in a directory that is then renamed and synced under its new name: the sync
+// covers the file's name too (the directory is the same one).
+TEST(FaultEnv, ASyncUnderTheNewNameCoversNamesMadeUnderTheOld) {
+  TempDir tmp;
+  FaultInjectionEnv env(Env::Default());
+  ASSERT_TRUE(env.CreateDir(tmp.Sub("d.tmp")).ok());
+  ASSERT_TRUE(WriteFileDurably(&env, tmp.Sub("d.tmp/f"), "data").ok());
+  ASSERT_TRUE(env.RenameFile(tmp.Sub("d.tmp"), tmp.Sub("d")).ok());
+  ASSERT_TRUE(env.SyncDir(tmp.Sub("d")).ok());
+  EXPECT_EQ(env.pending_names(), 1);  // the directory's own rename: its parent is not synced
+  ASSERT_TRUE(env.SyncDir(tmp.path()).ok());
+  EXPECT_EQ(env.pending_names(), 0);
+  ASSERT_TRUE(env.DropUnsyncedData().ok());
+  EXPECT_EQ(ReadAll(tmp.Sub("d/f")), "data");
 }
 
 }  // namespace

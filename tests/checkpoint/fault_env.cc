@@ -1,4 +1,9 @@
-#include "lockstep/checkpoint/fault_env.h"
+#include "checkpoint/fault_env.h"
+
+#include <stdlib.h>
+
+#include <filesystem>
+#include <system_error>
 
 namespace lockstep::checkpoint {
 namespace {
@@ -8,6 +13,14 @@ std::string ParentDir(const std::string& path) {
   if (slash == std::string::npos) return ".";
   if (slash == 0) return "/";
   return path.substr(0, slash);
+}
+
+bool Under(const std::string& p, const std::string& dir) {
+  return p == dir || (p.size() > dir.size() && p.compare(0, dir.size(), dir) == 0 && p[dir.size()] == '/');
+}
+
+std::string Rebase(const std::string& p, const std::string& from, const std::string& to) {
+  return to + p.substr(from.size());
 }
 
 }  // namespace
@@ -41,9 +54,16 @@ class FaultWritableFile final : public WritableFile {
 
  private:
   FaultInjectionEnv* env_;
-  std::string path_;
+  std::string path_;  // where it was opened: the tests never rename a file while it is open
   std::unique_ptr<WritableFile> base_;
 };
+
+FaultInjectionEnv::~FaultInjectionEnv() {
+  if (!stash_dir_.empty()) {
+    std::error_code ec;
+    std::filesystem::remove_all(stash_dir_, ec);
+  }
+}
 
 void FaultInjectionEnv::FailAt(int64_t n, bool crash) {
   std::lock_guard<std::mutex> l(mu_);
@@ -67,6 +87,13 @@ std::vector<std::string> FaultInjectionEnv::log() const {
   return log_;
 }
 
+int64_t FaultInjectionEnv::pending_names() const {
+  std::lock_guard<std::mutex> l(mu_);
+  int64_t n = 0;
+  for (const PendingName& p : pending_) n += !p.durable;
+  return n;
+}
+
 Status FaultInjectionEnv::Tick(const char* op, const std::string& path) {
   std::lock_guard<std::mutex> l(mu_);
   ++count_;
@@ -88,42 +115,45 @@ void FaultInjectionEnv::OnSync(const std::string& path) {
   f.synced_size = f.size;
 }
 
-bool FaultInjectionEnv::EntryDurable(const std::string& path) {
-  {
-    std::lock_guard<std::mutex> l(mu_);
-    auto it = files_.find(path);
-    if (it != files_.end()) return it->second.entry_durable;
+std::string FaultInjectionEnv::Current(size_t i, std::string p, bool durable_only) const {
+  for (size_t j = i + 1; j < pending_.size() && !p.empty(); ++j) {
+    const PendingName& op = pending_[j];
+    if (durable_only && !op.durable) continue;
+    if (op.kind == PendingName::kRename) {
+      if (p == op.b) return "";  // replaced by op j: the entry it named is gone
+      if (Under(p, op.a)) p = Rebase(p, op.a, op.b);
+    } else if (op.kind == PendingName::kExchange) {
+      if (Under(p, op.a)) {
+        p = Rebase(p, op.a, op.b);
+      } else if (Under(p, op.b)) {
+        p = Rebase(p, op.b, op.a);
+      }
+    }
   }
-  return base_->FileExists(path);
+  return p;
 }
 
-void FaultInjectionEnv::MovePaths(const std::string& from, const std::string& to, bool target_durable) {
-  std::lock_guard<std::mutex> l(mu_);
+void FaultInjectionEnv::MoveFiles(const std::string& from, const std::string& to) {
   std::map<std::string, FileState> moved;
   for (auto it = files_.begin(); it != files_.end();) {
-    const std::string& p = it->first;
-    if (p == from || (p.size() > from.size() && p.compare(0, from.size(), from) == 0 && p[from.size()] == '/')) {
-      moved[to + p.substr(from.size())] = it->second;
+    if (Under(it->first, from)) {
+      moved[Rebase(it->first, from, to)] = it->second;
       it = files_.erase(it);
     } else {
       ++it;
     }
   }
-  files_.erase(to);
-  for (auto& [p, f] : moved) {
-    if (p == to && target_durable) f.entry_durable = true;
-    files_[p] = f;
-  }
+  for (auto& [p, f] : moved) files_[p] = f;
 }
 
 Result<std::unique_ptr<WritableFile>> FaultInjectionEnv::NewWritableFile(const std::string& path) {
   LS_RETURN_IF_ERROR(Tick("create", path));
+  const bool existed = base_->FileExists(path);
   LS_ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> base, base_->NewWritableFile(path));
   {
     std::lock_guard<std::mutex> l(mu_);
-    auto it = files_.find(path);
-    bool existed_durably = it != files_.end() ? it->second.entry_durable : false;
-    files_[path] = FileState{0, 0, existed_durably};
+    files_[path] = FileState{};  // created or truncated: nothing of it is durable yet
+    if (!existed) pending_.push_back(PendingName(PendingName::kCreate, path));
   }
   return std::unique_ptr<WritableFile>(new FaultWritableFile(this, path, std::move(base)));
 }
@@ -146,21 +176,49 @@ Status FaultInjectionEnv::RemoveDir(const std::string& dir) {
   return base_->RemoveDir(dir);
 }
 
+Result<std::string> FaultInjectionEnv::StashCopy(const std::string& path) {
+  if (stash_dir_.empty()) {
+    std::string tmpl = (std::filesystem::temp_directory_path() / "fault-env-stash-XXXXXX").string();
+    if (::mkdtemp(tmpl.data()) == nullptr) return Status::IoError("fault env: cannot make a stash directory");
+    stash_dir_ = tmpl;
+  }
+  const std::string copy = stash_dir_ + "/" + std::to_string(stashed_++);
+  std::error_code ec;
+  std::filesystem::copy_file(path, copy, ec);
+  if (ec) return Status::IoError("fault env: cannot stash " + path + ": " + ec.message());
+  return copy;
+}
+
 Status FaultInjectionEnv::RenameFile(const std::string& from, const std::string& to) {
   LS_RETURN_IF_ERROR(Tick("rename", from + " -> " + to));
-  const bool target_durable = EntryDurable(to);
+  std::lock_guard<std::mutex> l(mu_);
+  PendingName op(PendingName::kRename, from, to);
+  if (base_->IsDirectory(to)) {
+    op.replaced = PendingName::kEmptyDir;  // rename(2) replaces only an empty directory
+  } else if (base_->FileExists(to)) {
+    op.replaced = PendingName::kFile;
+    LS_ASSIGN_OR_RETURN(op.stash, StashCopy(to));
+    if (auto it = files_.find(to); it != files_.end()) {
+      op.replaced_tracked = true;
+      op.replaced_state = it->second;
+    }
+  }
   LS_RETURN_IF_ERROR(base_->RenameFile(from, to));
-  MovePaths(from, to, target_durable);
+  files_.erase(to);
+  MoveFiles(from, to);
+  pending_.push_back(std::move(op));
   return Status::Ok();
 }
 
 Status FaultInjectionEnv::ExchangePaths(const std::string& a, const std::string& b) {
   LS_RETURN_IF_ERROR(Tick("exchange", a + " <-> " + b));
   LS_RETURN_IF_ERROR(base_->ExchangePaths(a, b));
+  std::lock_guard<std::mutex> l(mu_);
   const std::string swap = a + ".fault-env-swap";
-  MovePaths(a, swap, false);
-  MovePaths(b, a, false);
-  MovePaths(swap, b, false);
+  MoveFiles(a, swap);
+  MoveFiles(b, a);
+  MoveFiles(swap, b);
+  pending_.push_back(PendingName(PendingName::kExchange, a, b));
   return Status::Ok();
 }
 
@@ -175,25 +233,75 @@ Status FaultInjectionEnv::SyncDir(const std::string& dir_in) {
   std::string dir = dir_in;
   while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
   std::lock_guard<std::mutex> l(mu_);
-  for (auto& [p, f] : files_) {
-    if (ParentDir(p) == dir) f.entry_durable = true;
+  // Each pending name is judged where its entries are now (later renames moved them).
+  for (size_t i = 0; i < pending_.size(); ++i) {
+    PendingName& op = pending_[i];
+    if (op.durable) continue;
+    if (op.kind == PendingName::kCreate) {
+      const std::string now = Current(i, op.a, /*durable_only=*/false);
+      op.durable = !now.empty() && ParentDir(now) == dir;
+      continue;
+    }
+    // A rename is durable once the directory it left and the one it entered are both synced.
+    const std::string a_dir = op.kind == PendingName::kRename ? Current(i, ParentDir(op.a), false)
+                                                              : ParentDir(Current(i, op.a, false));
+    const std::string b_now = Current(i, op.b, false);
+    op.a_synced = op.a_synced || a_dir == dir;
+    op.b_synced = op.b_synced || (!b_now.empty() && ParentDir(b_now) == dir);
+    op.durable = op.a_synced && op.b_synced;
+  }
+  return Status::Ok();
+}
+
+Status FaultInjectionEnv::Undo(size_t i) {
+  const PendingName& op = pending_[i];
+  const std::string a = Current(i, op.a, /*durable_only=*/true);
+  const std::string b = op.kind == PendingName::kCreate ? "" : Current(i, op.b, true);
+  switch (op.kind) {
+    case PendingName::kCreate:
+      if (!a.empty() && base_->FileExists(a) && !base_->IsDirectory(a)) {
+        LS_RETURN_IF_ERROR(base_->RemoveFile(a));
+        files_.erase(a);
+      }
+      return Status::Ok();
+    case PendingName::kRename:
+      if (b.empty() || !base_->FileExists(b)) return Status::Ok();  // removed since: gone for good
+      if (a.empty() || base_->FileExists(a))
+        return Status::Internal("fault env: cannot undo the rename " + op.a + " -> " + op.b + ": " + a +
+                                " is taken");
+      LS_RETURN_IF_ERROR(base_->RenameFile(b, a));
+      MoveFiles(b, a);
+      if (op.replaced == PendingName::kEmptyDir) {
+        LS_RETURN_IF_ERROR(base_->CreateDir(b));
+      } else if (op.replaced == PendingName::kFile) {
+        std::error_code ec;
+        std::filesystem::copy_file(op.stash, b, ec);
+        if (ec) return Status::IoError("fault env: cannot restore " + b + ": " + ec.message());
+        if (op.replaced_tracked) files_[b] = op.replaced_state;
+      }
+      return Status::Ok();
+    case PendingName::kExchange:
+      if (a.empty() || b.empty() || !base_->FileExists(a) || !base_->FileExists(b)) return Status::Ok();
+      LS_RETURN_IF_ERROR(base_->ExchangePaths(a, b));
+      MoveFiles(a, a + ".fault-env-swap");
+      MoveFiles(b, a);
+      MoveFiles(a + ".fault-env-swap", b);
+      return Status::Ok();
   }
   return Status::Ok();
 }
 
 Status FaultInjectionEnv::DropUnsyncedData() {
-  std::map<std::string, FileState> files;
-  {
-    std::lock_guard<std::mutex> l(mu_);
-    files.swap(files_);
+  std::lock_guard<std::mutex> l(mu_);
+  // Names first, newest first, each back where the one before it left things; then bytes.
+  for (size_t i = pending_.size(); i-- > 0;) {
+    if (!pending_[i].durable) LS_RETURN_IF_ERROR(Undo(i));
   }
+  pending_.clear();
+  std::map<std::string, FileState> files;
+  files.swap(files_);
   for (const auto& [path, f] : files) {
-    if (!base_->FileExists(path)) continue;
-    if (!f.entry_durable) {
-      LS_RETURN_IF_ERROR(base_->RemoveFile(path));
-    } else if (f.synced_size < f.size) {
-      LS_RETURN_IF_ERROR(base_->TruncateFile(path, f.synced_size));
-    }
+    if (f.synced_size < f.size && base_->FileExists(path)) LS_RETURN_IF_ERROR(base_->TruncateFile(path, f.synced_size));
   }
   return Status::Ok();
 }
