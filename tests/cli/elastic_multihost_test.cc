@@ -19,6 +19,7 @@
 
 #include "cli_test_util.h"
 #include "netns_util.h"
+#include "test_env.h"
 
 namespace lockstep::testing {
 namespace {
@@ -39,10 +40,10 @@ int64_t NewestCheckpointStep(const std::string& out) {
 
 TEST(ElasticMultiHost, HostLostMidRunFinishesOnTheOtherWithTheSameHash) {
 
-  if (std::string why = WhyNoNamespaces(); !why.empty()) GTEST_SKIP() << why;
+  if (std::string why = WhyNoNamespaces(); !why.empty()) LOCKSTEP_SKIP_OUTSIDE_CI(why);
   RemoveStaleNamespaces();
   NetnsPair net;
-  if (std::string why = net.Create(); !why.empty()) GTEST_SKIP() << "cannot create network namespaces here: " << why;
+  if (std::string why = net.Create(); !why.empty()) LOCKSTEP_SKIP_OUTSIDE_CI("cannot create network namespaces here: " << why);
 
   RemovedAtExit cleanup;
   const std::string work = MakeTempDir("emh"), out = MakeTempDir("emh-run");

@@ -9,6 +9,7 @@
 #include <filesystem>
 
 #include "data/data_test_util.h"
+#include "test_env.h"
 
 namespace lockstep::data {
 namespace {
@@ -134,7 +135,7 @@ TEST(ByteCorpus, UnreadableFileIsNamed) {
 
 TEST(ByteCorpus, RealFortunesCorpus) {
   if (!std::filesystem::is_directory(kDefaultCorpusDir)) {
-    GTEST_SKIP() << kDefaultCorpusDir << " not installed (Debian package 'fortunes')";
+    LOCKSTEP_SKIP_OUTSIDE_CI(kDefaultCorpusDir << " not installed (Debian package 'fortunes')");
   }
   auto corpus = ByteCorpus::Load(kDefaultCorpusDir, 128);
   ASSERT_TRUE(corpus.ok()) << corpus.status().ToString();

@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "data/data_test_util.h"
+#include "test_env.h"
 
 namespace lockstep::data {
 namespace {
@@ -120,7 +121,7 @@ TEST(IdxDataset, EachCorruptionIsNamed) {
 TEST(IdxDataset, RealFashionMnistHeaders) {
   const std::string dir = kDefaultFashionMnistDir;
   if (!std::filesystem::exists(IdxDataset::ImagesPath(dir, FashionMnistSplit::kTest))) {
-    GTEST_SKIP() << dir << " not installed (Debian package 'dataset-fashion-mnist')";
+    LOCKSTEP_SKIP_OUTSIDE_CI(dir << " not installed (Debian package 'dataset-fashion-mnist')");
   }
   for (auto [split, count] :
        {std::pair{FashionMnistSplit::kTrain, 60000}, std::pair{FashionMnistSplit::kTest, 10000}}) {
