@@ -5,7 +5,7 @@
 #include <cstring>
 #include <fstream>
 
-#include "lockstep/profile/run_report.h"
+#include "lockstep/report/run_report.h"
 
 namespace lockstep::cli {
 
@@ -17,17 +17,17 @@ CLI::App* AddReportCommand(CLI::App& app, ReportArgs* args) {
 }
 
 int RunReport(const ReportArgs& args) {
-  std::vector<profile::RunMetrics> runs;
+  std::vector<report::RunMetrics> runs;
   for (const std::string& dir : args.run_dirs) {
-    Result<profile::RunMetrics> run = profile::ReadRunMetrics(dir);
+    Result<report::RunMetrics> run = report::ReadRunMetrics(dir);
     if (!run.ok()) {
       std::fprintf(stderr, "lockstep: error: %s\n", run.status().message().c_str());
       return 2;
     }
     runs.push_back(std::move(*run));
   }
-  profile::ReportSummary summary;
-  const std::string html = profile::RenderRunReport(runs, &summary);
+  report::ReportSummary summary;
+  const std::string html = report::RenderRunReport(runs, &summary);
   const std::string out = args.out.empty() ? args.run_dirs.front() + "/report.html" : args.out;
   std::ofstream file(out, std::ios::binary | std::ios::trunc);
   file << html;
@@ -36,7 +36,7 @@ int RunReport(const ReportArgs& args) {
     std::fprintf(stderr, "lockstep: error: cannot write %s: %s\n", out.c_str(), std::strerror(errno));
     return 2;
   }
-  for (const profile::RunMetrics& run : runs) {
+  for (const report::RunMetrics& run : runs) {
     std::printf("%s: %zu training steps, %zu validations, %s%s\n", run.dir.c_str(), run.train.size(), run.val.size(),
                 run.finished() ? "finished" : "not finished (running or stopped)",
                 run.torn_lines > 0 ? (", " + std::to_string(run.torn_lines) + " torn line(s) ignored").c_str() : "");

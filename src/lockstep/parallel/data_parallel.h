@@ -23,7 +23,7 @@
 #include "lockstep/comm/communicator.h"
 #include "lockstep/nn/parameter_store.h"
 #include "lockstep/parallel/grad_buckets.h"
-#include "lockstep/profile/trace.h"
+#include "lockstep/trace/trace.h"
 
 namespace lockstep::parallel {
 
@@ -55,7 +55,7 @@ class DataParallel {
   // Records one "allreduce" event per bucket from launch to completion. Completion is seen
   // by polling at each later gradient-ready hook and in Finish(), so an event may end a
   // little after the transfer really did. nullptr: no tracing.
-  void set_trace(profile::TraceRecorder* trace) { trace_ = trace; }
+  void set_trace(trace::TraceRecorder* trace) { trace_ = trace; }
 
   // train.grad_dtype = bf16: each bucket is rounded to bf16 into a staging buffer (counted as
   // gradient memory, 2 bytes a parameter) and reduced as bf16 (half the bytes; the backends
@@ -81,7 +81,7 @@ class DataParallel {
   std::vector<int64_t> launch_ns_, done_ns_;
   int launched_ = 0;
   int64_t first_launch_ns_ = 0;
-  profile::TraceRecorder* trace_ = nullptr;
+  trace::TraceRecorder* trace_ = nullptr;
   bool bf16_ = false;
   tensor::Tensor staging_;  // bf16 buckets in flight
   std::function<void()> before_last_launch_;

@@ -9,7 +9,7 @@
 #include "lockstep/comm/mpi/mpi_communicator.h"
 #include "lockstep/comm/threads/threads_world.h"
 #include "lockstep/parallel/mesh.h"
-#include "lockstep/profile/machine.h"
+#include "lockstep/core/machine.h"
 #include "lockstep/runtime/launch/config_keys.h"
 #include "lockstep/runtime/launch/train_plan.h"
 #include "lockstep/runtime/training/worker.h"
@@ -26,7 +26,7 @@ Status CheckSupported(const TrainOptions& o) {
 
 Status RunThreads(const Job& job, const TrainOptions& options) {
   LS_ASSIGN_OR_RETURN(TrainPlan plan, PlanTraining(job, options, options.nproc));
-  plan.rss_baseline_bytes = profile::ResidentBytes();
+  plan.rss_baseline_bytes = ResidentBytes();
   comm::ThreadsWorld world(options.nproc);
   std::vector<Status> results(options.nproc);
   std::vector<std::thread> threads;
@@ -45,7 +45,7 @@ Status RunMpiRank(const Job& job, const TrainOptions& options) {
   LS_ASSIGN_OR_RETURN(std::shared_ptr<comm::Communicator> comm, comm::CreateMpiCommunicator());
   Result<TrainPlan> plan = PlanTraining(job, options, comm->size());
   if (!plan.ok()) return plan.status();
-  plan->rss_baseline_bytes = profile::ResidentBytes();
+  plan->rss_baseline_bytes = ResidentBytes();
   return RunWorker(*plan, comm);
 }
 

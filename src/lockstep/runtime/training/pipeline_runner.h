@@ -21,7 +21,7 @@
 #include "lockstep/comm/communicator.h"
 #include "lockstep/parallel/pipeline_schedule.h"
 #include "lockstep/parallel/stage_model.h"
-#include "lockstep/profile/trace.h"
+#include "lockstep/trace/trace.h"
 
 namespace lockstep::runtime {
 
@@ -47,7 +47,7 @@ class PipelineRunner {
 
   // Records each micro-batch's forward and backward as trace events (the bubble shows as
   // the gaps between them). nullptr: none.
-  void set_trace(profile::TraceRecorder* trace) { trace_ = trace; }
+  void set_trace(trace::TraceRecorder* trace) { trace_ = trace; }
 
   // --inject-fault slow: each forward and backward pass of the next steps is followed by a
   // sleep of (factor - 1) x its own time, counted as busy (1: none).
@@ -70,7 +70,7 @@ class PipelineRunner {
   int stages_, stage_;
   std::vector<std::unique_ptr<autograd::Tape>> tapes_;
   std::vector<float> eval_in_, eval_out_;
-  profile::TraceRecorder* trace_ = nullptr;
+  trace::TraceRecorder* trace_ = nullptr;
   double slow_factor_ = 1.0;
 };
 

@@ -7,7 +7,7 @@
 #include "lockstep/core/version.h"
 #include "lockstep/nn/model.h"
 #include "lockstep/parallel/gpt_shard.h"
-#include "lockstep/profile/machine.h"
+#include "lockstep/core/machine.h"
 #include "lockstep/runtime/recovery/fault_injection.h"
 #include "lockstep/runtime/recovery/supervisor.h"
 #include "lockstep/runtime/training/eval_loop.h"
@@ -290,8 +290,8 @@ nlohmann::json Trainer::StartRow() const {
           {"mem_limit", plan_.options.mem_limit},
           {"total_steps", plan_.total_steps},
           {"unit", data_->is_text() ? "tokens" : "samples"},
-          {"processor", profile::ProcessorDescription()},
-          {"host", profile::HostName()}};
+          {"processor", ProcessorDescription()},
+          {"host", HostName()}};
 }
 
 int64_t Trainer::MicroRows() const {
@@ -366,7 +366,7 @@ Status Trainer::WriteTrace() {
     }
   }
   if (!lead()) return Status::Ok();
-  LS_RETURN_IF_ERROR(profile::WriteChromeTrace(plan_.options.trace_file, all));
+  LS_RETURN_IF_ERROR(trace::WriteChromeTrace(plan_.options.trace_file, all));
   progress_->Print("trace written to " + plan_.options.trace_file);
   return Status::Ok();
 }

@@ -34,7 +34,7 @@
 #include "lockstep/parallel/tp_context.h"
 #include "lockstep/parallel/zero.h"
 #include "lockstep/parallel/zero_units.h"
-#include "lockstep/profile/trace.h"
+#include "lockstep/trace/trace.h"
 #include "lockstep/runtime/launch/train_plan.h"
 #include "lockstep/runtime/recovery/async_checkpoint.h"
 #include "lockstep/runtime/recovery/heartbeat.h"
@@ -186,7 +186,7 @@ class Trainer {
   std::optional<Progress> progress_;
   double last_val_loss_ = NAN;
   double last_val_acc_ = NAN;
-  profile::TraceRecorder trace_;
+  trace::TraceRecorder trace_;
   int64_t origin_ns_ = 0;   // rank 0's start: the trace's time zero on every rank
   int64_t start_step_ = 0;  // steps already done (from the checkpoint resumed)
   Heartbeat heartbeat_{rank_};

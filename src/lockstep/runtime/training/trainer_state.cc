@@ -5,7 +5,7 @@
 
 #include "lockstep/core/log.h"
 #include "lockstep/nn/gpt.h"
-#include "lockstep/profile/machine.h"
+#include "lockstep/core/machine.h"
 #include "lockstep/runtime/interop/gpt_weights.h"
 #include "lockstep/runtime/recovery/fault_injection.h"
 #include "lockstep/runtime/recovery/stage_checkpoint.h"
@@ -149,7 +149,7 @@ nlohmann::json Trainer::MemoryRow() {
   // The process's resident set (all its rank threads): at the start of the workers and at its
   // peak so far, to hold the sums above against (docs/memory.md).
   row["rss_baseline_bytes"] = plan_.rss_baseline_bytes;
-  row["rss_peak_bytes"] = profile::PeakResidentBytes();
+  row["rss_peak_bytes"] = PeakResidentBytes();
   if (plan_.layout.gpt) {
     int in_flight = 1;
     int64_t rows = 0;

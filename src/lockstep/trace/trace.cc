@@ -1,10 +1,10 @@
-#include "lockstep/profile/trace.h"
+#include "lockstep/trace/trace.h"
 
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 
-namespace lockstep::profile {
+namespace lockstep::trace {
 
 void TraceRecorder::Add(const char* name, const char* category, int64_t start_ns, int64_t end_ns) {
   if (enabled_) events_.push_back({name, category, start_ns, end_ns});
@@ -37,4 +37,4 @@ Status WriteChromeTrace(const std::string& path, const std::vector<std::string>&
   return Status::Ok();
 }
 
-}  // namespace lockstep::profile
+}  // namespace lockstep::trace

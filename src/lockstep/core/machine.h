@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <string>
 
-namespace lockstep::profile {
+namespace lockstep {
 
 // "<model name from /proc/cpuinfo>, <N> cores" ("unknown processor" where it cannot be read).
 std::string ProcessorDescription();
@@ -18,4 +18,4 @@ std::string HostName();
 int64_t ResidentBytes();
 int64_t PeakResidentBytes();
 
-}  // namespace lockstep::profile
+}  // namespace lockstep

@@ -11,7 +11,7 @@
 
 #include "lockstep/core/result.h"
 
-namespace lockstep::profile {
+namespace lockstep::report {
 
 struct RunMetrics {
   std::string dir;                      // as given
@@ -34,4 +34,4 @@ struct RunMetrics {
 // NotFound when `dir` has no metrics.jsonl (one line naming it).
 Result<RunMetrics> ReadRunMetrics(const std::string& dir);
 
-}  // namespace lockstep::profile
+}  // namespace lockstep::report

@@ -1,4 +1,4 @@
-#include "lockstep/profile/run_report.h"
+#include "lockstep/report/run_report.h"
 
 #include <algorithm>
 #include <cmath>
@@ -7,9 +7,9 @@
 #include <map>
 
 #include "lockstep/core/version.h"
-#include "lockstep/profile/svg_chart.h"
+#include "lockstep/report/svg_chart.h"
 
-namespace lockstep::profile {
+namespace lockstep::report {
 namespace {
 
 const char* const kPalette[] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2"};
@@ -329,4 +329,4 @@ std::string RenderRunReport(const std::vector<RunMetrics>& runs, ReportSummary* 
   return html;
 }
 
-}  // namespace lockstep::profile
+}  // namespace lockstep::report

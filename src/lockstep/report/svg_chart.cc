@@ -1,11 +1,11 @@
-#include "lockstep/profile/svg_chart.h"
+#include "lockstep/report/svg_chart.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <limits>
 
-namespace lockstep::profile {
+namespace lockstep::report {
 namespace {
 
 constexpr double kWidth = 600, kHeight = 290;
@@ -380,4 +380,4 @@ std::string RenderSvg(const BarChart& c) {
   return svg + "</svg>";
 }
 
-}  // namespace lockstep::profile
+}  // namespace lockstep::report

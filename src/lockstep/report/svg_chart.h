@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-namespace lockstep::profile {
+namespace lockstep::report {
 
 struct ChartPoint {
   double x = 0, y = 0;
@@ -76,4 +76,4 @@ std::string FormatAxisNumber(double v);
 // Text for HTML and SVG: & < > " ' escaped.
 std::string EscapeXml(const std::string& text);
 
-}  // namespace lockstep::profile
+}  // namespace lockstep::report

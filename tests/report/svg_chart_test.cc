@@ -1,7 +1,7 @@
 // The report's charts against the data they were given: every drawn coordinate is mapped back
 // through the plot geometry the <svg> declares and must land on its value; and the report of a
 // run read from a metrics.jsonl (with a torn last line) has the runs' series, markers and header.
-#include "lockstep/profile/svg_chart.h"
+#include "lockstep/report/svg_chart.h"
 
 #include <gtest/gtest.h>
 
@@ -11,10 +11,10 @@
 #include <regex>
 #include <sstream>
 
-#include "lockstep/profile/run_metrics.h"
-#include "lockstep/profile/run_report.h"
+#include "lockstep/report/run_metrics.h"
+#include "lockstep/report/run_report.h"
 
-namespace lockstep::profile {
+namespace lockstep::report {
 namespace {
 
 double AttrOf(const std::string& svg, const std::string& name) {
@@ -272,4 +272,4 @@ TEST(RunReport, ADirectoryWithoutMetricsIsNotARun) {
 }
 
 }  // namespace
-}  // namespace lockstep::profile
+}  // namespace lockstep::report

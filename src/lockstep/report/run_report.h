@@ -16,9 +16,9 @@
 #include <string>
 #include <vector>
 
-#include "lockstep/profile/run_metrics.h"
+#include "lockstep/report/run_metrics.h"
 
-namespace lockstep::profile {
+namespace lockstep::report {
 
 struct ReportSummary {
   int charts = 0;          // <svg> charts in the page
@@ -27,4 +27,4 @@ struct ReportSummary {
 
 std::string RenderRunReport(const std::vector<RunMetrics>& runs, ReportSummary* summary);
 
-}  // namespace lockstep::profile
+}  // namespace lockstep::report

@@ -10,7 +10,7 @@
 
 #include "lockstep/core/status.h"
 
-namespace lockstep::profile {
+namespace lockstep::trace {
 
 class TraceRecorder {
  public:
@@ -37,4 +37,4 @@ class TraceRecorder {
 // Writes {"traceEvents": [...]} from every rank's Serialize() output, with a track name per rank.
 Status WriteChromeTrace(const std::string& path, const std::vector<std::string>& per_rank);
 
-}  // namespace lockstep::profile
+}  // namespace lockstep::trace

@@ -1,8 +1,8 @@
-#include "lockstep/profile/run_metrics.h"
+#include "lockstep/report/run_metrics.h"
 
 #include <fstream>
 
-namespace lockstep::profile {
+namespace lockstep::report {
 namespace {
 
 std::string EventOf(const nlohmann::json& row) {
@@ -59,4 +59,4 @@ Result<RunMetrics> ReadRunMetrics(const std::string& dir) {
   return run;
 }
 
-}  // namespace lockstep::profile
+}  // namespace lockstep::report

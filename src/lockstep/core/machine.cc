@@ -1,4 +1,4 @@
-#include "lockstep/profile/machine.h"
+#include "lockstep/core/machine.h"
 
 #include <sys/resource.h>
 #include <unistd.h>
@@ -6,7 +6,7 @@
 #include <fstream>
 #include <thread>
 
-namespace lockstep::profile {
+namespace lockstep {
 
 std::string ProcessorDescription() {
   std::ifstream in("/proc/cpuinfo");
@@ -39,4 +39,4 @@ int64_t PeakResidentBytes() {
   return static_cast<int64_t>(u.ru_maxrss) * 1024;  // Linux reports kilobytes
 }
 
-}  // namespace lockstep::profile
+}  // namespace lockstep
