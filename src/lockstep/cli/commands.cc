@@ -16,8 +16,8 @@
 #include "lockstep/core/config.h"
 #include "lockstep/core/version.h"
 #include "lockstep/runtime/launch/builtin_job.h"
-#include "lockstep/runtime/recovery/checkpoint_inspect.h"
-#include "lockstep/runtime/training/evaluate.h"
+#include "lockstep/cli/inspect.h"
+#include "lockstep/cli/evaluate.h"
 
 namespace lockstep::cli {
 namespace {
@@ -52,7 +52,7 @@ int Main(int argc, char** argv) {
   api::AddTrainFlags(t, &train_flags);
   const runtime::TrainOptions& train = train_flags.options;
 
-  runtime::EvalOptions eval;
+  EvalOptions eval;
   CLI::App* e = app.add_subcommand("eval", "evaluate a checkpoint on the validation set");
   e->add_option("--config", eval.config_path, "TOML config file (required)");
   e->add_option("--set", eval.overrides, "override a config key: section.key=value (repeatable)");
@@ -76,7 +76,7 @@ int Main(int argc, char** argv) {
   CLI::App* rep = AddReportCommand(app, &report);
   TokensArgs tokens_args;
   CLI::App* tokens = AddTokensCommand(app, &tokens_args);
-  runtime::SampleOptions sample_options;
+  SampleOptions sample_options;
   CLI::App* sample = AddSampleCommand(app, &sample_options);
   ExportArgs export_args;
   CLI::App* exp = AddExportCommand(app, &export_args);
@@ -116,9 +116,9 @@ int Main(int argc, char** argv) {
   if (e->parsed()) {
     if (!require(!eval.config_path.empty(), "--config") || !require(!eval.checkpoint_dir.empty(), "--checkpoint"))
       return 2;
-    return ExitCodeFor(runtime::RunEvaluate(eval));
+    return ExitCodeFor(RunEvaluate(eval));
   }
-  if (in->parsed()) return ExitCodeFor(runtime::InspectCheckpoint(inspect_dir));
+  if (in->parsed()) return ExitCodeFor(InspectCheckpoint(inspect_dir));
   if (rep->parsed()) return RunReport(report);
   if (tokens->parsed()) return ExitCodeFor(RunTokensCommand(tokens_args));
   if (sample->parsed()) return ExitCodeFor(RunSampleCommand(sample_options));

@@ -5,7 +5,7 @@
 namespace lockstep::cli {
 
 CLI::App* AddExportCommand(CLI::App& app, ExportArgs* a) {
-  runtime::ExportOptions& o = a->options;
+  interop::ExportOptions& o = a->options;
   CLI::App* c = app.add_subcommand("export", "write a GPT checkpoint as Hugging Face (GPT2LMHeadModel) or llm.c files");
   c->add_option("CHECKPOINT", o.checkpoint, "a checkpoint: step dir, checkpoints root, latest file or run dir")
       ->required();
@@ -25,7 +25,7 @@ Status RunExportCommand(ExportArgs a) {
     LS_ASSIGN_OR_RETURN(a.options.max_shard_bytes, ParseSize(a.max_shard_size, "--max-shard-size"));
     if (a.options.max_shard_bytes <= 0) return Status::InvalidArgument("--max-shard-size: expected > 0");
   }
-  return runtime::RunExport(a.options);
+  return interop::RunExport(a.options);
 }
 
 }  // namespace lockstep::cli

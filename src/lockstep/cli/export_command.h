@@ -7,12 +7,12 @@
 #include <string>
 
 #include "lockstep/core/status.h"
-#include "lockstep/runtime/interop/export.h"
+#include "lockstep/interop/export.h"
 
 namespace lockstep::cli {
 
 struct ExportArgs {
-  runtime::ExportOptions options;
+  interop::ExportOptions options;
   std::string max_shard_size;  // K/M/G suffixes
 };
 

@@ -2,7 +2,7 @@
 
 namespace lockstep::cli {
 
-CLI::App* AddSampleCommand(CLI::App& app, runtime::SampleOptions* o) {
+CLI::App* AddSampleCommand(CLI::App& app, SampleOptions* o) {
   CLI::App* c = app.add_subcommand("sample", "generate from a checkpoint (text for byte-level models, else token ids)");
   c->add_option("--checkpoint", o->checkpoint, "a checkpoint: step dir, checkpoints root, latest file or run dir")
       ->required();
@@ -18,6 +18,6 @@ CLI::App* AddSampleCommand(CLI::App& app, runtime::SampleOptions* o) {
   return c;
 }
 
-Status RunSampleCommand(const runtime::SampleOptions& options) { return runtime::RunSample(options); }
+Status RunSampleCommand(const SampleOptions& options) { return RunSample(options); }
 
 }  // namespace lockstep::cli

@@ -5,11 +5,11 @@
 #include <CLI/CLI.hpp>
 
 #include "lockstep/core/status.h"
-#include "lockstep/runtime/interop/sample.h"
+#include "lockstep/cli/sample.h"
 
 namespace lockstep::cli {
 
-CLI::App* AddSampleCommand(CLI::App& app, runtime::SampleOptions* options);
-Status RunSampleCommand(const runtime::SampleOptions& options);
+CLI::App* AddSampleCommand(CLI::App& app, SampleOptions* options);
+Status RunSampleCommand(const SampleOptions& options);
 
 }  // namespace lockstep::cli

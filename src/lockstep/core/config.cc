@@ -126,6 +126,12 @@ Result<Config> Config::LoadFile(const std::string& path) {
   return Parse(ss.str(), path);
 }
 
+Result<Config> Config::LoadFile(const std::string& path, const std::vector<std::string>& overrides) {
+  LS_ASSIGN_OR_RETURN(Config config, LoadFile(path));
+  for (const std::string& o : overrides) LS_RETURN_IF_ERROR(config.Override(o));
+  return config;
+}
+
 Status Config::Override(std::string_view assignment) {
   size_t eq = assignment.find('=');
   std::string_view key = assignment.substr(0, eq), section, name;

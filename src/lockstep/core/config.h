@@ -36,6 +36,8 @@ class Config {
   Config& operator=(Config&&) noexcept;
 
   static Result<Config> LoadFile(const std::string& path);
+  // The file, then each "section.key=value" of `overrides` in order (--set on the command line).
+  static Result<Config> LoadFile(const std::string& path, const std::vector<std::string>& overrides);
   static Result<Config> Parse(std::string_view text, const std::string& source_name);
 
   // Applies "section.key=value". The value is read as a TOML value (number, bool, quoted

@@ -43,10 +43,4 @@ struct TrainOptions {
   std::string init_from;      // "hf:DIR" | "llmc:FILE" | "lockstep:CHECKPOINT": starting weights
 };
 
-struct EvalOptions {
-  std::string config_path;
-  std::vector<std::string> overrides;
-  std::string checkpoint_dir;
-};
-
 }  // namespace lockstep::runtime

@@ -1,6 +1,6 @@
 #include "lockstep/runtime/launch/train_plan.h"
 
-#include "lockstep/runtime/interop/export.h"
+#include "lockstep/interop/export.h"
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -21,12 +21,6 @@
 
 namespace lockstep::runtime {
 
-Result<Config> LoadConfigWithOverrides(const std::string& path, const std::vector<std::string>& overrides) {
-  LS_ASSIGN_OR_RETURN(Config config, Config::LoadFile(path));
-  for (const std::string& o : overrides) LS_RETURN_IF_ERROR(config.Override(o));
-  return config;
-}
-
 namespace {
 
 // The run directory holds checkpoints whose weights are executed when loaded: one made here is
@@ -45,7 +39,7 @@ Status MakeDirs(const std::string& dir) {
 }  // namespace
 
 Result<Config> LoadTrainConfig(const TrainOptions& options) {
-  if (!options.config_path.empty()) return LoadConfigWithOverrides(options.config_path, options.overrides);
+  if (!options.config_path.empty()) return Config::LoadFile(options.config_path, options.overrides);
   LS_ASSIGN_OR_RETURN(Config config, Config::Parse(options.config_toml, "config_toml"));
   for (const std::string& o : options.overrides) LS_RETURN_IF_ERROR(config.Override(o));
   return config;
@@ -130,7 +124,7 @@ Result<TrainPlan> PlanTraining(const Job& job, const TrainOptions& options, int 
   if (!options.init_from.empty()) {
     if (!plan.layout.gpt)
       return Status::InvalidArgument("--init-from: only a GPT (model.kind = \"gpt\") can start from other weights");
-    LS_ASSIGN_OR_RETURN(parallel::CanonicalTensors w, LoadInitWeights(options.init_from, *plan.layout.gpt));
+    LS_ASSIGN_OR_RETURN(parallel::CanonicalTensors w, interop::LoadInitWeights(options.init_from, *plan.layout.gpt));
     plan.init_weights = std::make_shared<const parallel::CanonicalTensors>(std::move(w));
   }
   if (options.print_config) return plan;  // nothing is written

@@ -53,8 +53,6 @@ Result<TrainPlan> PlanTraining(const Job& job, const TrainOptions& options, int 
 // --out, or runs/<config file stem> when it is not given (runs/train without a file).
 std::string OutDirFor(const TrainOptions& options);
 
-// Loads a config file and applies --set overrides (shared by train and eval).
-Result<Config> LoadConfigWithOverrides(const std::string& path, const std::vector<std::string>& overrides);
 // The run's config: options.config_path or else options.config_toml, then the overrides.
 Result<Config> LoadTrainConfig(const TrainOptions& options);
 

@@ -132,7 +132,7 @@ Result<std::vector<Candidate>> Enumerate(const PlanSetup& s, int world, bool one
 Result<PlanSetup> ReadPlanSetup(const std::string& config_path, const std::vector<std::string>& overrides, int world) {
   PlanSetup s;
   s.world = world;
-  LS_ASSIGN_OR_RETURN(s.config, LoadConfigWithOverrides(config_path, overrides));
+  LS_ASSIGN_OR_RETURN(s.config, Config::LoadFile(config_path, overrides));
   LS_ASSIGN_OR_RETURN(s.run, ReadRunConfig(s.config));
   LS_ASSIGN_OR_RETURN(std::string kind, s.config.GetString("model.kind", ""));
   if (kind == "gpt") {

@@ -181,7 +181,7 @@ int64_t MachineMemory() {
 
 // --hardware: the described machine; nothing is measured or cached.
 Status RunHardwarePlan(const PlanOptions& o) {
-  LS_ASSIGN_OR_RETURN(Config config, LoadConfigWithOverrides(o.config_path, o.overrides));
+  LS_ASSIGN_OR_RETURN(Config config, Config::LoadFile(o.config_path, o.overrides));
   LS_ASSIGN_OR_RETURN(ModelShape shape, ReadModelShape(config));
   LS_ASSIGN_OR_RETURN(int64_t batch, config.GetInt("train.batch_size", 16));
   if (batch < 1) return Status::InvalidArgument("train.batch_size must be at least 1");

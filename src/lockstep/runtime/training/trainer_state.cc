@@ -6,7 +6,7 @@
 #include "lockstep/core/log.h"
 #include "lockstep/nn/gpt.h"
 #include "lockstep/core/machine.h"
-#include "lockstep/runtime/interop/gpt_weights.h"
+#include "lockstep/interop/gpt_weights.h"
 #include "lockstep/runtime/recovery/fault_injection.h"
 #include "lockstep/runtime/recovery/stage_checkpoint.h"
 #include "lockstep/runtime/training/trainer.h"
@@ -60,7 +60,7 @@ CheckpointContents Trainer::Contents(int64_t step) {
   c.config_hash = TrajectoryHash(plan_.config);
   c.rng = {{"kind", "philox4x32-10"}, {"seed", plan_.run.train.seed}};
   c.layout = Layout();
-  if (plan_.layout.gpt) c.model = GptConfigToJson(*plan_.layout.gpt);
+  if (plan_.layout.gpt) c.model = interop::GptConfigToJson(*plan_.layout.gpt);
   return c;
 }
 

@@ -1,4 +1,4 @@
-#include "lockstep/runtime/interop/export.h"
+#include "lockstep/interop/export.h"
 
 #include <cstdio>
 #include <filesystem>
@@ -6,12 +6,12 @@
 #include <map>
 #include <set>
 
-#include "lockstep/runtime/interop/gpt_weights.h"
-#include "lockstep/runtime/interop/hf_format.h"
-#include "lockstep/runtime/interop/llmc_format.h"
-#include "lockstep/runtime/interop/safetensors_io.h"
+#include "lockstep/interop/gpt_weights.h"
+#include "lockstep/interop/hf_format.h"
+#include "lockstep/interop/llmc_format.h"
+#include "lockstep/interop/safetensors_io.h"
 
-namespace lockstep::runtime {
+namespace lockstep::interop {
 namespace {
 
 namespace fs = std::filesystem;
@@ -173,4 +173,4 @@ Result<parallel::CanonicalTensors> LoadInitWeights(const std::string& spec, cons
   return FromHf(target, tensors, hf_tied, Fresh(target), "--init-from " + spec);
 }
 
-}  // namespace lockstep::runtime
+}  // namespace lockstep::interop

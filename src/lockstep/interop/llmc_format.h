@@ -10,10 +10,10 @@
 
 #include <string>
 
-#include "lockstep/runtime/interop/gpt_weights.h"
-#include "lockstep/runtime/interop/safetensors_io.h"
+#include "lockstep/interop/gpt_weights.h"
+#include "lockstep/interop/safetensors_io.h"
 
-namespace lockstep::runtime {
+namespace lockstep::interop {
 
 inline constexpr int32_t kLlmcModelMagic = 20240326;
 
@@ -24,4 +24,4 @@ Status WriteLlmcModel(const std::string& path, const GptWeights& w, StDType dtyp
 // (vocab_pad: 64 when that rounds V to Vp, else Vp itself; tied; MLP 4x).
 Result<GptWeights> ReadLlmcModel(const std::string& path);
 
-}  // namespace lockstep::runtime
+}  // namespace lockstep::interop

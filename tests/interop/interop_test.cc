@@ -13,10 +13,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "lockstep/runtime/interop/export.h"
-#include "lockstep/runtime/interop/gpt_weights.h"
+#include "lockstep/interop/export.h"
+#include "lockstep/interop/gpt_weights.h"
 
-namespace lockstep::runtime {
+namespace lockstep::interop {
 namespace {
 
 // A value no two elements of the model share: tensor number * 1000 + element index.
@@ -288,4 +288,4 @@ TEST(Interop, RoundTripsGiveBackTheSameBits) {
 }
 
 }  // namespace
-}  // namespace lockstep::runtime
+}  // namespace lockstep::interop

@@ -1,4 +1,4 @@
-#include "lockstep/runtime/interop/safetensors_io.h"
+#include "lockstep/interop/safetensors_io.h"
 
 #include <cerrno>
 #include <cmath>
@@ -10,7 +10,7 @@
 
 #include "lockstep/core/bf16.h"
 
-namespace lockstep::runtime {
+namespace lockstep::interop {
 
 Result<StDType> ParseStDType(const std::string& text) {
   if (text == "f32") return StDType::kF32;
@@ -137,4 +137,4 @@ Result<std::map<std::string, StTensorIn>> ReadSafetensors(const std::string& pat
   return out;
 }
 
-}  // namespace lockstep::runtime
+}  // namespace lockstep::interop

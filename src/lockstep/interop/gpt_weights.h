@@ -12,7 +12,7 @@
 #include "lockstep/nn/gpt.h"
 #include "lockstep/parallel/canonical.h"
 
-namespace lockstep::runtime {
+namespace lockstep::interop {
 
 // {"kind":"gpt","vocab":..,"vocab_pad":..,"tie_embeddings":..,"context":..,"layers":..,
 //  "heads":..,"width":..,"mlp_ratio":..}
@@ -39,4 +39,4 @@ Status CheckGptTensors(const GptWeights& w);
 // Copies the weights into a whole nn::Gpt of the same config.
 void CopyInto(const GptWeights& w, nn::Gpt* gpt);
 
-}  // namespace lockstep::runtime
+}  // namespace lockstep::interop

@@ -24,10 +24,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "lockstep/runtime/interop/gpt_weights.h"
-#include "lockstep/runtime/interop/safetensors_io.h"
+#include "lockstep/interop/gpt_weights.h"
+#include "lockstep/interop/safetensors_io.h"
 
-namespace lockstep::runtime {
+namespace lockstep::interop {
 
 struct HfTensor {
   std::string name;
@@ -50,4 +50,4 @@ Result<nn::GptConfig> GptConfigFromHf(const nlohmann::json& config, const std::s
 Result<parallel::CanonicalTensors> FromHf(const nn::GptConfig& target, const std::map<std::string, StTensorIn>& hf,
                                           bool hf_tied, parallel::CanonicalTensors fresh, const std::string& where);
 
-}  // namespace lockstep::runtime
+}  // namespace lockstep::interop

@@ -13,7 +13,7 @@
 
 #include "lockstep/core/result.h"
 
-namespace lockstep::runtime {
+namespace lockstep::interop {
 
 enum class StDType { kF32, kBF16 };
 Result<StDType> ParseStDType(const std::string& text);  // "f32" | "bf16" (--dtype)
@@ -44,4 +44,4 @@ struct StTensorIn {
 // with the shape.
 Result<std::map<std::string, StTensorIn>> ReadSafetensors(const std::string& path);
 
-}  // namespace lockstep::runtime
+}  // namespace lockstep::interop

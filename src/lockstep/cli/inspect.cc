@@ -1,11 +1,11 @@
-#include "lockstep/runtime/recovery/checkpoint_inspect.h"
+#include "lockstep/cli/inspect.h"
 
 #include <iostream>
 
 #include "lockstep/checkpoint/inspect.h"
 #include "lockstep/checkpoint/resolve.h"
 
-namespace lockstep::runtime {
+namespace lockstep::cli {
 
 Status InspectCheckpoint(const std::string& path) {
   LS_ASSIGN_OR_RETURN(std::string dir, checkpoint::ResolveCheckpointPath(path));
@@ -14,4 +14,4 @@ Status InspectCheckpoint(const std::string& path) {
   return s;
 }
 
-}  // namespace lockstep::runtime
+}  // namespace lockstep::cli

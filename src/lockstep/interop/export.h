@@ -10,7 +10,7 @@
 #include "lockstep/nn/gpt.h"
 #include "lockstep/parallel/canonical.h"
 
-namespace lockstep::runtime {
+namespace lockstep::interop {
 
 struct ExportOptions {
   std::string checkpoint;       // any of the four ways to name one
@@ -34,4 +34,4 @@ Status ExportWeights(const GptWeights& w, const ExportOptions& options);
 // source lacks (vocabulary padding dropped by HF) keep target's initial values.
 Result<parallel::CanonicalTensors> LoadInitWeights(const std::string& spec, const nn::GptConfig& target);
 
-}  // namespace lockstep::runtime
+}  // namespace lockstep::interop

@@ -5,8 +5,8 @@
 
 #include "lockstep/core/status.h"
 
-namespace lockstep::runtime {
+namespace lockstep::cli {
 
 Status InspectCheckpoint(const std::string& dir);
 
-}  // namespace lockstep::runtime
+}  // namespace lockstep::cli

@@ -8,7 +8,7 @@
 
 #include "lockstep/core/status.h"
 
-namespace lockstep::runtime {
+namespace lockstep::cli {
 
 struct SampleOptions {
   std::string checkpoint;
@@ -24,4 +24,4 @@ struct SampleOptions {
 
 Status RunSample(const SampleOptions& options);
 
-}  // namespace lockstep::runtime
+}  // namespace lockstep::cli

@@ -1,8 +1,8 @@
-#include "lockstep/runtime/interop/hf_format.h"
+#include "lockstep/interop/hf_format.h"
 
 #include <algorithm>
 
-namespace lockstep::runtime {
+namespace lockstep::interop {
 namespace {
 
 // out[c * rows + r] = in[r * cols + c]: [rows, cols] -> [cols, rows].
@@ -178,4 +178,4 @@ Result<parallel::CanonicalTensors> FromHf(const nn::GptConfig& target, const std
   return fresh;
 }
 
-}  // namespace lockstep::runtime
+}  // namespace lockstep::interop

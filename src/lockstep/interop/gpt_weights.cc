@@ -1,13 +1,13 @@
-#include "lockstep/runtime/interop/gpt_weights.h"
+#include "lockstep/interop/gpt_weights.h"
 
 #include <cstring>
 
 #include "lockstep/checkpoint/reader.h"
 #include "lockstep/checkpoint/resolve.h"
 #include "lockstep/nn/model.h"
-#include "lockstep/runtime/launch/train_plan.h"
+#include "lockstep/core/config.h"
 
-namespace lockstep::runtime {
+namespace lockstep::interop {
 
 nlohmann::json GptConfigToJson(const nn::GptConfig& c) {
   return {
@@ -65,7 +65,7 @@ Result<GptWeights> LoadGptCheckpoint(const std::string& path, const std::string&
   GptWeights w;
   w.source = dir;
   if (!config_path.empty()) {
-    LS_ASSIGN_OR_RETURN(Config config, LoadConfigWithOverrides(config_path, overrides));
+    LS_ASSIGN_OR_RETURN(Config config, Config::LoadFile(config_path, overrides));
     LS_ASSIGN_OR_RETURN(w.config, nn::ReadGptConfig(config));
   } else if (auto it = ckpt.extra().find("model"); it != ckpt.extra().end()) {
     LS_ASSIGN_OR_RETURN(w.config, GptConfigFromJson(*it, dir + "/manifest.json"));
@@ -91,4 +91,4 @@ Result<GptWeights> LoadGptCheckpoint(const std::string& path, const std::string&
   return w;
 }
 
-}  // namespace lockstep::runtime
+}  // namespace lockstep::interop

@@ -2,11 +2,19 @@
 // parameters into the config's model and prints validation loss (and accuracy) as JSON.
 #pragma once
 
-#include "lockstep/core/status.h"
-#include "lockstep/runtime/launch/train_options.h"
+#include <string>
+#include <vector>
 
-namespace lockstep::runtime {
+#include "lockstep/core/status.h"
+
+namespace lockstep::cli {
+
+struct EvalOptions {
+  std::string config_path;
+  std::vector<std::string> overrides;
+  std::string checkpoint_dir;
+};
 
 Status RunEvaluate(const EvalOptions& options);
 
-}  // namespace lockstep::runtime
+}  // namespace lockstep::cli

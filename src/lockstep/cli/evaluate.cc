@@ -1,4 +1,4 @@
-#include "lockstep/runtime/training/evaluate.h"
+#include "lockstep/cli/evaluate.h"
 
 #include <cstdio>
 
@@ -16,22 +16,27 @@
 #include "lockstep/runtime/training/eval_loop.h"
 #include "lockstep/runtime/training/shared_data.h"
 
-namespace lockstep::runtime {
+namespace lockstep::cli {
+
+using runtime::DataSources;
+using runtime::EvalSums;
+using runtime::RankData;
+using runtime::RunConfig;
 
 Status RunEvaluate(const EvalOptions& options) {
-  LS_ASSIGN_OR_RETURN(Config config, LoadConfigWithOverrides(options.config_path, options.overrides));
-  LS_ASSIGN_OR_RETURN(RunConfig run, ReadRunConfig(config));
+  LS_ASSIGN_OR_RETURN(Config config, Config::LoadFile(options.config_path, options.overrides));
+  LS_ASSIGN_OR_RETURN(RunConfig run, runtime::ReadRunConfig(config));
   LS_ASSIGN_OR_RETURN(std::unique_ptr<nn::Model> model, nn::MakeModel(config));
   // Optimizer keys are not used here, but reading them keeps typo detection consistent with train.
   LS_RETURN_IF_ERROR(optim::ReadOptimConfig(config, int64_t{1} << 40).status());
-  LS_ASSIGN_OR_RETURN(std::vector<std::string> ignored, CheckConfigKeys(config));
+  LS_ASSIGN_OR_RETURN(std::vector<std::string> ignored, runtime::CheckConfigKeys(config));
   for (const std::string& line : ignored) LS_LOG(WARN) << line;
   LS_ASSIGN_OR_RETURN(const std::string dir, checkpoint::ResolveCheckpointPath(options.checkpoint_dir));
-  LS_ASSIGN_OR_RETURN(nlohmann::json extra, LoadParameters(dir, &model->params()));
-  LS_ASSIGN_OR_RETURN(DataSources sources, BuiltinData(config));
+  LS_ASSIGN_OR_RETURN(nlohmann::json extra, runtime::LoadParameters(dir, &model->params()));
+  LS_ASSIGN_OR_RETURN(DataSources sources, runtime::BuiltinData(config));
   LS_RETURN_IF_ERROR(model->CheckLayout(sources.val->layout()));
   LS_ASSIGN_OR_RETURN(auto data, RankData::Create(sources, run, 0, 1));
-  LS_ASSIGN_OR_RETURN(EvalSums sums, EvaluateLocal(*data, [&](const nn::ModelInput& rows) -> Result<nn::EvalResult> {
+  LS_ASSIGN_OR_RETURN(EvalSums sums, runtime::EvaluateLocal(*data, [&](const nn::ModelInput& rows) -> Result<nn::EvalResult> {
                         return model->Evaluate(rows);
                       }));
   if (sums.count == 0) return Status::InvalidArgument("the validation set is empty");
@@ -44,4 +49,4 @@ Status RunEvaluate(const EvalOptions& options) {
   return Status::Ok();
 }
 
-}  // namespace lockstep::runtime
+}  // namespace lockstep::cli

@@ -1,11 +1,11 @@
-#include "lockstep/runtime/interop/sample.h"
+#include "lockstep/cli/sample.h"
 
 #include <cstdio>
 #include <cstdlib>
 
-#include "lockstep/runtime/interop/gpt_weights.h"
+#include "lockstep/interop/gpt_weights.h"
 
-namespace lockstep::runtime {
+namespace lockstep::cli {
 namespace {
 
 Result<std::vector<int32_t>> ParseTokens(const std::string& text, int64_t vocab) {
@@ -33,7 +33,7 @@ Status RunSample(const SampleOptions& o) {
   if (o.top_k < 0) return Status::InvalidArgument("--top-k: expected >= 0");
   if (!o.prompt.empty() && !o.prompt_tokens.empty())
     return Status::InvalidArgument("--prompt and --prompt-tokens exclude each other");
-  LS_ASSIGN_OR_RETURN(GptWeights w, LoadGptCheckpoint(o.checkpoint, o.config_path, o.overrides));
+  LS_ASSIGN_OR_RETURN(interop::GptWeights w, interop::LoadGptCheckpoint(o.checkpoint, o.config_path, o.overrides));
   const bool bytes = w.config.vocab == 256;
   std::vector<int32_t> prompt;
   if (!o.prompt_tokens.empty()) {
@@ -48,7 +48,7 @@ Status RunSample(const SampleOptions& o) {
     prompt.push_back(bytes ? '\n' : w.config.vocab == 50257 ? 50256 : 0);
   }
   nn::Gpt gpt(w.config, nn::Gpt::InferenceOnly{});
-  CopyInto(w, &gpt);
+  interop::CopyInto(w, &gpt);
   const std::vector<int32_t> out = gpt.GenerateTokens(prompt, o.tokens, o.temperature, o.seed, o.top_k);
   if (bytes) {
     std::string text(prompt.begin(), prompt.end());
@@ -71,4 +71,4 @@ Status RunSample(const SampleOptions& o) {
   return Status::Ok();
 }
 
-}  // namespace lockstep::runtime
+}  // namespace lockstep::cli

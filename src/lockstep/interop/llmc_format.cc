@@ -1,4 +1,4 @@
-#include "lockstep/runtime/interop/llmc_format.h"
+#include "lockstep/interop/llmc_format.h"
 
 #include <cerrno>
 #include <cstdio>
@@ -8,7 +8,7 @@
 
 #include "lockstep/core/bf16.h"
 
-namespace lockstep::runtime {
+namespace lockstep::interop {
 namespace {
 
 // llm.c's parameter tensors: (lockstep name pattern, per-layer or not).
@@ -135,4 +135,4 @@ Result<GptWeights> ReadLlmcModel(const std::string& path) {
   return w;
 }
 
-}  // namespace lockstep::runtime
+}  // namespace lockstep::interop
