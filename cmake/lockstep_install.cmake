@@ -56,7 +56,7 @@ install(FILES ${CMAKE_BINARY_DIR}/package/lockstepConfig.cmake ${CMAKE_BINARY_DI
 # pkg-config: the layer libraries top to bottom (static linking needs that order), then what
 # they link (oneDNN ships no .pc file: -ldnnl).
 set(LOCKSTEP_PC_LIBS "")
-foreach(layer report api runtime interop checkpoint parallel trace comm data optim nn autograd tensor core)
+foreach(layer report planner api runtime interop checkpoint parallel trace comm data optim nn autograd tensor core)
   string(APPEND LOCKSTEP_PC_LIBS " -llockstep_${layer}")
 endforeach()
 # The prefix relative to the .pc file, so that `cmake --install --prefix P` anywhere works.

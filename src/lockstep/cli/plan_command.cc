@@ -18,9 +18,9 @@
 namespace lockstep::cli {
 namespace {
 
-using runtime::CommCurve;
-using runtime::CommOp;
-using runtime::CommTable;
+using planner::CommCurve;
+using planner::CommOp;
+using planner::CommTable;
 
 constexpr int64_t kMinBytes = 4 << 10, kMaxBytes = 64 << 20;
 
@@ -144,11 +144,11 @@ Result<CommTable> MeasureMpi(const std::vector<int>& groups, bool send, int argc
 
 // ZeRO's cost over `nproc` worker threads, measured as the mpi probe measures it over
 // processes (every thread a rank of one threads world); rank 0's figures.
-Result<runtime::ZeroProbe> MeasureThreadsZero(const runtime::PlanOptions& o, const std::vector<int64_t>& rows) {
+Result<planner::ZeroProbe> MeasureThreadsZero(const planner::PlanOptions& o, const std::vector<int64_t>& rows) {
   std::vector<std::shared_ptr<comm::Communicator>> comms = comm::CreateThreadsGroup(o.nproc);
-  runtime::ZeroProbe figures;
+  planner::ZeroProbe figures;
   LS_RETURN_IF_ERROR(RunOnThreads(o.nproc, [&](int r) {
-    LS_ASSIGN_OR_RETURN(auto z, runtime::MeasurePlanZero(o, rows, comms[static_cast<size_t>(r)]));
+    LS_ASSIGN_OR_RETURN(auto z, planner::MeasurePlanZero(o, rows, comms[static_cast<size_t>(r)]));
     if (r == 0) figures = z;
     return Status::Ok();
   }));
@@ -157,7 +157,7 @@ Result<runtime::ZeroProbe> MeasureThreadsZero(const runtime::PlanOptions& o, con
 
 // ZeRO's cost over `nproc` ranks as processes: this plan command again under mpirun with
 // --zero-probe (RunZeroProbe), whose rank 0 prints it as one JSON line.
-Result<runtime::ZeroProbe> MeasureMpiZero(int nproc, const std::vector<int64_t>& rows, int argc, char** argv) {
+Result<planner::ZeroProbe> MeasureMpiZero(int nproc, const std::vector<int64_t>& rows, int argc, char** argv) {
   std::vector<std::string> args(argv, argv + argc);
   std::string list;
   for (int64_t n : rows) list += (list.empty() ? "" : ",") + std::to_string(n);
@@ -173,7 +173,7 @@ Result<runtime::ZeroProbe> MeasureMpiZero(int nproc, const std::vector<int64_t>&
     if (line.empty() || line[0] != '{') continue;
     nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
     if (j.is_discarded() || !j.contains("zero") || !j["zero"].is_array() || j["zero"].size() != 4) continue;
-    runtime::ZeroProbe z;
+    planner::ZeroProbe z;
     z.zero = j["zero"].get<std::array<double, 4>>();
     z.plain_rows = j.value("plain_rows", int64_t{0});
     z.plain_ms = j.value("plain_ms", 0.0);
@@ -200,7 +200,7 @@ int RunZeroProbe(const PlanCommand& cmd) {
     rows.push_back(*n);
   }
   auto c = comm::CreateMpiCommunicator();
-  Result<runtime::ZeroProbe> z = c.ok() ? runtime::MeasurePlanZero(cmd.options, rows, *c) : c.status();
+  Result<planner::ZeroProbe> z = c.ok() ? planner::MeasurePlanZero(cmd.options, rows, *c) : c.status();
   if (!z.ok()) {
     // Peers may be blocked in a collective: end the whole job (non-zero), never hang.
     std::fprintf(stderr, "lockstep: error: %s\n", z.status().message().c_str());
@@ -217,7 +217,7 @@ int RunZeroProbe(const PlanCommand& cmd) {
 }  // namespace
 
 void AddPlanCommand(CLI::App& app, PlanCommand* cmd) {
-  runtime::PlanOptions& o = cmd->options;
+  planner::PlanOptions& o = cmd->options;
   CLI::App* p = app.add_subcommand("plan", "profile one worker, predict every layout of N workers, recommend one");
   p->add_option("--config", o.config_path, "TOML config file (required)");
   p->add_option("--set", o.overrides, "override a config key: section.key=value (repeatable)");
@@ -236,7 +236,7 @@ void AddPlanCommand(CLI::App& app, PlanCommand* cmd) {
 }
 
 int RunPlanCommand(PlanCommand& cmd, int argc, char** argv) {
-  runtime::PlanOptions& o = cmd.options;
+  planner::PlanOptions& o = cmd.options;
   auto fail = [](const std::string& message) {
     std::fprintf(stderr, "lockstep: error: %s\n", message.c_str());
     return 2;
@@ -251,10 +251,10 @@ int RunPlanCommand(PlanCommand& cmd, int argc, char** argv) {
   if (!cmd.zero_probe.empty()) return RunZeroProbe(cmd);
   const int nproc = o.nproc;
   const bool mpi = o.backend == "mpi";
-  runtime::ZeroMeasurer measure_zero = [&](const std::vector<int64_t>& rows) {
+  planner::ZeroMeasurer measure_zero = [&](const std::vector<int64_t>& rows) {
     return mpi ? MeasureMpiZero(nproc, rows, argc, argv) : MeasureThreadsZero(o, rows);
   };
-  Status s = runtime::RunPlan(
+  Status s = planner::RunPlan(
       o,
       [&](const std::vector<int>& groups, bool send) -> Result<CommTable> {
         return mpi ? MeasureMpi(groups, send, argc, argv) : MeasureThreads(nproc, groups, send);

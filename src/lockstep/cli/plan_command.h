@@ -9,13 +9,13 @@
 
 #include <CLI/CLI.hpp>
 
-#include "lockstep/runtime/planning/planner.h"
+#include "lockstep/planner/planner.h"
 
 namespace lockstep::cli {
 
 struct PlanCommand {
-  runtime::PlanOptions options;
-  std::string mem_limit;  // K/M/G suffixes
+  planner::PlanOptions options;
+  std::string mem_limit;   // K/M/G suffixes
   std::string zero_probe;  // internal: rows for MeasurePlanZero, inside the mpirun job of an mpi plan
   CLI::App* app = nullptr;
 };

@@ -1,4 +1,4 @@
-#include "lockstep/runtime/planning/planner.h"
+#include "lockstep/planner/planner.h"
 
 #include <unistd.h>
 
@@ -11,11 +11,11 @@
 
 #include "lockstep/core/clock.h"
 #include "lockstep/core/version.h"
+#include "lockstep/planner/hardware.h"
 #include "lockstep/runtime/launch/config_keys.h"
 #include "lockstep/runtime/launch/train_plan.h"
-#include "lockstep/runtime/planning/hardware.h"
 
-namespace lockstep::runtime {
+namespace lockstep::planner {
 namespace {
 
 // What a cached profile was measured for: the model's shape, the optimizer, this build and
@@ -185,7 +185,7 @@ Status RunHardwarePlan(const PlanOptions& o) {
   LS_ASSIGN_OR_RETURN(ModelShape shape, ReadModelShape(config));
   LS_ASSIGN_OR_RETURN(int64_t batch, config.GetInt("train.batch_size", 16));
   if (batch < 1) return Status::InvalidArgument("train.batch_size must be at least 1");
-  LS_RETURN_IF_ERROR(CheckConfigKeys(config).status());
+  LS_RETURN_IF_ERROR(runtime::CheckConfigKeys(config).status());
   LS_ASSIGN_OR_RETURN(Hardware hw, ReadHardware(o.hardware_path));
   LS_ASSIGN_OR_RETURN(double clip, config.GetDouble("optim.grad_clip", 0.0));
   LS_ASSIGN_OR_RETURN(PlanResult r, PlanForHardware(hw, shape, batch, o.nproc, o.mem_limit, clip > 0));
@@ -389,4 +389,4 @@ Status RunPlan(const PlanOptions& o, const CommMeasurer& measure, const ZeroMeas
   return Status::Ok();
 }
 
-}  // namespace lockstep::runtime
+}  // namespace lockstep::planner

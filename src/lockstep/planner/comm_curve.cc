@@ -1,8 +1,8 @@
-#include "lockstep/runtime/planning/comm_curve.h"
+#include "lockstep/planner/comm_curve.h"
 
 #include <algorithm>
 
-namespace lockstep::runtime {
+namespace lockstep::planner {
 
 void CommCurve::Add(int64_t bytes, double ms) {
   auto it = std::lower_bound(points_.begin(), points_.end(), std::make_pair(bytes, -1.0));
@@ -70,4 +70,4 @@ Result<CommTable> CommTable::FromJson(const nlohmann::json& j) {
   return t;
 }
 
-}  // namespace lockstep::runtime
+}  // namespace lockstep::planner

@@ -4,9 +4,9 @@
 #include <cstdio>
 #include <tuple>
 
-#include "lockstep/runtime/planning/planner.h"
+#include "lockstep/planner/planner.h"
 
-namespace lockstep::runtime {
+namespace lockstep::planner {
 namespace {
 
 double Mib(int64_t bytes) { return static_cast<double>(bytes) / 1048576.0; }
@@ -108,9 +108,12 @@ nlohmann::ordered_json PlanResult::ToJson() const {
                                 {"bubble", p.bubble}};
     // Beyond the contract: rank 0's predicted memory row (what `train` writes) and the parts.
     const StageMemory& m0 = p.memory.at(0);
-    j["rank0"] = {{"params_bytes", m0.params_bytes},         {"grads_bytes", m0.grads_bytes},
-                  {"optimizer_bytes", m0.optimizer_bytes},   {"in_flight_bytes", m0.in_flight_bytes},
-                  {"activation_bytes", m0.activation_bytes}, {"kernel_bytes", m0.kernel_bytes},
+    j["rank0"] = {{"params_bytes", m0.params_bytes},
+                  {"grads_bytes", m0.grads_bytes},
+                  {"optimizer_bytes", m0.optimizer_bytes},
+                  {"in_flight_bytes", m0.in_flight_bytes},
+                  {"activation_bytes", m0.activation_bytes},
+                  {"kernel_bytes", m0.kernel_bytes},
                   {"peak_bytes", m0.peak_bytes}};
     if (c.interleave > 1) j["interleave"] = c.interleave;
     j["micro_rows"] = c.micro_rows;
@@ -175,4 +178,4 @@ void PrintPlan(const PlanResult& r, std::FILE* f) {
   }
 }
 
-}  // namespace lockstep::runtime
+}  // namespace lockstep::planner

@@ -13,7 +13,7 @@
 
 #include "lockstep/core/result.h"
 
-namespace lockstep::runtime {
+namespace lockstep::planner {
 
 // One collective on one group size: measured (bytes, ms) points. Between two points the time
 // is interpolated linearly; below the smallest it is the smallest's time (the latency floor);
@@ -48,4 +48,4 @@ class CommTable {
   std::map<std::pair<CommOp, int>, CommCurve> curves_;
 };
 
-}  // namespace lockstep::runtime
+}  // namespace lockstep::planner

@@ -21,9 +21,9 @@
 
 #include "lockstep/core/result.h"
 #include "lockstep/parallel/pipeline_schedule.h"
-#include "lockstep/runtime/planning/comm_curve.h"
+#include "lockstep/planner/comm_curve.h"
 
-namespace lockstep::runtime {
+namespace lockstep::planner {
 
 // Micro-batches a step of the ZeRO measurement that includes overlap (zero_overlap_ns_per_element).
 inline constexpr int kZeroOverlapMicros = 4;
@@ -93,7 +93,7 @@ struct StagePieces {
 
 // One stage on one tensor-parallel rank, one micro-batch.
 struct StageCost {
-  double fwd_ms = 0, bwd_ms = 0;   // compute (with the tp collectives when measured in)
+  double fwd_ms = 0, bwd_ms = 0;  // compute (with the tp collectives when measured in)
   // A micro-batch that follows another of the same stage (pp = 1 accumulation): the pieces'
   // warm passes where measured, else fwd_ms and bwd_ms.
   double warm_fwd_ms = 0, warm_bwd_ms = 0;
@@ -107,12 +107,12 @@ struct StageCost {
   // Evaluation's forward without gradients. It runs in the step's pools (Trainer::
   // EvaluateLocal), so the peak is the larger of the two, never their sum.
   int64_t eval_bytes = 0;
-  int64_t kernel_bytes = 0;                // kept by the pieces' kernels (PieceCost::kernel_bytes)
-  int64_t send_bytes = 0;                  // activation sent to the next stage (and its gradient back)
-  double zero_ns_per_element[2] = {0, 0};  // ZeRO-2/3, measured (PieceCost::zero_ns_per_element)
+  int64_t kernel_bytes = 0;                        // kept by the pieces' kernels (PieceCost::kernel_bytes)
+  int64_t send_bytes = 0;                          // activation sent to the next stage (and its gradient back)
+  double zero_ns_per_element[2] = {0, 0};          // ZeRO-2/3, measured (PieceCost::zero_ns_per_element)
   double zero_overlap_ns_per_element[2] = {0, 0};  // (PieceCost::zero_overlap_ns_per_element)
-  std::vector<int64_t> param_numels;       // local parameters in forward order (exact)
-  std::vector<std::pair<int, int>> units;  // ZeRO units: parameter index ranges [first, end)
+  std::vector<int64_t> param_numels;               // local parameters in forward order (exact)
+  std::vector<std::pair<int, int>> units;          // ZeRO units: parameter index ranges [first, end)
   int64_t numel() const;
   int64_t largest_unit() const;
   int64_t largest_units(int k) const;  // the k largest units' elements together
@@ -166,4 +166,4 @@ Result<Prediction> PredictLayout(const LayoutInput& in, const CommTable& comm);
 // The shard of `numel` elements the largest ZeRO rank holds: ceil(numel / dp).
 int64_t ZeroShard(int64_t numel, int dp);
 
-}  // namespace lockstep::runtime
+}  // namespace lockstep::planner

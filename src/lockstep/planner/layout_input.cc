@@ -1,11 +1,11 @@
 // BuildLayoutInput: a candidate layout's stages composed from the profiled pieces.
-#include "lockstep/runtime/planning/planner.h"
+#include "lockstep/planner/planner.h"
 
 #include <algorithm>
 
 #include "lockstep/runtime/reporting/step_stats.h"
 
-namespace lockstep::runtime {
+namespace lockstep::planner {
 
 int64_t EvalRows(const Candidate& c, const PlanSetup& s) {
   const int64_t batch = s.run.data.eval_batch_size > 0 ? s.run.data.eval_batch_size : s.run.train.batch_size;
@@ -39,7 +39,7 @@ Result<LayoutInput> BuildLayoutInput(const Candidate& c, const PlanSetup& s, con
   in.optimizer_moments = s.optim.kind == optim::OptimizerKind::kAdamW ? 2 : (s.optim.sgd.momentum != 0.0 ? 1 : 0);
   in.optimizer_ns_per_element = profile.optimizer_ns_per_element;
   in.oversubscription = profile.oversubscription();
-  in.step_stats_bytes = sizeof(RankStepRecord);  // Trainer: GatherStep, the gradient norm's parts included
+  in.step_stats_bytes = sizeof(runtime::RankStepRecord);  // Trainer: GatherStep, the gradient norm's parts included
   const bool bf16 = c.precision == "bf16";
   in.weight_copy_bytes = bf16 ? 2 : 0;
   const ComputeOptions co{bf16, c.recompute == "block", 1.0};
@@ -127,4 +127,4 @@ Result<LayoutInput> BuildLayoutInput(const Candidate& c, const PlanSetup& s, con
   return in;
 }
 
-}  // namespace lockstep::runtime
+}  // namespace lockstep::planner

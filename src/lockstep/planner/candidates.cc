@@ -1,4 +1,4 @@
-#include "lockstep/runtime/planning/candidates.h"
+#include "lockstep/planner/candidates.h"
 
 #include <map>
 #include <tuple>
@@ -10,7 +10,7 @@
 #include "lockstep/runtime/launch/config_keys.h"
 #include "lockstep/runtime/launch/train_plan.h"
 
-namespace lockstep::runtime {
+namespace lockstep::planner {
 namespace {
 
 // Parameter layouts of the stages, built once per (tp, stage range).
@@ -85,10 +85,10 @@ Result<std::vector<Candidate>> Enumerate(const PlanSetup& s, int world, bool one
     const int base = d.pp > 1 ? d.pp : 1;
     for (int zero = 0; zero <= (d.dp > 1 && !one_worker ? 3 : 0); ++zero) {
       for (int factor : {1, 2, 4}) {
-        TrainOptions o;
+        runtime::TrainOptions o;
         o.layout = d.ToString();
         o.zero = zero;
-        RunConfig run = s.run;
+        runtime::RunConfig run = s.run;
         const int micros = base * factor;
         if (d.pp > 1) {
           run.train.pp_microbatches = micros;
@@ -96,7 +96,7 @@ Result<std::vector<Candidate>> Enumerate(const PlanSetup& s, int world, bool one
         } else {
           run.train.accum_steps = micros;
         }
-        Result<LayoutPlan> lp = PlanLayout(o, run, world, s.gpt, kind);
+        Result<runtime::LayoutPlan> lp = runtime::PlanLayout(o, run, world, s.gpt, kind);
         if (!lp.ok()) {
           if (first_error.empty()) first_error = d.ToString() + ": " + lp.status().message();
           continue;
@@ -133,7 +133,7 @@ Result<PlanSetup> ReadPlanSetup(const std::string& config_path, const std::vecto
   PlanSetup s;
   s.world = world;
   LS_ASSIGN_OR_RETURN(s.config, Config::LoadFile(config_path, overrides));
-  LS_ASSIGN_OR_RETURN(s.run, ReadRunConfig(s.config));
+  LS_ASSIGN_OR_RETURN(s.run, runtime::ReadRunConfig(s.config));
   LS_ASSIGN_OR_RETURN(std::string kind, s.config.GetString("model.kind", ""));
   if (kind == "gpt") {
     LS_ASSIGN_OR_RETURN(nn::GptConfig g, nn::ReadGptConfig(s.config));
@@ -143,9 +143,9 @@ Result<PlanSetup> ReadPlanSetup(const std::string& config_path, const std::vecto
   }
   const int64_t steps = s.run.train.steps > 0 ? s.run.train.steps : 1000;
   LS_ASSIGN_OR_RETURN(s.optim, optim::ReadOptimConfig(s.config, steps));
-  s.knows_precision = FindConfigKey("train.precision") != nullptr;
-  s.knows_recompute = FindConfigKey("train.recompute") != nullptr;
-  LS_RETURN_IF_ERROR(CheckConfigKeys(s.config).status());
+  s.knows_precision = runtime::FindConfigKey("train.precision") != nullptr;
+  s.knows_recompute = runtime::FindConfigKey("train.recompute") != nullptr;
+  LS_RETURN_IF_ERROR(runtime::CheckConfigKeys(s.config).status());
   return s;
 }
 
@@ -155,4 +155,4 @@ Result<std::vector<Candidate>> EnumerateCandidates(const PlanSetup& setup) {
 
 Result<std::vector<Candidate>> OneWorkerCandidates(const PlanSetup& setup) { return Enumerate(setup, 1, true); }
 
-}  // namespace lockstep::runtime
+}  // namespace lockstep::planner

@@ -1,11 +1,11 @@
-#include "lockstep/runtime/planning/hardware.h"
+#include "lockstep/planner/hardware.h"
 
 #include <toml++/toml.h>
 
 #include <algorithm>
 #include <cmath>
 
-namespace lockstep::runtime {
+namespace lockstep::planner {
 namespace {
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
@@ -126,8 +126,7 @@ Result<PlanRow> Predict(const Costs& c, const Layout& L, int64_t global_batch) {
   if (L.recompute == "selective")
     extra_ms = (m.llama ? attn_ms : c.MatmulMs(attn_flops)) +
                c.MemoryMs(2 * 5 * static_cast<double>(m.heads) * static_cast<double>(m.context) * tokens / t);
-  if (L.recompute == "op")
-    extra_ms = c.MatmulMs(tokens * 2 * c.OpRecomputedMatmulParams() / t) + c.MemoryMs(vec_fwd);
+  if (L.recompute == "op") extra_ms = c.MatmulMs(tokens * 2 * c.OpRecomputedMatmulParams() / t) + c.MemoryMs(vec_fwd);
   const Link& tp_link = c.LinkFor(t);
   const double ar = c.CollectiveMs(tp_link, t, 2 * tokens * h, 2.0 * (t - 1) / t);
   const int n_ar = 4 + (L.recompute == "full" ? 2 : 0);
@@ -346,4 +345,4 @@ Result<PlanResult> PlanForHardware(const Hardware& hw, const ModelShape& m, int6
   return Decide(workers, true, limit, limit, std::move(rows), one);
 }
 
-}  // namespace lockstep::runtime
+}  // namespace lockstep::planner

@@ -1,4 +1,4 @@
-#include "lockstep/runtime/planning/step_model.h"
+#include "lockstep/planner/step_model.h"
 
 #include <algorithm>
 #include <limits>
@@ -8,7 +8,7 @@
 #include "lockstep/parallel/zero.h"
 #include "lockstep/parallel/zero_units.h"
 
-namespace lockstep::runtime {
+namespace lockstep::planner {
 namespace {
 
 constexpr int64_t kF32 = 4;
@@ -217,8 +217,8 @@ StageMemory MemoryOf(const LayoutInput& in, const StageCost& s, int stage) {
 // speed of all N workers (N / cores = in.oversubscription each); a stage alone would run
 // in.oversubscription times faster, up to a core per worker. Dependencies are
 // parallel::SimulatePipeline's (PipeOpReadyAt); each stage runs its ops in schedule order.
-double SharedCoreMakespan(const LayoutInput& in, int m, const std::vector<double>& fwd,
-                          const std::vector<double>& bwd, double send_ms) {
+double SharedCoreMakespan(const LayoutInput& in, int m, const std::vector<double>& fwd, const std::vector<double>& bwd,
+                          double send_ms) {
   using Kind = parallel::PipeOp::Kind;
   const int stages = in.pp;
   // Stages that can run at a core per worker at once: pp / oversubscription.
@@ -426,4 +426,4 @@ Result<Prediction> PredictLayout(const LayoutInput& in, const CommTable& comm) {
   return pr;
 }
 
-}  // namespace lockstep::runtime
+}  // namespace lockstep::planner

@@ -9,11 +9,11 @@
 #include <cstdio>
 #include <fstream>
 
-#include "lockstep/runtime/planning/planner.h"
-#include "lockstep/runtime/planning/profile.h"
-#include "lockstep/runtime/planning/step_model.h"
+#include "lockstep/planner/planner.h"
+#include "lockstep/planner/profile.h"
+#include "lockstep/planner/step_model.h"
 
-namespace lockstep::runtime {
+namespace lockstep::planner {
 namespace {
 
 CommCurve Linear(double latency_ms, double ms_per_mb) {
@@ -641,10 +641,10 @@ TEST(PlanProfile, ScaleTimesScalesEveryTimeAndNothingElse) {
 // The profile's timed passes: as many as fit 1.5 s of the first one, between the request's
 // count and 21 (a request above 21 is kept); nothing measured keeps the request's.
 TEST(PlanProfile, TimedPassesFillTheBudgetBetweenTheRequestAndTwentyOne) {
-  EXPECT_EQ(TimedPasses(27.0, 5), 21);    // cnn-fashion's line-up: capped
-  EXPECT_EQ(TimedPasses(100.0, 5), 15);   // 1500 / 100
-  EXPECT_EQ(TimedPasses(173.8, 5), 8);    // rounded down
-  EXPECT_EQ(TimedPasses(288.7, 5), 5);    // a long pass: the request's
+  EXPECT_EQ(TimedPasses(27.0, 5), 21);   // cnn-fashion's line-up: capped
+  EXPECT_EQ(TimedPasses(100.0, 5), 15);  // 1500 / 100
+  EXPECT_EQ(TimedPasses(173.8, 5), 8);   // rounded down
+  EXPECT_EQ(TimedPasses(288.7, 5), 5);   // a long pass: the request's
   EXPECT_EQ(TimedPasses(5000.0, 5), 5);
   EXPECT_EQ(TimedPasses(10.0, 30), 30);
   EXPECT_EQ(TimedPasses(0.0, 5), 5);
@@ -734,4 +734,4 @@ TEST(PlanProbeLine, CautionsOnlyWhereThreadsRanSlowerThanTheProfile) {
 }
 
 }  // namespace
-}  // namespace lockstep::runtime
+}  // namespace lockstep::planner

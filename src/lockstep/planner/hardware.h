@@ -13,9 +13,9 @@
 #include <vector>
 
 #include "lockstep/core/config.h"
-#include "lockstep/runtime/planning/planner.h"
+#include "lockstep/planner/planner.h"
 
-namespace lockstep::runtime {
+namespace lockstep::planner {
 
 struct Link {
   double bandwidth_gbs = 0;  // per device and direction, GB/s (1e9 bytes)
@@ -32,8 +32,8 @@ struct Hardware {
   double attention_efficiency = 1;  // share of peak a fused (flash) attention kernel reaches
   // The same for its backward (optional in the file: the forward's share when absent).
   double attention_bwd_efficiency = 1;
-  double memory_gbs = 0;            // HBM bandwidth
-  double memory_efficiency = 1;     // share of it elementwise kernels reach
+  double memory_gbs = 0;         // HBM bandwidth
+  double memory_efficiency = 1;  // share of it elementwise kernels reach
   Link intra, inter;
 };
 
@@ -56,4 +56,4 @@ Result<ModelShape> ReadModelShape(const Config& config);
 Result<PlanResult> PlanForHardware(const Hardware& hw, const ModelShape& m, int64_t global_batch, int workers,
                                    int64_t mem_limit, bool clips_gradients);
 
-}  // namespace lockstep::runtime
+}  // namespace lockstep::planner

@@ -13,12 +13,12 @@
 #include <nlohmann/json.hpp>
 
 #include "lockstep/core/status.h"
-#include "lockstep/runtime/planning/candidates.h"
-#include "lockstep/runtime/planning/comm_curve.h"
-#include "lockstep/runtime/planning/profile.h"
-#include "lockstep/runtime/planning/step_model.h"
+#include "lockstep/planner/candidates.h"
+#include "lockstep/planner/comm_curve.h"
+#include "lockstep/planner/profile.h"
+#include "lockstep/planner/step_model.h"
 
-namespace lockstep::runtime {
+namespace lockstep::planner {
 
 struct PlanOptions {
   std::string config_path;
@@ -95,4 +95,4 @@ Status RunPlan(const PlanOptions& options, const CommMeasurer& measure, const Ze
 Result<ZeroProbe> MeasurePlanZero(const PlanOptions& options, const std::vector<int64_t>& rows,
                                   std::shared_ptr<comm::Communicator> dp);
 
-}  // namespace lockstep::runtime
+}  // namespace lockstep::planner

@@ -13,8 +13,8 @@
 
 #include <array>
 #include <cstdint>
-#include <memory>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -26,9 +26,9 @@
 #include "lockstep/core/config.h"
 #include "lockstep/nn/gpt.h"
 #include "lockstep/optim/optim_config.h"
-#include "lockstep/runtime/planning/step_model.h"
+#include "lockstep/planner/step_model.h"
 
-namespace lockstep::runtime {
+namespace lockstep::planner {
 
 struct GptPieceCosts {
   PieceCost embedding, block, head;
@@ -107,4 +107,4 @@ struct ZeroProbe {
 Result<ZeroProbe> MeasureZeroOverRanks(const ProfileRequest& req, const std::vector<int64_t>& rows,
                                        std::shared_ptr<comm::Communicator> dp);
 
-}  // namespace lockstep::runtime
+}  // namespace lockstep::planner

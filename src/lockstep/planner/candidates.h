@@ -18,12 +18,12 @@
 #include "lockstep/runtime/launch/layout_plan.h"
 #include "lockstep/runtime/launch/run_config.h"
 
-namespace lockstep::runtime {
+namespace lockstep::planner {
 
 // The config of a plan, read and checked once.
 struct PlanSetup {
   Config config;
-  RunConfig run;
+  runtime::RunConfig run;
   optim::OptimConfig optim;
   std::optional<nn::GptConfig> gpt;  // model.kind = "gpt"
   int world = 1;
@@ -60,4 +60,4 @@ Result<std::vector<Candidate>> EnumerateCandidates(const PlanSetup& setup);
 // The one-worker layouts of the same config (accumulation 1, 2, 4; fp32; no recompute).
 Result<std::vector<Candidate>> OneWorkerCandidates(const PlanSetup& setup);
 
-}  // namespace lockstep::runtime
+}  // namespace lockstep::planner

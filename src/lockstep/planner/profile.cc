@@ -1,4 +1,4 @@
-#include "lockstep/runtime/planning/profile.h"
+#include "lockstep/planner/profile.h"
 
 #include <algorithm>
 #include <atomic>
@@ -23,7 +23,7 @@
 #include "lockstep/tensor/precision.h"
 #include "lockstep/tensor/threads.h"
 
-namespace lockstep::runtime {
+namespace lockstep::planner {
 namespace {
 
 using autograd::Variable;
@@ -206,7 +206,7 @@ double OptimizerNsPerElement(const optim::OptimConfig& cfg, int64_t n, int reps,
   ps.Add("w", {n}, nn::Init::Zeros(), true);
   ps.Allocate();
   std::fill(ps.flat_grads(), ps.flat_grads() + n, 1e-3f);
-  Result<OptimizerState> opt = OptimizerState::Create(cfg, ps, {0, n});
+  Result<runtime::OptimizerState> opt = runtime::OptimizerState::Create(cfg, ps, {0, n});
   if (!opt.ok()) return 0;
   std::vector<double> ns;
   for (int rep = 0; rep <= reps; ++rep) {
@@ -323,8 +323,7 @@ struct PassCount {
   void Offer(double ms) {
     const auto us = static_cast<int64_t>(ms * 1e3);
     int64_t seen = first_us.load();
-    while (us > seen && !first_us.compare_exchange_weak(seen, us)) {
-    }
+    while (us > seen && !first_us.compare_exchange_weak(seen, us)) {}
   }
   int Passes(int at_least) const { return TimedPasses(static_cast<double>(first_us.load()) * 1e-3, at_least); }
 };
@@ -460,11 +459,11 @@ WorkerResult MeasureOnWorker(const ProfileRequest& req, int tp_degree, const std
 }
 
 // A piece's measured times: what MedianOf takes the median of and SharingLoss stretches.
-constexpr double PieceCost::*kPieceTimes[] = {
-    &PieceCost::fwd_ms,           &PieceCost::bwd_ms,           &PieceCost::bf16_fwd_ms,
-    &PieceCost::bf16_bwd_ms,      &PieceCost::warm_fwd_ms,      &PieceCost::warm_bwd_ms,
-    &PieceCost::bf16_warm_fwd_ms, &PieceCost::bf16_warm_bwd_ms, &PieceCost::recompute_fwd_ms,
-    &PieceCost::bf16_recompute_fwd_ms};
+constexpr double PieceCost::*kPieceTimes[] = {&PieceCost::fwd_ms,           &PieceCost::bwd_ms,
+                                              &PieceCost::bf16_fwd_ms,      &PieceCost::bf16_bwd_ms,
+                                              &PieceCost::warm_fwd_ms,      &PieceCost::warm_bwd_ms,
+                                              &PieceCost::bf16_warm_fwd_ms, &PieceCost::bf16_warm_bwd_ms,
+                                              &PieceCost::recompute_fwd_ms, &PieceCost::bf16_recompute_fwd_ms};
 
 // Every time of a piece (kPieceTimes) times f: SharingLoss's stretch, the second look's ratio.
 void ScalePieceTimes(PieceCost& c, double f) {
@@ -751,4 +750,4 @@ Result<ZeroProbe> MeasureZeroOverRanks(const ProfileRequest& req, const std::vec
   return ZeroProbe{{a[0], a[1], b[0], b[1]}, measured.front(), plain_ms};
 }
 
-}  // namespace lockstep::runtime
+}  // namespace lockstep::planner
