@@ -18,7 +18,7 @@ set(LOCKSTEP_PUBLIC_HEADERS
   lockstep/nn/cross_entropy.h lockstep/nn/embedding.h lockstep/nn/gpt.h lockstep/nn/inputs.h
   lockstep/nn/layer_norm.h lockstep/nn/linear.h lockstep/nn/max_pool.h lockstep/nn/model.h
   lockstep/nn/mse_loss.h lockstep/nn/parameter_store.h lockstep/nn/shape_ops.h
-  lockstep/runtime/launch/builtin_job.h lockstep/runtime/launch/job.h lockstep/runtime/launch/train_options.h
+  lockstep/runtime/setup/builtin_job.h lockstep/runtime/setup/job.h lockstep/runtime/setup/train_options.h
   lockstep/tensor/check.h lockstep/tensor/conv.h lockstep/tensor/memory.h lockstep/tensor/tensor.h)
 foreach(header ${LOCKSTEP_PUBLIC_HEADERS})
   get_filename_component(dir ${header} DIRECTORY)

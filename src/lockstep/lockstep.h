@@ -37,9 +37,9 @@
 #include "lockstep/nn/mse_loss.h"
 #include "lockstep/nn/parameter_store.h"
 #include "lockstep/nn/shape_ops.h"
-#include "lockstep/runtime/launch/builtin_job.h"
-#include "lockstep/runtime/launch/job.h"
-#include "lockstep/runtime/launch/train_options.h"
+#include "lockstep/runtime/setup/builtin_job.h"
+#include "lockstep/runtime/setup/job.h"
+#include "lockstep/runtime/setup/train_options.h"
 #include "lockstep/tensor/tensor.h"
 
 namespace lockstep {

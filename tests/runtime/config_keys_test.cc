@@ -1,7 +1,7 @@
 // The registry of config keys (runtime/launch/config_keys.h) against the readers of the
 // layers: every key a reader reads is registered, every registered default is the one the
 // reader uses, an unknown key is an error and a known-but-unused one only a warning.
-#include "lockstep/runtime/launch/config_keys.h"
+#include "lockstep/runtime/setup/config_keys.h"
 
 #include <gtest/gtest.h>
 
@@ -9,7 +9,7 @@
 
 #include "lockstep/nn/model.h"
 #include "lockstep/optim/optim_config.h"
-#include "lockstep/runtime/launch/run_config.h"
+#include "lockstep/runtime/setup/run_config.h"
 
 namespace lockstep::runtime {
 namespace {

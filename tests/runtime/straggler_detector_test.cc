@@ -1,6 +1,6 @@
 // The straggler detector and the pipeline stage balance (runtime/reporting/straggler.h), on
 // made-up per-rank times: who is named, when, and only once.
-#include "lockstep/runtime/reporting/straggler.h"
+#include "lockstep/runtime/metrics/straggler.h"
 
 #include <gtest/gtest.h>
 

@@ -9,11 +9,11 @@
 
 #include "lockstep/api/train_flags.h"
 #include "lockstep/comm/mpi/launch.h"
-#include "lockstep/runtime/launch/hosts.h"
 #include "lockstep/runtime/launch/train.h"
-#include "lockstep/runtime/recovery/fault_injection.h"
 #include "lockstep/runtime/recovery/heartbeat.h"
 #include "lockstep/runtime/recovery/supervisor.h"
+#include "lockstep/runtime/setup/fault_spec.h"
+#include "lockstep/runtime/setup/hosts.h"
 
 namespace lockstep {
 namespace {

@@ -7,8 +7,8 @@
 #include <string>
 
 #include "lockstep/core/result.h"
-#include "lockstep/runtime/launch/job.h"
-#include "lockstep/runtime/launch/train_options.h"
+#include "lockstep/runtime/setup/job.h"
+#include "lockstep/runtime/setup/train_options.h"
 
 namespace lockstep {
 

@@ -1,7 +1,7 @@
 #include "lockstep/api/train_flags.h"
 
 #include "lockstep/core/config.h"
-#include "lockstep/runtime/launch/hosts.h"
+#include "lockstep/runtime/setup/hosts.h"
 
 namespace lockstep::api {
 

@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "lockstep/core/status.h"
-#include "lockstep/runtime/launch/job.h"
-#include "lockstep/runtime/launch/train_options.h"
+#include "lockstep/runtime/setup/job.h"
+#include "lockstep/runtime/setup/train_options.h"
 
 namespace lockstep::api {
 

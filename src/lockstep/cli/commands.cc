@@ -8,16 +8,16 @@
 #include "lockstep/api/train.h"
 #include "lockstep/api/train_flags.h"
 #include "lockstep/cli/bench_comm.h"
+#include "lockstep/cli/evaluate.h"
 #include "lockstep/cli/export_command.h"
+#include "lockstep/cli/inspect.h"
 #include "lockstep/cli/plan_command.h"
 #include "lockstep/cli/report_command.h"
 #include "lockstep/cli/sample_command.h"
 #include "lockstep/cli/tokens_command.h"
 #include "lockstep/core/config.h"
 #include "lockstep/core/version.h"
-#include "lockstep/runtime/launch/builtin_job.h"
-#include "lockstep/cli/inspect.h"
-#include "lockstep/cli/evaluate.h"
+#include "lockstep/runtime/setup/builtin_job.h"
 
 namespace lockstep::cli {
 namespace {

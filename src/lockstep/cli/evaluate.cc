@@ -8,13 +8,13 @@
 #include "lockstep/core/log.h"
 #include "lockstep/nn/model.h"
 #include "lockstep/optim/optim_config.h"
-#include "lockstep/runtime/launch/builtin_job.h"
-#include "lockstep/runtime/launch/config_keys.h"
-#include "lockstep/runtime/launch/run_config.h"
-#include "lockstep/runtime/launch/train_plan.h"
 #include "lockstep/runtime/recovery/checkpointing.h"
+#include "lockstep/runtime/setup/builtin_job.h"
+#include "lockstep/runtime/setup/config_keys.h"
+#include "lockstep/runtime/setup/rank_data.h"
+#include "lockstep/runtime/setup/run_config.h"
+#include "lockstep/runtime/setup/run_setup.h"
 #include "lockstep/runtime/training/eval_loop.h"
-#include "lockstep/runtime/training/shared_data.h"
 
 namespace lockstep::cli {
 
@@ -36,7 +36,8 @@ Status RunEvaluate(const EvalOptions& options) {
   LS_ASSIGN_OR_RETURN(DataSources sources, runtime::BuiltinData(config));
   LS_RETURN_IF_ERROR(model->CheckLayout(sources.val->layout()));
   LS_ASSIGN_OR_RETURN(auto data, RankData::Create(sources, run, 0, 1));
-  LS_ASSIGN_OR_RETURN(EvalSums sums, runtime::EvaluateLocal(*data, [&](const nn::ModelInput& rows) -> Result<nn::EvalResult> {
+  LS_ASSIGN_OR_RETURN(EvalSums sums,
+                      runtime::EvaluateLocal(*data, [&](const nn::ModelInput& rows) -> Result<nn::EvalResult> {
                         return model->Evaluate(rows);
                       }));
   if (sums.count == 0) return Status::InvalidArgument("the validation set is empty");

@@ -7,8 +7,8 @@
 #include "lockstep/nn/model.h"
 #include "lockstep/parallel/gpt_shard.h"
 #include "lockstep/parallel/stage_model.h"
-#include "lockstep/runtime/launch/config_keys.h"
-#include "lockstep/runtime/launch/train_plan.h"
+#include "lockstep/runtime/setup/config_keys.h"
+#include "lockstep/runtime/setup/run_setup.h"
 
 namespace lockstep::planner {
 namespace {
@@ -96,7 +96,7 @@ Result<std::vector<Candidate>> Enumerate(const PlanSetup& s, int world, bool one
         } else {
           run.train.accum_steps = micros;
         }
-        Result<runtime::LayoutPlan> lp = runtime::PlanLayout(o, run, world, s.gpt, kind);
+        Result<runtime::RunLayout> lp = runtime::ResolveLayout(o, run, world, s.gpt, kind);
         if (!lp.ok()) {
           if (first_error.empty()) first_error = d.ToString() + ": " + lp.status().message();
           continue;

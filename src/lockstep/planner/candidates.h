@@ -1,5 +1,5 @@
 // The layouts `lockstep plan` weighs for N workers: every dp x tp x pp factorisation that
-// PlanLayout (the check `lockstep train` runs) accepts, with ZeRO 0-3 (1-3 only where there
+// ResolveLayout (the check `lockstep train` runs) accepts, with ZeRO 0-3 (1-3 only where there
 // is data parallelism to shard over), gradient accumulation (pp = 1) or pipeline
 // micro-batches (pp > 1) of 1x, 2x and 4x (x = 1 or pp) where the per-replica batch divides,
 // and train.precision / train.recompute when the config registry knows those keys. Each
@@ -15,8 +15,8 @@
 #include "lockstep/core/config.h"
 #include "lockstep/nn/gpt.h"
 #include "lockstep/optim/optim_config.h"
-#include "lockstep/runtime/launch/layout_plan.h"
-#include "lockstep/runtime/launch/run_config.h"
+#include "lockstep/runtime/setup/run_config.h"
+#include "lockstep/runtime/setup/run_layout.h"
 
 namespace lockstep::planner {
 

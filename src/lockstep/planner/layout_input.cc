@@ -3,7 +3,7 @@
 
 #include <algorithm>
 
-#include "lockstep/runtime/reporting/step_stats.h"
+#include "lockstep/runtime/metrics/step_stats.h"
 
 namespace lockstep::planner {
 

@@ -12,8 +12,8 @@
 #include "lockstep/core/clock.h"
 #include "lockstep/core/version.h"
 #include "lockstep/planner/hardware.h"
-#include "lockstep/runtime/launch/config_keys.h"
-#include "lockstep/runtime/launch/train_plan.h"
+#include "lockstep/runtime/setup/config_keys.h"
+#include "lockstep/runtime/setup/run_setup.h"
 
 namespace lockstep::planner {
 namespace {

@@ -1,11 +1,11 @@
-// RunTrain: plans the run, then runs one worker per rank — as threads of this process (threads
+// RunTrain: sets up the run, then runs one worker per rank — as threads of this process (threads
 // backend) or as this process inside mpirun (mpi backend). The supervisor and the relaunch
 // under mpirun come before it (api/train.h).
 #pragma once
 
 #include "lockstep/core/status.h"
-#include "lockstep/runtime/launch/job.h"
-#include "lockstep/runtime/launch/train_options.h"
+#include "lockstep/runtime/setup/job.h"
+#include "lockstep/runtime/setup/train_options.h"
 
 namespace lockstep::runtime {
 

@@ -42,19 +42,6 @@ std::string TrajectoryHash(const Config& config) {
                                     "train.accum_steps", "train.bucket_bytes", "eval", "checkpoint", "data.dir"}));
 }
 
-Result<std::string> ResolveResume(const std::string& resume, const std::string& out_dir) {
-  if (resume.empty()) return std::string();
-  if (resume == "auto") {
-    const std::string root = out_dir + "/checkpoints";
-    Result<std::string> found = checkpoint::FindNewestValid(root, nullptr);
-    if (found.ok()) return found;
-    if (found.status().code() != StatusCode::kNotFound) return found.status();
-    LS_LOG(INFO) << "--resume auto: no valid checkpoint under " << root << ", starting from step 0";
-    return std::string();
-  }
-  return checkpoint::ResolveCheckpointPath(resume);
-}
-
 namespace {
 
 Result<int64_t> IntField(const nlohmann::json& extra, const char* key, const std::string& dir) {

@@ -59,12 +59,6 @@ struct CheckpointContents {
 // --steps is still "the same run", while a checkpoint of another model or recipe is foreign.
 std::string TrajectoryHash(const Config& config);
 
-// --resume: "" (start fresh), "auto" (the newest checkpoint under <out>/checkpoints that
-// verifies; corrupt ones are skipped with a warning; "" when there is none) or a directory
-// (a step-XXXXXXXX checkpoint, or a checkpoints root whose `latest` is used). Returns the
-// checkpoint directory to load, or "".
-Result<std::string> ResolveResume(const std::string& resume, const std::string& out_dir);
-
 // Writes this rank's pieces (names already "model.<param>" / "optim.<kind>.<param>") into
 // <root>/step-XXXXXXXX; with shard.world > 1 every rank calls it and rank 0 commits once all
 // agree (ShardWriteContext). The pieces of all ranks must tile every tensor.

@@ -23,7 +23,7 @@ Result<ElasticRecovery> ElasticRecovery::Create(const TrainOptions& options, con
     return Status::InvalidArgument("--max-nproc " + std::to_string(options.max_nproc) + " is below --nproc " +
                                    std::to_string(options.nproc));
   e.max_nproc_ = options.max_nproc;
-  LS_ASSIGN_OR_RETURN(ElasticPlanner planner, ElasticPlanner::Create(options, job));
+  LS_ASSIGN_OR_RETURN(ElasticWorlds planner, ElasticWorlds::Create(options, job));
   e.planner_.emplace(std::move(planner));
   LS_ASSIGN_OR_RETURN(std::vector<Host> hosts, HostsOf(options));
   for (const Host& h : hosts) e.hosts_.push_back({h, 0});

@@ -22,9 +22,9 @@
 #include <vector>
 
 #include "lockstep/core/result.h"
-#include "lockstep/runtime/launch/elastic_plan.h"
-#include "lockstep/runtime/launch/hosts.h"
-#include "lockstep/runtime/launch/train_options.h"
+#include "lockstep/runtime/setup/elastic_worlds.h"
+#include "lockstep/runtime/setup/hosts.h"
+#include "lockstep/runtime/setup/train_options.h"
 
 namespace lockstep::runtime {
 
@@ -65,7 +65,7 @@ class ElasticRecovery {
   Result<std::optional<WorldChange>> MoveTo(int capacity, const std::string& reason, bool growing);
 
   TrainOptions options_, current_;
-  std::optional<ElasticPlanner> planner_;
+  std::optional<ElasticWorlds> planner_;
   int workers_ = 0;  // without hosts: workers left
   std::vector<HostState> hosts_;
   int max_nproc_ = 0;

@@ -8,9 +8,9 @@
 
 #include <string>
 
-namespace lockstep::runtime {
+#include "lockstep/runtime/setup/worker_env.h"
 
-inline constexpr const char* kHeartbeatDirEnv = "LOCKSTEP_HEARTBEAT_DIR";
+namespace lockstep::runtime {
 
 class Heartbeat {
  public:

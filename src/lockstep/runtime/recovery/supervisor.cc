@@ -24,11 +24,11 @@
 
 #include "lockstep/checkpoint/resolve.h"
 #include "lockstep/core/log.h"
-#include "lockstep/runtime/launch/train_plan.h"
+#include "lockstep/runtime/metrics/metrics_log.h"
 #include "lockstep/runtime/recovery/elastic_recovery.h"
-#include "lockstep/runtime/recovery/fault_injection.h"
 #include "lockstep/runtime/recovery/heartbeat.h"
-#include "lockstep/runtime/reporting/metrics_log.h"
+#include "lockstep/runtime/setup/fault_spec.h"
+#include "lockstep/runtime/setup/run_setup.h"
 
 namespace lockstep::runtime {
 namespace {

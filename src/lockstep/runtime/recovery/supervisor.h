@@ -21,14 +21,10 @@
 #pragma once
 
 #include "lockstep/core/result.h"
-#include "lockstep/runtime/launch/builtin_job.h"
-#include "lockstep/runtime/launch/train_options.h"
+#include "lockstep/runtime/setup/builtin_job.h"
+#include "lockstep/runtime/setup/train_options.h"
 
 namespace lockstep::runtime {
-
-// Set in the environment of a restarted attempt: even when it starts from step 0 (nothing
-// committed yet) it keeps metrics.jsonl (the supervisor's restart rows) instead of truncating.
-inline constexpr const char* kRestartEnv = "LOCKSTEP_SUPERVISED_RESTART";
 
 // argv0: unused (the child is /proc/self/exe). Returns Ok when an attempt finished the run.
 // `job`: what the children train (the elastic planner checks smaller worlds against it).

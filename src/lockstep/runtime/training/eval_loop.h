@@ -6,8 +6,8 @@
 #include <functional>
 
 #include "lockstep/nn/model.h"
-#include "lockstep/runtime/reporting/step_stats.h"
-#include "lockstep/runtime/training/shared_data.h"
+#include "lockstep/runtime/metrics/step_stats.h"
+#include "lockstep/runtime/setup/rank_data.h"
 
 namespace lockstep::runtime {
 

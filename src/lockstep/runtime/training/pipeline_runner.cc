@@ -14,7 +14,7 @@ using parallel::PipeOp;
 
 namespace {
 
-// MPI tags stop at 32767: training micro-batches use 2i and 2i+1 below it (PlanLayout caps
+// MPI tags stop at 32767: training micro-batches use 2i and 2i+1 below it (ResolveLayout caps
 // the micro-batch count), evaluation the top one.
 constexpr int kEvalTag = 32767;
 

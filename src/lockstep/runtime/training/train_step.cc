@@ -8,7 +8,7 @@
 #include "lockstep/core/bf16.h"
 #include "lockstep/core/log.h"
 #include "lockstep/optim/grad_clip.h"
-#include "lockstep/runtime/recovery/fault_injection.h"
+#include "lockstep/runtime/setup/fault_spec.h"
 #include "lockstep/runtime/training/trainer.h"
 
 namespace lockstep::runtime {
@@ -21,7 +21,7 @@ float ScalarOf(const autograd::Variable& v) { return v.value().data<float>()[0];
 // pp = 1, default mode: micro-batches accumulate locally and only the last one's backward
 // launches the DDP bucket allreduces (over the dp group) as gradients become final.
 Status Trainer::SingleStageStep(StepCompute* c) {
-  const TrainSection& t = plan_.run.train;
+  const TrainSection& t = setup_.run.train;
   const double global = static_cast<double>(t.batch_size);
   const int64_t micro = MicroRows();
   nn::ParameterStore& params = model_->params();
@@ -67,11 +67,11 @@ Status Trainer::SyncContributions(parallel::SyncTimes* sync) {
   return Traced("deterministic allreduce", "comm", [&] {
     if (zero_units_) {
       Stopwatch clock;
-      Status s = zero_units_->ReduceContributions(contributions_.data(), plan_.run.train.det_shards);
+      Status s = zero_units_->ReduceContributions(contributions_.data(), setup_.run.train.det_shards);
       sync->comm_ms = sync->exposed_ms = clock.ElapsedMs();
       return s;
     }
-    return ddp_->SyncDeterministic(contributions_.data(), plan_.run.train.det_shards, sync);
+    return ddp_->SyncDeterministic(contributions_.data(), setup_.run.train.det_shards, sync);
   });
 }
 
@@ -79,7 +79,7 @@ Status Trainer::SyncContributions(parallel::SyncTimes* sync) {
 // over the dp group: the same reported loss whatever dp is.
 Status Trainer::SumContributions(const float* shard_losses, double* loss) {
   float total = 0;
-  LS_RETURN_IF_ERROR(mesh_.dp->DeterministicAllreduceF32(shard_losses, &total, 1, plan_.run.train.det_shards)->Wait());
+  LS_RETURN_IF_ERROR(mesh_.dp->DeterministicAllreduceF32(shard_losses, &total, 1, setup_.run.train.det_shards)->Wait());
   *loss = total;
   return Status::Ok();
 }
@@ -88,7 +88,7 @@ Status Trainer::SumContributions(const float* shard_losses, double* loss) {
 // whichever replica holds it, then all shards are summed in one fixed tree
 // (docs/deterministic-data-parallel.md).
 Status Trainer::DeterministicStep(StepCompute* c) {
-  const TrainSection& t = plan_.run.train;
+  const TrainSection& t = setup_.run.train;
   const int64_t per_rank = t.det_shards / dims().dp, shard = t.batch_size / t.det_shards;
   const int64_t n = local_numel();
   nn::ParameterStore& params = model_->params();
@@ -118,9 +118,9 @@ Status Trainer::DeterministicStep(StepCompute* c) {
 // gradients. Deterministic mode makes every micro-batch one canonical shard with its own
 // contribution slot, exactly as without the pipeline.
 Status Trainer::PipelineStep(StepCompute* c) {
-  const TrainSection& t = plan_.run.train;
-  const bool det = plan_.options.deterministic;
-  const int micros = plan_.layout.pp_micros;
+  const TrainSection& t = setup_.run.train;
+  const bool det = setup_.options.deterministic;
+  const int micros = setup_.layout.pp_micros;
   const int64_t rows = MicroRows(), n = local_numel();
   const float scale = static_cast<float>(static_cast<double>(rows) / static_cast<double>(t.batch_size));
   nn::ParameterStore& params = model_->params();
@@ -185,7 +185,7 @@ Status Trainer::AllreduceGrads(float* grads, int64_t n) {
 // The local tensor tied across the pipeline: wte on the first stage, its copy on the last
 // (gpt_shard.h), or -1 (pp = 1, untied, a middle stage).
 int Trainer::TiedParam() const {
-  if (dims().pp == 1 || !plan_.layout.gpt || !plan_.layout.gpt->tie_embeddings) return -1;
+  if (dims().pp == 1 || !setup_.layout.gpt || !setup_.layout.gpt->tie_embeddings) return -1;
   const nn::ParameterStore& ps = model_->params();
   for (int i = 0; i < ps.size(); ++i) {
     const parallel::TensorPlacement& p = model_->placements()[i];
@@ -293,7 +293,7 @@ void Trainer::InjectNonFiniteGrad() {
     g[0] = std::numeric_limits<float>::infinity();
     done = true;
   });
-  LS_LOG(WARN) << "injected fault: inf in a gradient element at step " << plan_.fault.step;
+  LS_LOG(WARN) << "injected fault: inf in a gradient element at step " << setup_.fault.step;
 }
 
 // A step whose global gradient norm or loss is not finite never reaches the optimizer. Every
@@ -308,7 +308,7 @@ Status Trainer::HandleNonFinite(int64_t step, double loss, double grad_norm) {
   char what[96];
   std::snprintf(what, sizeof(what), "loss %g, gradient norm %g", loss, grad_norm);
   const std::string at = "step " + std::to_string(step + 1) + ": non-finite " + what + " (first: " + where + ")";
-  const TrainSection& t = plan_.run.train;
+  const TrainSection& t = setup_.run.train;
   if (!t.skip_nonfinite)
     return Status::NonFinite(at +
                              "; stopped before the update, the newest checkpoint is the last good one "
@@ -352,7 +352,7 @@ std::string Trainer::NonFiniteWhere() {
 
 Status Trainer::TrainStep(int64_t step) {
   Stopwatch step_clock;
-  const TrainSection& t = plan_.run.train;
+  const TrainSection& t = setup_.run.train;
   const double global = static_cast<double>(t.batch_size);
   nn::ParameterStore& params = model_->params();
 
@@ -365,14 +365,14 @@ Status Trainer::TrainStep(int64_t step) {
   StepCompute c;
   if (pipeline_)
     LS_RETURN_IF_ERROR(PipelineStep(&c));
-  else if (plan_.options.deterministic)
+  else if (setup_.options.deterministic)
     LS_RETURN_IF_ERROR(DeterministicStep(&c));
   else
     LS_RETURN_IF_ERROR(SingleStageStep(&c));
   LS_RETURN_IF_ERROR(tp_->status());
   if (zero_units_) LS_RETURN_IF_ERROR(zero_units_->status());
-  if (NanDue(plan_.fault, rank_, step, /*in_loss=*/true)) c.loss_part = std::numeric_limits<double>::quiet_NaN();
-  if (NanDue(plan_.fault, rank_, step, /*in_loss=*/false)) InjectNonFiniteGrad();
+  if (NanDue(setup_.fault, rank_, step, /*in_loss=*/true)) c.loss_part = std::numeric_limits<double>::quiet_NaN();
+  if (NanDue(setup_.fault, rank_, step, /*in_loss=*/false)) InjectNonFiniteGrad();
   // Compute time excludes the blocking wait at the end (exposed communication).
   const double compute_ms = compute_clock.ElapsedMs() - c.sync.exposed_ms;
 
@@ -394,7 +394,7 @@ Status Trainer::TrainStep(int64_t step) {
   consecutive_skips_ = 0;
   // Clipping is applied as the optimizer reads each gradient (the same float product as a
   // clipping pass, without the extra pass over the gradient).
-  const float clip = plan_.optim.grad_clip > 0 ? optim::ClipFactor(plan_.optim.grad_clip, grad_norm) : 1.0f;
+  const float clip = setup_.optim.grad_clip > 0 ? optim::ClipFactor(setup_.optim.grad_clip, grad_norm) : 1.0f;
   const float lr = schedule_->LrAt(step);
   if (saver_) saver_->WaitForSnapshot();  // an async save may still be copying the parameters
   uint16_t* rounded = Bf16WeightsFromTheUpdate();
@@ -430,7 +430,7 @@ Status Trainer::TrainStep(int64_t step) {
       row["pp_bubble"] = gathered.mean_bubble;
       row["pp_bubble_bottleneck"] = gathered.bottleneck_bubble;
       row["pp_busy_ms"] = gathered.busy_ms;  // per rank: which stage is the bottleneck
-      row["pp_bubble_formula"] = parallel::BubbleFormula(dims().pp, plan_.layout.pp_micros);
+      row["pp_bubble_formula"] = parallel::BubbleFormula(dims().pp, setup_.layout.pp_micros);
     }
     LS_RETURN_IF_ERROR(metrics_->Write(row));
     progress_->Step(step + 1, gathered.loss, lr, data_->is_text() ? tokens_per_s : samples_per_s,

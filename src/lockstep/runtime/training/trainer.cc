@@ -4,25 +4,25 @@
 #include <cstdlib>
 
 #include "lockstep/core/log.h"
+#include "lockstep/core/machine.h"
 #include "lockstep/core/version.h"
 #include "lockstep/nn/model.h"
 #include "lockstep/parallel/gpt_shard.h"
-#include "lockstep/core/machine.h"
 #include "lockstep/runtime/recovery/fault_injection.h"
-#include "lockstep/runtime/recovery/supervisor.h"
+#include "lockstep/runtime/setup/worker_env.h"
 #include "lockstep/runtime/training/eval_loop.h"
 #include "lockstep/tensor/precision.h"
 #include "lockstep/tensor/threads.h"
 
 namespace lockstep::runtime {
 
-Trainer::Trainer(const TrainPlan& plan, std::shared_ptr<comm::Communicator> world, tensor::MemoryTracker* memory)
-    : plan_(plan),
+Trainer::Trainer(const RunSetup& setup, std::shared_ptr<comm::Communicator> world, tensor::MemoryTracker* memory)
+    : setup_(setup),
       world_comm_(std::move(world)),
       rank_(world_comm_->rank()),
       world_(world_comm_->size()),
-      config_(plan.config),
-      trace_(world_comm_->rank(), !plan.options.trace_file.empty()),
+      config_(setup.config),
+      trace_(world_comm_->rank(), !setup.options.trace_file.empty()),
       memory_(memory) {}
 
 Trainer::~Trainer() {
@@ -44,10 +44,10 @@ std::string Megabytes(int64_t bytes) {
 // layout (the ZeRO paper's accounting of its local parameters, plus the units ZeRO-2/3 hold in
 // flight) must fit, or the run stops with one line saying what does not fit and what would.
 Status Trainer::CheckMemoryLimit() {
-  const int64_t limit = plan_.options.mem_limit;
+  const int64_t limit = setup_.options.mem_limit;
   if (limit <= 0) return Status::Ok();
   int64_t numel = 0, largest_unit = 0;
-  if (plan_.layout.gpt) {
+  if (setup_.layout.gpt) {
     parallel::GptShardOptions o = StageOptions();  // a dry shard: parameter shapes, no storage
     o.flat_params = o.flat_grads = false;
     LS_ASSIGN_OR_RETURN(std::unique_ptr<parallel::GptShard> dry, parallel::GptShard::Create(o, tp_.get()));
@@ -57,18 +57,18 @@ Status Trainer::CheckMemoryLimit() {
       largest_unit = std::max(largest_unit, last.offset + last.numel - dry->params().info(u.first_param).offset);
     }
   } else {
-    LS_ASSIGN_OR_RETURN(std::unique_ptr<nn::Model> probe, plan_.job.model(config_));
+    LS_ASSIGN_OR_RETURN(std::unique_ptr<nn::Model> probe, setup_.job.model(config_));
     if (probe == nullptr) return Status::InvalidArgument("the job's model function returned no model");
     numel = largest_unit = probe->params().numel();
   }
   const int64_t shard = (numel + dims().dp - 1) / dims().dp;
-  const int64_t moments = plan_.optim.kind == optim::OptimizerKind::kAdamW ? 2 : 1;
+  const int64_t moments = setup_.optim.kind == optim::OptimizerKind::kAdamW ? 2 : 1;
   const int64_t params = 4 * (zero_ == 3 ? shard : numel), grads = 4 * (zero_ >= 2 ? shard : numel);
   const int64_t optimizer = 4 * moments * (zero_ >= 1 ? shard : numel);
   const int64_t in_flight = zero_ == 3 ? 3 * 4 * largest_unit : zero_ == 2 ? 4 * largest_unit : 0;
   int micro_in_flight = 1;
   int64_t rows = 0;
-  const int64_t activations = plan_.layout.gpt ? ActivationEstimate(&micro_in_flight, &rows).total() : 0;
+  const int64_t activations = setup_.layout.gpt ? ActivationEstimate(&micro_in_flight, &rows).total() : 0;
   const int64_t total = params + grads + optimizer + in_flight + activations;
   if (total <= limit) return Status::Ok();
   return Status::InvalidArgument("--mem-limit " + Megabytes(limit) + ": worker " + std::to_string(rank_) + " needs " +
@@ -82,13 +82,13 @@ Status Trainer::CheckMemoryLimit() {
 }
 
 // The rank's part of the model: its pipeline stage of the GPT split over its tp group, or the
-// job's whole model (any other model; PlanLayout refused tp/pp for it).
+// job's whole model (any other model; ResolveLayout refused tp/pp for it).
 Status Trainer::BuildModel() {
-  const LayoutPlan& lp = plan_.layout;
+  const RunLayout& lp = setup_.layout;
   // ZeRO-2 keeps no full gradient buffer, ZeRO-3 no full parameter buffer either.
   const bool flat_params = zero_ < 3, flat_grads = zero_ < 2;
   if (!lp.gpt) {
-    LS_ASSIGN_OR_RETURN(std::unique_ptr<nn::Model> whole, plan_.job.model(config_));
+    LS_ASSIGN_OR_RETURN(std::unique_ptr<nn::Model> whole, setup_.job.model(config_));
     if (whole == nullptr) return Status::InvalidArgument("the job's model function returned no model");
     model_ = std::make_unique<parallel::WholeModel>(std::move(whole));
     std::vector<float> initial;
@@ -116,31 +116,31 @@ Status Trainer::BuildModel() {
 parallel::GptShardOptions Trainer::StageOptions() const {
   const int s = mesh_.coord.pp;
   parallel::GptShardOptions o;
-  o.model = *plan_.layout.gpt;
-  o.first_layer = plan_.layout.partition.begin[s];
-  o.end_layer = plan_.layout.partition.begin[s + 1];
+  o.model = *setup_.layout.gpt;
+  o.first_layer = setup_.layout.partition.begin[s];
+  o.end_layer = setup_.layout.partition.begin[s + 1];
   o.has_embedding = s == 0;
   o.has_head = s == dims().pp - 1;
-  o.recompute = plan_.run.train.recompute == "block";
+  o.recompute = setup_.run.train.recompute == "block";
   return o;
 }
 
 parallel::ActivationBytes Trainer::ActivationEstimate(int* in_flight, int64_t* rows) const {
-  const TrainSection& t = plan_.run.train;
+  const TrainSection& t = setup_.run.train;
   const int64_t per_rank = t.batch_size / dims().dp;
   *in_flight = 1;
   if (dims().pp > 1) {
-    const int micros = plan_.layout.pp_micros;
+    const int micros = setup_.layout.pp_micros;
     *rows = per_rank / micros;
-    *in_flight = parallel::MaxInFlight(plan_.layout.schedule, dims().pp, mesh_.coord.pp, micros);
-  } else if (plan_.options.deterministic) {
+    *in_flight = parallel::MaxInFlight(setup_.layout.schedule, dims().pp, mesh_.coord.pp, micros);
+  } else if (setup_.options.deterministic) {
     *rows = t.batch_size / t.det_shards;  // one canonical shard at a time
   } else {
     *rows = per_rank / t.accum_steps;
   }
-  const int64_t context = plan_.layout.gpt->context;
-  parallel::ActivationBytes one = parallel::EstimateGptActivations(StageOptions(), dims().tp, *rows, context,
-                                                                         plan_.options.deterministic);
+  const int64_t context = setup_.layout.gpt->context;
+  parallel::ActivationBytes one =
+      parallel::EstimateGptActivations(StageOptions(), dims().tp, *rows, context, setup_.options.deterministic);
   for (int64_t* f : {&one.embedding, &one.residual, &one.layernorm, &one.attention, &one.mlp, &one.head})
     *f *= *in_flight;
   return one;  // the recomputed block is alive once, whatever the micro-batches in flight
@@ -155,45 +155,46 @@ float* Trainer::OwnedGrads() {
 }
 
 Status Trainer::Setup() {
-  tensor::SetComputeThreads(plan_.threads_per_worker);
-  tensor::SetDeterministicCompute(plan_.options.deterministic);
-  tensor::SetComputePrecision(plan_.run.train.precision == "bf16" ? tensor::Precision::kBF16 : tensor::Precision::kF32);
+  tensor::SetComputeThreads(setup_.threads_per_worker);
+  tensor::SetDeterministicCompute(setup_.options.deterministic);
+  tensor::SetComputePrecision(setup_.run.train.precision == "bf16" ? tensor::Precision::kBF16
+                                                                   : tensor::Precision::kF32);
   LS_ASSIGN_OR_RETURN(mesh_, parallel::BuildMesh(world_comm_, dims()));
-  tp_ = std::make_unique<parallel::TpContext>(mesh_.tp, plan_.layout.tp_slices, plan_.options.deterministic);
+  tp_ = std::make_unique<parallel::TpContext>(mesh_.tp, setup_.layout.tp_slices, setup_.options.deterministic);
   LS_RETURN_IF_ERROR(CheckMemoryLimit());
   LS_RETURN_IF_ERROR(BuildModel());
-  LS_ASSIGN_OR_RETURN(data_, RankData::Create(plan_.data, plan_.run, mesh_.coord.dp, dims().dp));
+  LS_ASSIGN_OR_RETURN(data_, RankData::Create(setup_.data, setup_.run, mesh_.coord.dp, dims().dp));
   const int64_t numel = local_numel();
   owned_ = zero_ > 0 ? parallel::ShardRange(numel, mesh_.coord.dp, dims().dp) : optim::FlatRange{0, numel};
   if (zero_ == 1 || zero_ == 2) gather_ = std::make_unique<parallel::ShardedParamGather>(mesh_.dp, numel);
-  LS_ASSIGN_OR_RETURN(OptimizerState opt, OptimizerState::Create(plan_.optim, model_->params(), owned_));
+  LS_ASSIGN_OR_RETURN(OptimizerState opt, OptimizerState::Create(setup_.optim, model_->params(), owned_));
   optimizer_.emplace(std::move(opt));
   // The moments live in optim/'s plain vectors; they are counted (and limited) here.
   const int64_t state = optimizer_->StateBytes();
   if (!memory_->Reserve(state, tensor::MemoryTag::kOptimizer))
-    return Status::InvalidArgument("--mem-limit " + Megabytes(plan_.options.mem_limit) + ": no room for " +
+    return Status::InvalidArgument("--mem-limit " + Megabytes(setup_.options.mem_limit) + ": no room for " +
                                    Megabytes(state) + " of optimizer state on worker " + std::to_string(rank_));
   optimizer_reserved_ = state;
-  LS_ASSIGN_OR_RETURN(optim::LrSchedule sched, optim::LrSchedule::Create(plan_.optim.schedule));
+  LS_ASSIGN_OR_RETURN(optim::LrSchedule sched, optim::LrSchedule::Create(setup_.optim.schedule));
   schedule_.emplace(sched);
-  ddp_ = std::make_unique<parallel::DataParallel>(mesh_.dp, &model_->params(), plan_.run.train.bucket_bytes);
+  ddp_ = std::make_unique<parallel::DataParallel>(mesh_.dp, &model_->params(), setup_.run.train.bucket_bytes);
   ddp_->set_bf16_reduction(bf16_grads());
   if (dims().pp > 1) {
-    pipeline_ = std::make_unique<PipelineRunner>(model_.get(), mesh_.pp, plan_.layout.schedule);
+    pipeline_ = std::make_unique<PipelineRunner>(model_.get(), mesh_.pp, setup_.layout.schedule);
   } else {
     model_->set_eval_pool(&tape_.pool());  // validation reuses the step's buffers
   }
-  if (plan_.run.checkpoint.async && sharded_state()) {
+  if (setup_.run.checkpoint.async && sharded_state()) {
     LS_ASSIGN_OR_RETURN(ckpt_comm_, world_comm_->Split(0, rank_));
   }
-  if (!plan_.resume_dir.empty()) {
+  if (!setup_.resume_dir.empty()) {
     LS_RETURN_IF_ERROR(Resume());
-  } else if (plan_.init_weights) {
+  } else if (setup_.init_weights) {
     // --init-from: every local element from the canonical tensors, through the placements.
     const ParamView held = HeldParams();
     for (const parallel::LocalPiece& p :
          parallel::PiecesOf(*model_, held.data, held.begin, held.range, 0, /*reading=*/true)) {
-      const std::vector<float>& t = plan_.init_weights->at(p.name);
+      const std::vector<float>& t = setup_.init_weights->at(p.name);
       std::copy(t.begin() + p.global_begin, t.begin() + p.global_begin + p.count, const_cast<float*>(p.data));
     }
   }
@@ -205,8 +206,8 @@ Status Trainer::Setup() {
     origin_ns_ = NowNanos();
     if (world_ > 1) LS_RETURN_IF_ERROR(world_comm_->Broadcast(&origin_ns_, 1, comm::DType::kI64, 0)->Wait());
   }
-  if (plan_.options.deterministic) {
-    const int64_t per_rank = plan_.run.train.det_shards / dims().dp;
+  if (setup_.options.deterministic) {
+    const int64_t per_rank = setup_.run.train.det_shards / dims().dp;
     contributions_.assign(static_cast<size_t>(per_rank * numel), 0.0f);
     shard_losses_.assign(static_cast<size_t>(per_rank), 0.0f);
   }
@@ -215,33 +216,33 @@ Status Trainer::Setup() {
   LS_LOG(INFO) << "memory: parameters " << memory["params_bytes"] << " B, gradients " << memory["grads_bytes"]
                << " B, optimizer state " << memory["optimizer_bytes"] << " B (zero=" << zero_ << ")";
   if (lead()) {
-    const std::string path = plan_.out_dir + "/metrics.jsonl";
+    const std::string path = setup_.out_dir + "/metrics.jsonl";
     // A resumed run keeps the rows up to its checkpoint and drops what the lost steps wrote.
     const bool keep_rows = start_step_ > 0 || std::getenv(kRestartEnv) != nullptr;
     if (keep_rows) LS_RETURN_IF_ERROR(TrimMetricsAfter(path, start_step_));
     LS_ASSIGN_OR_RETURN(MetricsLog log, MetricsLog::Open(path, keep_rows));
     metrics_.emplace(std::move(log));
-    progress_.emplace(plan_.total_steps, plan_.run.train.log_every);
-    for (const std::string& line : plan_.config_warnings) LS_LOG(WARN) << line;
+    progress_.emplace(setup_.total_steps, setup_.run.train.log_every);
+    for (const std::string& line : setup_.config_warnings) LS_LOG(WARN) << line;
     LogStart();
     LS_RETURN_IF_ERROR(metrics_->Write(StartRow()));
     if (start_step_ > 0) {
-      LS_LOG(INFO) << "resumed from " << plan_.resume_dir << " at step " << start_step_;
+      LS_LOG(INFO) << "resumed from " << setup_.resume_dir << " at step " << start_step_;
       LS_RETURN_IF_ERROR(
-          metrics_->Write({{"event", "resume"}, {"step", start_step_}, {"checkpoint", plan_.resume_dir}}));
+          metrics_->Write({{"event", "resume"}, {"step", start_step_}, {"checkpoint", setup_.resume_dir}}));
     }
     if (dims().pp > 1) {
-      const parallel::StagePartition& p = plan_.layout.partition;
-      const double formula = parallel::BubbleFormula(dims().pp, plan_.layout.pp_micros);
-      LS_LOG(INFO) << "pipeline: " << parallel::DescribePartition(p) << "; " << plan_.layout.pp_micros
-                   << " micro-batches, " << parallel::PipeScheduleName(plan_.layout.schedule)
+      const parallel::StagePartition& p = setup_.layout.partition;
+      const double formula = parallel::BubbleFormula(dims().pp, setup_.layout.pp_micros);
+      LS_LOG(INFO) << "pipeline: " << parallel::DescribePartition(p) << "; " << setup_.layout.pp_micros
+                   << " micro-batches, " << parallel::PipeScheduleName(setup_.layout.schedule)
                    << ", bubble (p-1)/(m+p-1) = " << formula;
       LS_RETURN_IF_ERROR(metrics_->Write({{"event", "pipeline"},
                                           {"stages", p.begin},
                                           {"cost", p.cost},
                                           {"imbalance", p.imbalance},
-                                          {"micro_batches", plan_.layout.pp_micros},
-                                          {"schedule", parallel::PipeScheduleName(plan_.layout.schedule)},
+                                          {"micro_batches", setup_.layout.pp_micros},
+                                          {"schedule", parallel::PipeScheduleName(setup_.layout.schedule)},
                                           {"bubble_formula", formula}}));
     }
   }
@@ -250,33 +251,33 @@ Status Trainer::Setup() {
 
 // ", bf16 products (oneDNN avx512_core_bf16)" in bf16 precision, "" in fp32.
 std::string Trainer::Bf16Note() const {
-  if (plan_.run.train.precision != "bf16") return "";
+  if (setup_.run.train.precision != "bf16") return "";
   const tensor::Bf16Support s = tensor::QueryBf16Support();
   return std::string(", bf16 products (") + (s.native ? "" : "emulated, ") + "oneDNN " + s.isa + ")" +
          (bf16_grads() ? ", bf16 gradient reduction" : "");
 }
 
 void Trainer::LogStart() {
-  const int64_t params = plan_.layout.gpt ? nn::GptParamCount(*plan_.layout.gpt) : local_numel();
+  const int64_t params = setup_.layout.gpt ? nn::GptParamCount(*setup_.layout.gpt) : local_numel();
   std::string layout;
   if (dims().tp > 1 || dims().pp > 1 || zero_ > 0)
     layout = " (" + dims().ToString() + ",zero=" + std::to_string(zero_) + ")";
   LS_LOG(INFO) << "training " << model_->name() << " (" << params << " parameters) on " << world_ << " worker(s)"
-               << layout << ", backend " << world_comm_->backend_name() << ", " << plan_.threads_per_worker
-               << " compute thread(s) each, " << plan_.total_steps << " steps"
-               << (plan_.options.deterministic ? ", deterministic" : "") << Bf16Note() << "; output in "
-               << plan_.out_dir;
+               << layout << ", backend " << world_comm_->backend_name() << ", " << setup_.threads_per_worker
+               << " compute thread(s) each, " << setup_.total_steps << " steps"
+               << (setup_.options.deterministic ? ", deterministic" : "") << Bf16Note() << "; output in "
+               << setup_.out_dir;
 }
 
 // What `lockstep report` puts in its header: the run's config, layout, backend and machine. A
 // restarted run writes one per start (its step is where that start began).
 nlohmann::json Trainer::StartRow() const {
-  const int64_t params = plan_.layout.gpt ? nn::GptParamCount(*plan_.layout.gpt) : local_numel();
+  const int64_t params = setup_.layout.gpt ? nn::GptParamCount(*setup_.layout.gpt) : local_numel();
   return {{"event", "start"},
           {"step", start_step_},
           {"version", LOCKSTEP_VERSION},
-          {"config", plan_.options.config_path},
-          {"overrides", plan_.options.overrides},
+          {"config", setup_.options.config_path},
+          {"overrides", setup_.options.overrides},
           {"config_toml", config_.ToToml()},
           {"model", model_->name()},
           {"parameters", params},
@@ -284,18 +285,18 @@ nlohmann::json Trainer::StartRow() const {
           {"zero", zero_},
           {"backend", world_comm_->backend_name()},
           {"world", world_},
-          {"accum_steps", plan_.run.train.accum_steps},
-          {"threads", plan_.threads_per_worker},
-          {"deterministic", plan_.options.deterministic},
-          {"mem_limit", plan_.options.mem_limit},
-          {"total_steps", plan_.total_steps},
+          {"accum_steps", setup_.run.train.accum_steps},
+          {"threads", setup_.threads_per_worker},
+          {"deterministic", setup_.options.deterministic},
+          {"mem_limit", setup_.options.mem_limit},
+          {"total_steps", setup_.total_steps},
           {"unit", data_->is_text() ? "tokens" : "samples"},
           {"processor", ProcessorDescription()},
           {"host", HostName()}};
 }
 
 int64_t Trainer::MicroRows() const {
-  return data_->train_rows() / (pipeline_ ? plan_.layout.pp_micros : plan_.run.train.accum_steps);
+  return data_->train_rows() / (pipeline_ ? setup_.layout.pp_micros : setup_.run.train.accum_steps);
 }
 
 // Validation sums of this rank's replica: the rows of its dp shard, through the pipeline when
@@ -366,8 +367,8 @@ Status Trainer::WriteTrace() {
     }
   }
   if (!lead()) return Status::Ok();
-  LS_RETURN_IF_ERROR(trace::WriteChromeTrace(plan_.options.trace_file, all));
-  progress_->Print("trace written to " + plan_.options.trace_file);
+  LS_RETURN_IF_ERROR(trace::WriteChromeTrace(setup_.options.trace_file, all));
+  progress_->Print("trace written to " + setup_.options.trace_file);
   return Status::Ok();
 }
 
@@ -377,7 +378,7 @@ bool Trainer::KeepsBf16Weights() {
     return false;
   // Deterministic GPT runs copy each canonical tensor-parallel slice of a weight before its
   // product (parallel/tp_linear.cc), so they round per product and a copy would go unread.
-  return !(plan_.options.deterministic && plan_.layout.gpt);
+  return !(setup_.options.deterministic && setup_.layout.gpt);
 }
 
 void Trainer::RefreshBf16Weights() {
@@ -399,10 +400,10 @@ Status Trainer::Run() {
   // Every product of this rank thread reads the bf16 copy of the weights when there is one.
   tensor::ScopedBf16Weights bf16_weights(&bf16_weights_);
   LS_RETURN_IF_ERROR(Setup());
-  if (start_step_ == plan_.total_steps) LS_RETURN_IF_ERROR(Validate(start_step_));  // nothing left to train
+  if (start_step_ == setup_.total_steps) LS_RETURN_IF_ERROR(Validate(start_step_));  // nothing left to train
   heartbeat_.Beat();
-  for (int64_t step = start_step_; step < plan_.total_steps; ++step) {
-    InjectAtStep(plan_.fault, rank_, step);
+  for (int64_t step = start_step_; step < setup_.total_steps; ++step) {
+    InjectAtStep(setup_.fault, rank_, step);
     if (Status s = TrainStep(step); !s.ok()) {
       // Every rank stops at the same non-finite step: let the save in flight (the last good
       // checkpoint) commit first, or the ranks' exits would abort its collective commit and
@@ -416,9 +417,9 @@ Status Trainer::Run() {
     }
     if (step == start_step_) LS_RETURN_IF_ERROR(WriteMemoryRows(step + 1));  // the first step's peaks
     heartbeat_.Beat();
-    bool last = step + 1 == plan_.total_steps;
-    if (last || (plan_.eval_every > 0 && (step + 1) % plan_.eval_every == 0)) LS_RETURN_IF_ERROR(Validate(step + 1));
-    const int64_t every = plan_.run.checkpoint.every;
+    bool last = step + 1 == setup_.total_steps;
+    if (last || (setup_.eval_every > 0 && (step + 1) % setup_.eval_every == 0)) LS_RETURN_IF_ERROR(Validate(step + 1));
+    const int64_t every = setup_.run.checkpoint.every;
     if (last || (every > 0 && (step + 1) % every == 0)) LS_RETURN_IF_ERROR(Save(step + 1));
     LS_RETURN_IF_ERROR(ReportSaves(/*wait=*/false));
     heartbeat_.Beat();

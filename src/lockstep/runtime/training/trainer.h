@@ -34,19 +34,19 @@
 #include "lockstep/parallel/tp_context.h"
 #include "lockstep/parallel/zero.h"
 #include "lockstep/parallel/zero_units.h"
-#include "lockstep/trace/trace.h"
-#include "lockstep/runtime/launch/train_plan.h"
+#include "lockstep/runtime/metrics/metrics_log.h"
+#include "lockstep/runtime/metrics/progress.h"
+#include "lockstep/runtime/metrics/step_stats.h"
+#include "lockstep/runtime/metrics/straggler.h"
 #include "lockstep/runtime/recovery/async_checkpoint.h"
 #include "lockstep/runtime/recovery/heartbeat.h"
-#include "lockstep/runtime/reporting/metrics_log.h"
-#include "lockstep/runtime/reporting/progress.h"
-#include "lockstep/runtime/reporting/step_stats.h"
-#include "lockstep/runtime/reporting/straggler.h"
+#include "lockstep/runtime/setup/rank_data.h"
+#include "lockstep/runtime/setup/run_setup.h"
 #include "lockstep/runtime/training/optimizer_state.h"
 #include "lockstep/runtime/training/pipeline_runner.h"
-#include "lockstep/runtime/training/shared_data.h"
 #include "lockstep/tensor/bf16_ops.h"
 #include "lockstep/tensor/memory.h"
+#include "lockstep/trace/trace.h"
 
 namespace lockstep::runtime {
 
@@ -60,7 +60,7 @@ struct StepCompute {
 
 class Trainer {
  public:
-  Trainer(const TrainPlan& plan, std::shared_ptr<comm::Communicator> world, tensor::MemoryTracker* memory);
+  Trainer(const RunSetup& setup, std::shared_ptr<comm::Communicator> world, tensor::MemoryTracker* memory);
   ~Trainer();
   Status Run();
 
@@ -92,7 +92,7 @@ class Trainer {
   bool KeepsBf16Weights();
   void RefreshBf16Weights();
   uint16_t* Bf16WeightsFromTheUpdate();
-  bool bf16_grads() const { return plan_.run.train.grad_dtype == "bf16"; }
+  bool bf16_grads() const { return setup_.run.train.grad_dtype == "bf16"; }
   int TiedParam() const;
   Status SumTiedGradients(int slots);
   // pp-group tag of the tied gradient exchange: above the pipeline's 2i, 2i+1 micro-batch tags.
@@ -141,7 +141,7 @@ class Trainer {
   // Whether the model states are split over ranks (ZeRO, tp, pp), so that several ranks write
   // checkpoints; otherwise rank 0 holds and writes everything.
   bool sharded_state() const { return zero_ > 0 || dims().tp > 1 || dims().pp > 1; }
-  const parallel::ParallelDims& dims() const { return plan_.layout.dims; }
+  const parallel::ParallelDims& dims() const { return setup_.layout.dims; }
   // Whether this rank reports the loss and validation sums of its replica (one per replica).
   bool reports_loss() const { return model_->last_stage() && mesh_.coord.tp == 0; }
   int64_t local_numel() const { return model_->params().numel(); }
@@ -166,7 +166,7 @@ class Trainer {
   ParamView WrittenParams();
   AsyncCheckpointSaver& Saver();
 
-  const TrainPlan& plan_;
+  const RunSetup& setup_;
   std::shared_ptr<comm::Communicator> world_comm_;
   int rank_, world_;
   Config config_;
@@ -192,7 +192,7 @@ class Trainer {
   Heartbeat heartbeat_{rank_};
   std::unique_ptr<AsyncCheckpointSaver> saver_;    // rank 0 (replicated states) or every rank (sharded)
   std::shared_ptr<comm::Communicator> ckpt_comm_;  // sharded async saves: driven by the writer threads only
-  const int zero_ = plan_.options.zero;
+  const int zero_ = setup_.options.zero;
   optim::FlatRange owned_;                                // the part of the local flat buffer this rank updates
   std::unique_ptr<parallel::ShardedParamGather> gather_;  // ZeRO-1/2: re-assembles the parameters
   std::unique_ptr<parallel::ZeroUnits> zero_units_;       // ZeRO-2/3: unit-wise gradients (and parameters)

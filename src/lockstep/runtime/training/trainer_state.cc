@@ -4,9 +4,9 @@
 #include <cstring>
 
 #include "lockstep/core/log.h"
-#include "lockstep/nn/gpt.h"
 #include "lockstep/core/machine.h"
 #include "lockstep/interop/gpt_weights.h"
+#include "lockstep/nn/gpt.h"
 #include "lockstep/runtime/recovery/fault_injection.h"
 #include "lockstep/runtime/recovery/stage_checkpoint.h"
 #include "lockstep/runtime/training/trainer.h"
@@ -32,7 +32,7 @@ Trainer::ParamView Trainer::WrittenParams() {
 AsyncCheckpointSaver& Trainer::Saver() {
   if (!saver_)
     saver_ = std::make_unique<AsyncCheckpointSaver>(
-        plan_.out_dir + "/checkpoints", static_cast<int>(plan_.run.checkpoint.keep), plan_.run.checkpoint.async);
+        setup_.out_dir + "/checkpoints", static_cast<int>(setup_.run.checkpoint.keep), setup_.run.checkpoint.async);
   return *saver_;
 }
 
@@ -41,11 +41,11 @@ AsyncCheckpointSaver& Trainer::Saver() {
 Status Trainer::Resume() {
   const ParamView held = HeldParams();
   LS_ASSIGN_OR_RETURN(CheckpointContents c,
-                      LoadStageState(plan_.resume_dir, TrajectoryHash(plan_.config), *model_, held.data, held.begin,
+                      LoadStageState(setup_.resume_dir, TrajectoryHash(setup_.config), *model_, held.data, held.begin,
                                      held.range, optimizer_->StateBuffers()));
-  if (c.step > plan_.total_steps)
-    return Status::InvalidArgument(plan_.resume_dir + " is at step " + std::to_string(c.step) + ", past this run's " +
-                                   std::to_string(plan_.total_steps) + " steps (pass a larger --steps)");
+  if (c.step > setup_.total_steps)
+    return Status::InvalidArgument(setup_.resume_dir + " is at step " + std::to_string(c.step) + ", past this run's " +
+                                   std::to_string(setup_.total_steps) + " steps (pass a larger --steps)");
   optimizer_->set_step(c.optimizer_step);
   LS_RETURN_IF_ERROR(data_->Restore(c.loader));
   start_step_ = c.step;
@@ -57,10 +57,10 @@ CheckpointContents Trainer::Contents(int64_t step) {
   c.step = step;
   c.optimizer_step = optimizer_->step();
   c.loader = data_->State();
-  c.config_hash = TrajectoryHash(plan_.config);
-  c.rng = {{"kind", "philox4x32-10"}, {"seed", plan_.run.train.seed}};
+  c.config_hash = TrajectoryHash(setup_.config);
+  c.rng = {{"kind", "philox4x32-10"}, {"seed", setup_.run.train.seed}};
   c.layout = Layout();
-  if (plan_.layout.gpt) c.model = interop::GptConfigToJson(*plan_.layout.gpt);
+  if (setup_.layout.gpt) c.model = interop::GptConfigToJson(*setup_.layout.gpt);
   return c;
 }
 
@@ -74,14 +74,14 @@ CheckpointContents Trainer::Contents(int64_t step) {
 Status Trainer::Save(int64_t step) {
   const bool one_writer = !sharded_state();
   if (one_writer && !lead()) {
-    InjectDuringCheckpoint(plan_.fault, rank_, step);
+    InjectDuringCheckpoint(setup_.fault, rank_, step);
     return Status::Ok();
   }
   ShardWriteContext shard;
   if (!one_writer) {
     shard.rank = rank_;
     shard.world = world_;
-    comm::Communicator* agree = plan_.run.checkpoint.async ? ckpt_comm_.get() : world_comm_.get();
+    comm::Communicator* agree = setup_.run.checkpoint.async ? ckpt_comm_.get() : world_comm_.get();
     shard.all_ok = [agree](bool ok) {
       int32_t mine = ok ? 1 : 0, all = 0;
       Status s = agree->Allreduce(&mine, &all, 1, comm::DType::kI32, comm::ReduceOp::kMin)->Wait();
@@ -96,12 +96,12 @@ Status Trainer::Save(int64_t step) {
   for (const parallel::LocalPiece& p : pieces.pieces) bytes += p.count * static_cast<int64_t>(sizeof(float));
   if (!one_writer)
     LS_RETURN_IF_ERROR(world_comm_->Allreduce(&bytes, &bytes, 1, comm::DType::kI64, comm::ReduceOp::kSum)->Wait());
-  const FaultSpec fault = plan_.fault;
+  const FaultSpec fault = setup_.fault;
   const int rank = rank_;
   std::vector<SaveReport> finished;
   LS_RETURN_IF_ERROR(Saver().SavePieces(
       std::move(pieces.pieces), Contents(step), [fault, rank, step] { InjectDuringCheckpoint(fault, rank, step); },
-      shard, bytes, &finished, /*last=*/step == plan_.total_steps));
+      shard, bytes, &finished, /*last=*/step == setup_.total_steps));
   for (const SaveReport& r : finished) LS_RETURN_IF_ERROR(LogSave(r));
   return Status::Ok();
 }
@@ -148,9 +148,9 @@ nlohmann::json Trainer::MemoryRow() {
   if (saved_activation_bytes_ >= 0) row["saved_activation_bytes"] = saved_activation_bytes_;
   // The process's resident set (all its rank threads): at the start of the workers and at its
   // peak so far, to hold the sums above against (docs/memory.md).
-  row["rss_baseline_bytes"] = plan_.rss_baseline_bytes;
+  row["rss_baseline_bytes"] = setup_.rss_baseline_bytes;
   row["rss_peak_bytes"] = PeakResidentBytes();
-  if (plan_.layout.gpt) {
+  if (setup_.layout.gpt) {
     int in_flight = 1;
     int64_t rows = 0;
     const parallel::ActivationBytes a = ActivationEstimate(&in_flight, &rows);
@@ -167,7 +167,7 @@ nlohmann::json Trainer::MemoryRowOf(int rank, const int64_t* f) const {
           {"zero", zero_},           {"parameters", f[0]},
           {"params_bytes", f[1]},    {"grads_bytes", f[2]},
           {"optimizer_bytes", f[3]}, {"peak_activation_bytes", f[4]},
-          {"peak_bytes", f[5]},      {"mem_limit", plan_.options.mem_limit}};
+          {"peak_bytes", f[5]},      {"mem_limit", setup_.options.mem_limit}};
 }
 
 // Every rank's memory row at `step` (rank 0 gets them all, in rank order), so the report can
@@ -208,28 +208,28 @@ Status Trainer::Finish() {
   if (trace_.enabled()) LS_RETURN_IF_ERROR(WriteTrace());
   tape_.pool().Release();  // the activations' memory, for the gather and the sample below
   LS_ASSIGN_OR_RETURN(parallel::CanonicalTensors weights, parallel::GatherCanonical(*world_comm_, WeightPieces()));
-  LS_ASSIGN_OR_RETURN(std::vector<nlohmann::json> memory, GatherMemoryRows(plan_.total_steps));
+  LS_ASSIGN_OR_RETURN(std::vector<nlohmann::json> memory, GatherMemoryRows(setup_.total_steps));
   if (!lead()) return Status::Ok();
   const std::string hash = parallel::CanonicalXxh64(weights);
   progress_->Finish();
   for (const nlohmann::json& row : memory) LS_RETURN_IF_ERROR(metrics_->Write(row));  // before `done`, the last line
-  LS_RETURN_IF_ERROR(metrics_->Write({{"event", "done"}, {"step", plan_.total_steps}, {"weights_xxh64", hash}}));
-  std::printf("done: %lld steps, val_loss %.4f", static_cast<long long>(plan_.total_steps), last_val_loss_);
+  LS_RETURN_IF_ERROR(metrics_->Write({{"event", "done"}, {"step", setup_.total_steps}, {"weights_xxh64", hash}}));
+  std::printf("done: %lld steps, val_loss %.4f", static_cast<long long>(setup_.total_steps), last_val_loss_);
   if (!std::isnan(last_val_acc_)) std::printf(", val_acc %.4f", last_val_acc_);
   std::printf(", weights_xxh64 %s\n", hash.c_str());
-  if (plan_.layout.gpt && plan_.layout.gpt->vocab == 256) {  // byte-level: the sample is text
+  if (setup_.layout.gpt && setup_.layout.gpt->vocab == 256) {  // byte-level: the sample is text
     // (other vocabularies: `lockstep sample --prompt-tokens`, which prints token ids)
     // The sample comes from a whole nn::Gpt holding the gathered canonical weights. It is a
     // by-product of the finished run, outside this worker's training budget (--mem-limit):
     // counted in the process-wide tracker, not the rank's.
     tensor::ScopedTracker outside_budget(nullptr);
-    nn::Gpt gpt(*plan_.layout.gpt, nn::Gpt::InferenceOnly{});
+    nn::Gpt gpt(*setup_.layout.gpt, nn::Gpt::InferenceOnly{});
     for (const nn::ParamInfo& p : gpt.params()) {
       const std::vector<float>& v = weights.at(p.name);
       std::memcpy(gpt.params().flat_params() + p.offset, v.data(), v.size() * sizeof(float));
     }
     tensor::ScopedPrecision fp32(tensor::Precision::kF32);  // the sample reads the fp32 master weights
-    std::string sample = gpt.Generate("The ", 240, 0.8f, plan_.run.train.seed);
+    std::string sample = gpt.Generate("The ", 240, 0.8f, setup_.run.train.seed);
     std::printf("sample:\n%s\n", sample.c_str());
   }
   std::fflush(stdout);

@@ -8,7 +8,7 @@
 #include <thread>
 
 #include "lockstep/core/log.h"
-#include "lockstep/runtime/recovery/fault_injection.h"
+#include "lockstep/runtime/setup/fault_spec.h"
 #include "lockstep/runtime/training/trainer.h"
 
 namespace lockstep::runtime {
@@ -28,7 +28,7 @@ Status Trainer::GatherHosts() {
     const char* name = all.data() + kName * static_cast<size_t>(r);
     hosts_.emplace_back(name, strnlen(name, kName));
   }
-  stragglers_.emplace(plan_.run.train.straggler_ratio, plan_.run.train.straggler_steps);
+  stragglers_.emplace(setup_.run.train.straggler_ratio, setup_.run.train.straggler_steps);
   return Status::Ok();
 }
 
@@ -40,7 +40,7 @@ Status Trainer::GatherHosts() {
 // before them would let them run alone, on a machine with fewer cores than ranks, and so
 // faster). Pipeline stages stretch each pass instead (PipelineRunner::set_slow_factor).
 void Trainer::BeginSlowStep(int64_t step) {
-  slow_factor_ = SlowFactor(plan_.fault, rank_, step);
+  slow_factor_ = SlowFactor(setup_.fault, rank_, step);
   compute_start_ns_ = NowNanos();
   slept_ = false;
   if (pipeline_) pipeline_->set_slow_factor(slow_factor_);
@@ -65,7 +65,7 @@ Status Trainer::WatchStragglers(int64_t step, const GatheredStep& g) {
     std::snprintf(line, sizeof(line),
                   "straggler: rank %d on host %s computed %.2fx the median of its peers over the last %lld steps "
                   "(to step %lld: %.2f ms a step against %.2f ms); the others wait for it at every collective",
-                  s.rank, host.c_str(), s.ratio, static_cast<long long>(plan_.run.train.straggler_steps),
+                  s.rank, host.c_str(), s.ratio, static_cast<long long>(setup_.run.train.straggler_steps),
                   static_cast<long long>(step + 1), s.compute_ms, s.median_ms);
     LS_LOG(WARN) << line;
     LS_RETURN_IF_ERROR(metrics_->Write({{"event", "straggler"},
@@ -73,7 +73,7 @@ Status Trainer::WatchStragglers(int64_t step, const GatheredStep& g) {
                                         {"rank", s.rank},
                                         {"host", host},
                                         {"ratio", s.ratio},
-                                        {"steps", plan_.run.train.straggler_steps},
+                                        {"steps", setup_.run.train.straggler_steps},
                                         {"compute_ms", s.compute_ms},
                                         {"median_ms", s.median_ms}}));
   }
@@ -88,11 +88,11 @@ Status Trainer::WatchStragglers(int64_t step, const GatheredStep& g) {
 Status Trainer::WatchStageBalance(int64_t step, const GatheredStep& g) {
   if (!pipeline_ || !lead() || stage_balance_reported_) return Status::Ok();
   if (step > start_step_) stage_balance_.Add(g.busy_ms, g.peer_group);
-  const bool last = step + 1 == plan_.total_steps;
-  if (stage_balance_.steps() < plan_.run.train.straggler_steps && !(last && stage_balance_.steps() > 0))
+  const bool last = step + 1 == setup_.total_steps;
+  if (stage_balance_.steps() < setup_.run.train.straggler_steps && !(last && stage_balance_.steps() > 0))
     return Status::Ok();
   stage_balance_reported_ = true;
-  const parallel::StagePartition& p = plan_.layout.partition;
+  const parallel::StagePartition& p = setup_.layout.partition;
   const StageBalance b = stage_balance_.Compare(p.cost);
   if (b.measured_share.empty()) return Status::Ok();
   constexpr double kTolerance = 0.2;

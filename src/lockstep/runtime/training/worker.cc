@@ -9,16 +9,16 @@
 
 namespace lockstep::runtime {
 
-Status RunWorker(const TrainPlan& plan, std::shared_ptr<comm::Communicator> comm) {
+Status RunWorker(const RunSetup& setup, std::shared_ptr<comm::Communicator> comm) {
   if (comm->size() > 1) log::SetThreadPrefix("[rank " + std::to_string(comm->rank()) + "] ");
   // Each rank counts its own tensors (ranks may be threads of one process). The trainer and
   // every tensor it owns are gone before the tracker is.
   tensor::MemoryTracker memory;
-  memory.SetLimit(plan.options.mem_limit);
+  memory.SetLimit(setup.options.mem_limit);
   tensor::ScopedTracker scope(&memory);
   Status s;
   {
-    Trainer trainer(plan, comm, &memory);
+    Trainer trainer(setup, comm, &memory);
     s = trainer.Run();
   }
   // A failed rank must not leave its peers blocked in a collective until the timeout.

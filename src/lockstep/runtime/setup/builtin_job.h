@@ -5,7 +5,7 @@
 // examples/custom_data). Public API (docs/api.md).
 #pragma once
 
-#include "lockstep/runtime/launch/job.h"
+#include "lockstep/runtime/setup/job.h"
 
 namespace lockstep::runtime {
 

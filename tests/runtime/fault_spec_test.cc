@@ -1,6 +1,6 @@
 // --inject-fault specs: every accepted form parses to what it says, fields in any order, and
 // everything else is one line naming the spec.
-#include "lockstep/runtime/recovery/fault_injection.h"
+#include "lockstep/runtime/setup/fault_spec.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-// LayoutPlan: the parallel layout of a run (--layout, --zero, --deterministic and the train.*
+// RunLayout: the parallel layout of a run (--layout, --zero, --deterministic and the train.*
 // keys that shape it), checked once before any worker starts so that every impossible
 // combination is one line and exit status 2 instead of a failure inside a rank:
 // dp x tp x pp must be the world, the batch must split over the data-parallel replicas and
@@ -14,12 +14,12 @@
 #include "lockstep/nn/gpt.h"
 #include "lockstep/parallel/mesh.h"
 #include "lockstep/parallel/pipeline_schedule.h"
-#include "lockstep/runtime/launch/run_config.h"
-#include "lockstep/runtime/launch/train_options.h"
+#include "lockstep/runtime/setup/run_config.h"
+#include "lockstep/runtime/setup/train_options.h"
 
 namespace lockstep::runtime {
 
-struct LayoutPlan {
+struct RunLayout {
   parallel::ParallelDims dims;
   int tp_slices = 1;  // canonical slices of split layers: train.det_tp_slices (deterministic) or tp
   int pp_micros = 1;  // micro-batches per step through the pipeline (pp > 1)
@@ -30,8 +30,8 @@ struct LayoutPlan {
 
 // `gpt`: the model's shape when it is lockstep's GPT (only then can tp or pp exceed 1);
 // `model_name` names any other model in errors.
-Result<LayoutPlan> PlanLayout(const TrainOptions& options, const RunConfig& run, int world,
-                              const std::optional<nn::GptConfig>& gpt, const std::string& model_name);
+Result<RunLayout> ResolveLayout(const TrainOptions& options, const RunConfig& run, int world,
+                                const std::optional<nn::GptConfig>& gpt, const std::string& model_name);
 
 // Estimated forward FLOPs per token of one GPT block, of the embeddings and of the head:
 // the costs BalanceStages weighs.

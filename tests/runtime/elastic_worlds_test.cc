@@ -1,13 +1,13 @@
 // The elastic world planner and the host list (issue 19): the largest world a run can go on
 // with is one its plan accepts (batch, det_shards, tp x pp kept), and host lists parse or are
 // refused with one line naming the entry.
-#include "lockstep/runtime/launch/elastic_plan.h"
+#include "lockstep/runtime/setup/elastic_worlds.h"
 
 #include <gtest/gtest.h>
 
 #include <fstream>
 
-#include "lockstep/runtime/launch/hosts.h"
+#include "lockstep/runtime/setup/hosts.h"
 
 namespace lockstep::runtime {
 namespace {
@@ -24,7 +24,7 @@ TrainOptions Tiny(int nproc, bool deterministic, std::vector<std::string> extra 
 }
 
 int Largest(const TrainOptions& o, int capacity, int min) {
-  auto p = ElasticPlanner::Create(o);
+  auto p = ElasticWorlds::Create(o);
   EXPECT_TRUE(p.ok()) << p.status().message();
   auto w = p->Largest(capacity, min);
   return w.ok() ? w->nproc : -static_cast<int>(w.status().code());
@@ -36,7 +36,7 @@ TEST(ElasticPlan, LargestWorldTheBatchAndShardsAllow) {
   EXPECT_EQ(Largest(Tiny(6, false), 5, 1), 4);
   // Deterministic: det_shards = 4 must split over dp, and 12 over det_shards.
   EXPECT_EQ(Largest(Tiny(4, true, {"train.det_shards=4"}), 3, 1), 2);
-  auto p = ElasticPlanner::Create(Tiny(4, true, {"train.det_shards=4"}));
+  auto p = ElasticWorlds::Create(Tiny(4, true, {"train.det_shards=4"}));
   ASSERT_TRUE(p.ok());
   auto none = p->Largest(3, 3);
   ASSERT_FALSE(none.ok());
@@ -51,7 +51,7 @@ TEST(ElasticPlan, LargestWorldTheBatchAndShardsAllow) {
 TEST(ElasticPlan, DpShrinksTpAndPpStay) {
   TrainOptions o = Tiny(8, false);  // batch 12: dp 4 and dp 3 both split it
   o.layout = "dp=4,tp=2";
-  auto p = ElasticPlanner::Create(o);
+  auto p = ElasticWorlds::Create(o);
   ASSERT_TRUE(p.ok()) << p.status().message();
   auto w = p->Largest(7, 2);
   ASSERT_TRUE(w.ok()) << w.status().message();
@@ -59,7 +59,7 @@ TEST(ElasticPlan, DpShrinksTpAndPpStay) {
   EXPECT_EQ(w->layout, "tp=2,pp=1");
   o.layout = "tp=4";
   o.nproc = 4;
-  auto tp4 = ElasticPlanner::Create(o);
+  auto tp4 = ElasticWorlds::Create(o);
   ASSERT_TRUE(tp4.ok());
   EXPECT_NE(tp4->Refusal(3).find("needs a multiple of 4 workers"), std::string::npos);
   EXPECT_FALSE(tp4->Largest(3, 1).ok());

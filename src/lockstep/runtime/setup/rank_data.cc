@@ -1,4 +1,4 @@
-#include "lockstep/runtime/training/shared_data.h"
+#include "lockstep/runtime/setup/rank_data.h"
 
 #include <algorithm>
 

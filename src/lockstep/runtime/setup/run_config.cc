@@ -1,4 +1,4 @@
-#include "lockstep/runtime/launch/run_config.h"
+#include "lockstep/runtime/setup/run_config.h"
 
 namespace lockstep::runtime {
 namespace {

@@ -1,13 +1,12 @@
-#include "lockstep/runtime/launch/hosts.h"
+#include "lockstep/runtime/setup/hosts.h"
 
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
-#include "lockstep/runtime/launch/train_plan.h"
-#include "lockstep/runtime/recovery/heartbeat.h"
-#include "lockstep/runtime/recovery/supervisor.h"
+#include "lockstep/runtime/setup/run_setup.h"
+#include "lockstep/runtime/setup/worker_env.h"
 
 namespace lockstep::runtime {
 namespace {

@@ -1,11 +1,11 @@
-#include "lockstep/runtime/launch/builtin_job.h"
+#include "lockstep/runtime/setup/builtin_job.h"
 
 #include "lockstep/data/byte_corpus.h"
 #include "lockstep/data/idx_dataset.h"
 #include "lockstep/data/image_loaders.h"
 #include "lockstep/data/text_loaders.h"
 #include "lockstep/data/token_corpus.h"
-#include "lockstep/runtime/launch/run_config.h"
+#include "lockstep/runtime/setup/run_config.h"
 
 namespace lockstep::runtime {
 

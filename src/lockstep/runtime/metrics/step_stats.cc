@@ -1,4 +1,4 @@
-#include "lockstep/runtime/reporting/step_stats.h"
+#include "lockstep/runtime/metrics/step_stats.h"
 
 #include <algorithm>
 

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "lockstep/core/result.h"
-#include "lockstep/runtime/launch/train_options.h"
+#include "lockstep/runtime/setup/train_options.h"
 
 namespace lockstep::runtime {
 

@@ -1,4 +1,4 @@
-#include "lockstep/runtime/reporting/metrics_log.h"
+#include "lockstep/runtime/metrics/metrics_log.h"
 
 #include <fcntl.h>
 #include <unistd.h>

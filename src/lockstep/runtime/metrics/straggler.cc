@@ -1,4 +1,4 @@
-#include "lockstep/runtime/reporting/straggler.h"
+#include "lockstep/runtime/metrics/straggler.h"
 
 #include <algorithm>
 #include <cmath>

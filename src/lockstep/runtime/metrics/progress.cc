@@ -1,4 +1,4 @@
-#include "lockstep/runtime/reporting/progress.h"
+#include "lockstep/runtime/metrics/progress.h"
 
 #include <unistd.h>
 

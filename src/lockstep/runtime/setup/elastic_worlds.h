@@ -1,7 +1,7 @@
 // Elastic world sizes: the largest world a run can continue with after losing workers.
 // A checkpoint of any layout loads into any other (docs/checkpoint-format.md) and, with
 // --deterministic, every world size that the data split allows trains the same bits, so a
-// smaller world only has to be one the run's plan accepts: the global batch (and its
+// smaller world only has to be one the run's setup accepts: the global batch (and its
 // accumulation) splits over the data-parallel replicas, train.det_shards splits over them in
 // deterministic mode, and the tensor and pipeline factors stay as given. dp shrinks; tp and
 // pp never change (a model split for tp=4 needs four workers per replica), so a world that
@@ -13,10 +13,10 @@
 
 #include "lockstep/core/config.h"
 #include "lockstep/core/result.h"
-#include "lockstep/runtime/launch/builtin_job.h"
-#include "lockstep/runtime/launch/job.h"
-#include "lockstep/runtime/launch/run_config.h"
-#include "lockstep/runtime/launch/train_options.h"
+#include "lockstep/runtime/setup/builtin_job.h"
+#include "lockstep/runtime/setup/job.h"
+#include "lockstep/runtime/setup/run_config.h"
+#include "lockstep/runtime/setup/train_options.h"
 
 namespace lockstep::runtime {
 
@@ -25,17 +25,17 @@ struct ElasticWorld {
   std::string layout;  // --layout for that world ("" when the run gave none: all data-parallel)
 };
 
-class ElasticPlanner {
+class ElasticWorlds {
  public:
-  // Reads the config (with --set and --steps/--epochs) once and plans `job` (the program's
+  // Reads the config (with --set and --steps/--epochs) once and sets up `job` (the program's
   // own, or lockstep train's built-in one); bad input is InvalidArgument.
-  static Result<ElasticPlanner> Create(const TrainOptions& options, const Job& job = BuiltinJob());
+  static Result<ElasticWorlds> Create(const TrainOptions& options, const Job& job = BuiltinJob());
 
-  // The largest world in [min_nproc, capacity] the plan accepts. kUnavailable naming what
+  // The largest world in [min_nproc, capacity] the setup accepts. kUnavailable naming what
   // stands in the way when there is none.
   Result<ElasticWorld> Largest(int capacity, int min_nproc) const;
 
-  // Why `nproc` workers cannot run this plan ("" when they can).
+  // Why `nproc` workers cannot run this setup ("" when they can).
   std::string Refusal(int nproc) const;
 
   int64_t total_steps() const { return total_steps_; }

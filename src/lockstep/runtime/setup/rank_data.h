@@ -9,8 +9,8 @@
 
 #include "lockstep/data/source_loader.h"
 #include "lockstep/nn/model.h"
-#include "lockstep/runtime/launch/job.h"
-#include "lockstep/runtime/launch/run_config.h"
+#include "lockstep/runtime/setup/job.h"
+#include "lockstep/runtime/setup/run_config.h"
 
 namespace lockstep::runtime {
 
@@ -31,7 +31,7 @@ class RankData {
   // after the last one (every rank sees the same number of batches: eval.batches caps them).
   Status StartEval();
   Result<bool> NextEval();
-  int64_t eval_rows() const { return eval_batch_.valid; }  // real rows (masked excluded)
+  int64_t eval_rows() const { return eval_batch_.valid; }    // real rows (masked excluded)
   int64_t eval_batch_size() const { return eval_batch_.B; }  // real and masked rows
   nn::ModelInput EvalRows(int64_t begin, int64_t n) const { return Rows(eval_batch_, begin, n); }
 

@@ -1,16 +1,16 @@
-#include "lockstep/runtime/launch/elastic_plan.h"
+#include "lockstep/runtime/setup/elastic_worlds.h"
 
 #include "lockstep/parallel/mesh.h"
-#include "lockstep/runtime/launch/layout_plan.h"
-#include "lockstep/runtime/launch/train_plan.h"
+#include "lockstep/runtime/setup/run_layout.h"
+#include "lockstep/runtime/setup/run_setup.h"
 
 namespace lockstep::runtime {
 
-Result<ElasticPlanner> ElasticPlanner::Create(const TrainOptions& options, const Job& job) {
-  ElasticPlanner p;
+Result<ElasticWorlds> ElasticWorlds::Create(const TrainOptions& options, const Job& job) {
+  ElasticWorlds p;
   p.options_ = options;
   LS_ASSIGN_OR_RETURN(p.config_, LoadTrainConfig(options));
-  if (options.steps >= 0) {  // as PlanTraining: only the keys the layout reads matter here
+  if (options.steps >= 0) {  // as SetUpRun: only the keys the layout reads matter here
     p.config_.SetInt("train.steps", options.steps);
     p.config_.SetInt("train.epochs", 0);
   } else if (options.epochs >= 0) {
@@ -19,13 +19,13 @@ Result<ElasticPlanner> ElasticPlanner::Create(const TrainOptions& options, const
       return Status::InvalidArgument("--epochs: bad value");
   }
   LS_ASSIGN_OR_RETURN(p.run_, ReadRunConfig(p.config_, /*builtin_data=*/false));
-  // The whole plan once (no directory is written with print_config): bad input stops here,
+  // The whole setup once (no directory is written with print_config): bad input stops here,
   // and the run's length is known (train.epochs needs the dataset).
   TrainOptions probe = options;
   probe.print_config = true;
-  LS_ASSIGN_OR_RETURN(TrainPlan plan, PlanTraining(job, probe, options.nproc));
-  p.gpt_ = plan.layout.gpt;
-  p.total_steps_ = plan.total_steps;
+  LS_ASSIGN_OR_RETURN(RunSetup setup, SetUpRun(job, probe, options.nproc));
+  p.gpt_ = setup.layout.gpt;
+  p.total_steps_ = setup.total_steps;
   LS_ASSIGN_OR_RETURN(parallel::ParallelDims d,
                       parallel::ParallelDims::Parse(options.layout, options.nproc, options.zero));
   p.tp_ = d.tp;
@@ -35,7 +35,7 @@ Result<ElasticPlanner> ElasticPlanner::Create(const TrainOptions& options, const
   return p;
 }
 
-std::string ElasticPlanner::Refusal(int nproc) const {
+std::string ElasticWorlds::Refusal(int nproc) const {
   const int replica = tp_ * pp_;
   if (nproc < replica || nproc % replica != 0)
     return "--layout tp=" + std::to_string(tp_) + ",pp=" + std::to_string(pp_) + " needs a multiple of " +
@@ -43,11 +43,11 @@ std::string ElasticPlanner::Refusal(int nproc) const {
   TrainOptions o = options_;
   o.nproc = nproc;
   o.layout = layout_without_dp_;
-  Result<LayoutPlan> plan = PlanLayout(o, run_, nproc, gpt_, "the model");
-  return plan.ok() ? "" : plan.status().message();
+  Result<RunLayout> layout = ResolveLayout(o, run_, nproc, gpt_, "the model");
+  return layout.ok() ? "" : layout.status().message();
 }
 
-Result<ElasticWorld> ElasticPlanner::Largest(int capacity, int min_nproc) const {
+Result<ElasticWorld> ElasticWorlds::Largest(int capacity, int min_nproc) const {
   if (capacity < min_nproc)
     return Status::Unavailable(std::to_string(capacity) + " workers left, below --min-nproc " +
                                std::to_string(min_nproc));

@@ -1,4 +1,4 @@
-#include "lockstep/runtime/launch/config_keys.h"
+#include "lockstep/runtime/setup/config_keys.h"
 
 #include <algorithm>
 #include <cstdio>

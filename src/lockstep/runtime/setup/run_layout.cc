@@ -1,4 +1,4 @@
-#include "lockstep/runtime/launch/layout_plan.h"
+#include "lockstep/runtime/setup/run_layout.h"
 
 #include "lockstep/data/distributed_sampler.h"
 #include "lockstep/nn/model.h"
@@ -34,9 +34,9 @@ GptStageCosts EstimateGptStageCosts(const nn::GptConfig& c) {
   return {f.block, f.embedding, f.head + f.softmax};
 }
 
-Result<LayoutPlan> PlanLayout(const TrainOptions& options, const RunConfig& run, int world,
-                              const std::optional<nn::GptConfig>& gpt, const std::string& model_name) {
-  LayoutPlan lp;
+Result<RunLayout> ResolveLayout(const TrainOptions& options, const RunConfig& run, int world,
+                                const std::optional<nn::GptConfig>& gpt, const std::string& model_name) {
+  RunLayout lp;
   LS_ASSIGN_OR_RETURN(lp.dims, parallel::ParallelDims::Parse(options.layout, world, options.zero));
   const parallel::ParallelDims& d = lp.dims;
   lp.gpt = gpt;

@@ -1,4 +1,4 @@
-#include "lockstep/runtime/launch/train_plan.h"
+#include "lockstep/runtime/setup/run_setup.h"
 
 #include "lockstep/interop/export.h"
 
@@ -14,9 +14,9 @@
 
 #include "lockstep/data/distributed_sampler.h"
 #include "lockstep/nn/model.h"
-#include "lockstep/runtime/launch/config_keys.h"
-#include "lockstep/runtime/recovery/checkpointing.h"
-#include "lockstep/runtime/training/shared_data.h"
+#include "lockstep/runtime/setup/config_keys.h"
+#include "lockstep/runtime/setup/rank_data.h"
+#include "lockstep/runtime/setup/resume.h"
 #include "lockstep/tensor/precision.h"
 
 namespace lockstep::runtime {
@@ -51,86 +51,87 @@ std::string OutDirFor(const TrainOptions& options) {
   return "runs/" + std::filesystem::path(options.config_path).stem().string();
 }
 
-Result<TrainPlan> PlanTraining(const Job& job, const TrainOptions& options, int world) {
+Result<RunSetup> SetUpRun(const Job& job, const TrainOptions& options, int world) {
   if (!job.model || !job.data) return Status::InvalidArgument("the job needs a model and a data function");
-  TrainPlan plan;
-  plan.options = options;
-  plan.world = world;
-  plan.job = job;
-  LS_ASSIGN_OR_RETURN(plan.config, LoadTrainConfig(options));
+  RunSetup setup;
+  setup.options = options;
+  setup.world = world;
+  setup.job = job;
+  LS_ASSIGN_OR_RETURN(setup.config, LoadTrainConfig(options));
   // Flags win over the file: --steps/--epochs replace each other's config value.
   if (options.steps >= 0) {
-    plan.config.SetInt("train.steps", options.steps);
-    plan.config.SetInt("train.epochs", 0);
+    setup.config.SetInt("train.steps", options.steps);
+    setup.config.SetInt("train.epochs", 0);
   } else if (options.epochs >= 0) {
-    plan.config.SetInt("train.steps", 0);
-    if (!plan.config.Override("train.epochs=" + std::to_string(options.epochs)).ok())
+    setup.config.SetInt("train.steps", 0);
+    if (!setup.config.Override("train.epochs=" + std::to_string(options.epochs)).ok())
       return Status::InvalidArgument("--epochs: bad value");
   }
-  LS_ASSIGN_OR_RETURN(plan.run, ReadRunConfig(plan.config, /*builtin_data=*/false));
+  LS_ASSIGN_OR_RETURN(setup.run, ReadRunConfig(setup.config, /*builtin_data=*/false));
 
   // Validates the model before any thread starts (a GPT only by its keys: building a large
   // one here would cost the memory a sharded run exists to avoid).
   std::optional<nn::GptConfig> gpt;
   if (job.gpt) {
-    LS_ASSIGN_OR_RETURN(gpt, job.gpt(plan.config));
+    LS_ASSIGN_OR_RETURN(gpt, job.gpt(setup.config));
   }
   std::unique_ptr<nn::Model> probe;
   if (!gpt) {
-    LS_ASSIGN_OR_RETURN(probe, job.model(plan.config));
+    LS_ASSIGN_OR_RETURN(probe, job.model(setup.config));
     if (probe == nullptr) return Status::InvalidArgument("the job's model function returned no model");
   }
-  if (!gpt && plan.run.train.recompute != "none")
-    return Status::InvalidArgument("config key 'train.recompute' = \"" + plan.run.train.recompute +
+  if (!gpt && setup.run.train.recompute != "none")
+    return Status::InvalidArgument("config key 'train.recompute' = \"" + setup.run.train.recompute +
                                    "\" needs model.kind = \"gpt\" (its transformer blocks are what is recomputed)");
-  LS_ASSIGN_OR_RETURN(plan.layout, PlanLayout(options, plan.run, world, gpt, probe ? probe->name() : "gpt"));
-  const int dp = plan.layout.dims.dp;
-  const TrainSection& t = plan.run.train;
+  LS_ASSIGN_OR_RETURN(setup.layout, ResolveLayout(options, setup.run, world, gpt, probe ? probe->name() : "gpt"));
+  const int dp = setup.layout.dims.dp;
+  const TrainSection& t = setup.run.train;
 
-  LS_ASSIGN_OR_RETURN(plan.data, job.data(plan.config));
-  if (!plan.data.train || !plan.data.val)
+  LS_ASSIGN_OR_RETURN(setup.data, job.data(setup.config));
+  if (!setup.data.train || !setup.data.val)
     return Status::InvalidArgument("the job's data function returned no training or validation source");
-  const SampleLayout layout = plan.data.train->layout();
+  const SampleLayout layout = setup.data.train->layout();
   LS_RETURN_IF_ERROR(gpt ? nn::CheckGptLayout(*gpt, layout) : probe->CheckLayout(layout));
   probe.reset();
 
   // Steps per epoch come from the sampler's view of the dataset (the same for every rank).
-  LS_ASSIGN_OR_RETURN(auto probe_data, RankData::Create(plan.data, plan.run, 0, dp));
-  plan.steps_per_epoch = probe_data->StepsPerEpoch();
-  if (plan.steps_per_epoch <= 0)
+  LS_ASSIGN_OR_RETURN(auto probe_data, RankData::Create(setup.data, setup.run, 0, dp));
+  setup.steps_per_epoch = probe_data->StepsPerEpoch();
+  if (setup.steps_per_epoch <= 0)
     return Status::InvalidArgument("the dataset holds less than one global batch of train.batch_size=" +
                                    std::to_string(t.batch_size));
-  plan.total_steps = t.steps > 0 ? t.steps : static_cast<int64_t>(std::llround(t.epochs * plan.steps_per_epoch));
-  if (plan.total_steps <= 0) return Status::InvalidArgument("the run would train 0 steps");
-  plan.eval_every = plan.run.eval.every > 0 ? plan.run.eval.every : (t.steps > 0 ? 0 : plan.steps_per_epoch);
+  setup.total_steps = t.steps > 0 ? t.steps : static_cast<int64_t>(std::llround(t.epochs * setup.steps_per_epoch));
+  if (setup.total_steps <= 0) return Status::InvalidArgument("the run would train 0 steps");
+  setup.eval_every = setup.run.eval.every > 0 ? setup.run.eval.every : (t.steps > 0 ? 0 : setup.steps_per_epoch);
 
-  LS_ASSIGN_OR_RETURN(plan.optim, optim::ReadOptimConfig(plan.config, plan.total_steps));
-  LS_ASSIGN_OR_RETURN(plan.config_warnings, CheckConfigKeys(plan.config, job.config_keys));
-  if (t.precision == "bf16" && !tensor::Bf16Warning().empty()) plan.config_warnings.push_back(tensor::Bf16Warning());
+  LS_ASSIGN_OR_RETURN(setup.optim, optim::ReadOptimConfig(setup.config, setup.total_steps));
+  LS_ASSIGN_OR_RETURN(setup.config_warnings, CheckConfigKeys(setup.config, job.config_keys));
+  if (t.precision == "bf16" && !tensor::Bf16Warning().empty()) setup.config_warnings.push_back(tensor::Bf16Warning());
   if (t.grad_dtype == "bf16" && options.zero >= 2 && !options.deterministic)
-    plan.config_warnings.push_back("train.grad_dtype = bf16 is ignored with --zero " + std::to_string(options.zero) +
-                                   ": ZeRO-2/3 reduce their gradient shards in fp32");
+    setup.config_warnings.push_back("train.grad_dtype = bf16 is ignored with --zero " + std::to_string(options.zero) +
+                                    ": ZeRO-2/3 reduce their gradient shards in fp32");
 
   unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   // Cores are shared by the workers on this machine only: under mpirun that is the local
   // rank count, not the world size (two 64-core hosts with one rank each get 64 threads).
   int local_workers = world;
   if (const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE")) local_workers = std::max(1, std::atoi(local));
-  plan.threads_per_worker = t.threads > 0 ? t.threads : std::max(1, static_cast<int>(cores) / local_workers);
+  setup.threads_per_worker = t.threads > 0 ? t.threads : std::max(1, static_cast<int>(cores) / local_workers);
 
-  plan.config_name = options.config_path.empty() ? "train" : std::filesystem::path(options.config_path).stem().string();
-  plan.out_dir = OutDirFor(options);
-  LS_ASSIGN_OR_RETURN(plan.fault, ParseFaultSpec(options.inject_fault, world, plan.total_steps));
+  setup.config_name =
+      options.config_path.empty() ? "train" : std::filesystem::path(options.config_path).stem().string();
+  setup.out_dir = OutDirFor(options);
+  LS_ASSIGN_OR_RETURN(setup.fault, ParseFaultSpec(options.inject_fault, world, setup.total_steps));
   if (!options.init_from.empty()) {
-    if (!plan.layout.gpt)
+    if (!setup.layout.gpt)
       return Status::InvalidArgument("--init-from: only a GPT (model.kind = \"gpt\") can start from other weights");
-    LS_ASSIGN_OR_RETURN(parallel::CanonicalTensors w, interop::LoadInitWeights(options.init_from, *plan.layout.gpt));
-    plan.init_weights = std::make_shared<const parallel::CanonicalTensors>(std::move(w));
+    LS_ASSIGN_OR_RETURN(parallel::CanonicalTensors w, interop::LoadInitWeights(options.init_from, *setup.layout.gpt));
+    setup.init_weights = std::make_shared<const parallel::CanonicalTensors>(std::move(w));
   }
-  if (options.print_config) return plan;  // nothing is written
-  LS_RETURN_IF_ERROR(MakeDirs(plan.out_dir));
-  LS_ASSIGN_OR_RETURN(plan.resume_dir, ResolveResume(options.resume, plan.out_dir));
-  return plan;
+  if (options.print_config) return setup;  // nothing is written
+  LS_RETURN_IF_ERROR(MakeDirs(setup.out_dir));
+  LS_ASSIGN_OR_RETURN(setup.resume_dir, ResolveResume(options.resume, setup.out_dir));
+  return setup;
 }
 
 }  // namespace lockstep::runtime

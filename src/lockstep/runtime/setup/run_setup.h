@@ -1,6 +1,6 @@
-// TrainPlan: a `lockstep train` invocation resolved into everything every rank needs —
+// RunSetup: a `lockstep train` invocation resolved into everything every rank needs —
 // config (after --set), typed sections, step counts, output paths, shared datasets. Built
-// once per process by PlanTraining(); read-only afterwards (each rank copies the Config,
+// once per process by SetUpRun(); read-only afterwards (each rank copies the Config,
 // whose getters record keys and are not thread-safe).
 #pragma once
 
@@ -10,16 +10,16 @@
 
 #include "lockstep/core/config.h"
 #include "lockstep/optim/optim_config.h"
-#include "lockstep/runtime/launch/job.h"
 #include "lockstep/parallel/canonical.h"
-#include "lockstep/runtime/launch/layout_plan.h"
-#include "lockstep/runtime/launch/run_config.h"
-#include "lockstep/runtime/launch/train_options.h"
-#include "lockstep/runtime/recovery/fault_injection.h"
+#include "lockstep/runtime/setup/fault_spec.h"
+#include "lockstep/runtime/setup/job.h"
+#include "lockstep/runtime/setup/run_config.h"
+#include "lockstep/runtime/setup/run_layout.h"
+#include "lockstep/runtime/setup/train_options.h"
 
 namespace lockstep::runtime {
 
-struct TrainPlan {
+struct RunSetup {
   TrainOptions options;
   Config config;
   RunConfig run;
@@ -36,11 +36,11 @@ struct TrainPlan {
   FaultSpec fault;                           // --inject-fault
   std::vector<std::string> config_warnings;  // known keys this run ignores, one line each
   std::string resume_dir;                    // checkpoint to resume from ("" = start at step 0)
-  LayoutPlan layout;                         // dp x tp x pp, ZeRO stage, canonical slices, pipeline partition
+  RunLayout layout;                          // dp x tp x pp, ZeRO stage, canonical slices, pipeline partition
   // --init-from: the starting weights (full canonical tensors, shared read-only by the ranks
   // of this process); null: the model's initialisation. Not used when resuming.
   std::shared_ptr<const parallel::CanonicalTensors> init_weights;
-  // The process's resident set once the plan is made (libraries, runtime, the job's data
+  // The process's resident set once the setup is made (libraries, runtime, the job's data
   // loaded) and before any worker builds a model: what the memory row's sums sit on top of.
   int64_t rss_baseline_bytes = 0;
 };
@@ -48,7 +48,7 @@ struct TrainPlan {
 // Reads the config, applies overrides and flags, validates every key and value (bad input
 // is InvalidArgument naming the key or flag), checks the job's model against its data and the
 // layout, loads the datasets and creates --out.
-Result<TrainPlan> PlanTraining(const Job& job, const TrainOptions& options, int world);
+Result<RunSetup> SetUpRun(const Job& job, const TrainOptions& options, int world);
 
 // --out, or runs/<config file stem> when it is not given (runs/train without a file).
 std::string OutDirFor(const TrainOptions& options);
