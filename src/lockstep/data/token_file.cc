@@ -24,18 +24,6 @@ Result<TokenFormat> ParseTokenFormat(const std::string& text) {
   return Status::InvalidArgument("data.format: expected \"auto\", \"llmc\" or \"raw\", got \"" + text + "\"");
 }
 
-const char* TokenFormatName(TokenFormat f) {
-  switch (f) {
-    case TokenFormat::kAuto:
-      return "auto";
-    case TokenFormat::kLlmc:
-      return "llmc";
-    case TokenFormat::kRaw:
-      return "raw";
-  }
-  return "?";
-}
-
 namespace {
 
 int64_t PageSize() {

@@ -27,7 +27,6 @@ inline constexpr int32_t kLlmcModelMagic = 20240326;
 enum class TokenFormat { kAuto, kLlmc, kRaw };
 // "auto" | "llmc" | "raw" (the values of data.format).
 Result<TokenFormat> ParseTokenFormat(const std::string& text);
-const char* TokenFormatName(TokenFormat f);
 
 class TokenFile {
  public:

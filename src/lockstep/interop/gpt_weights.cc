@@ -4,8 +4,8 @@
 
 #include "lockstep/checkpoint/reader.h"
 #include "lockstep/checkpoint/resolve.h"
-#include "lockstep/nn/model.h"
 #include "lockstep/core/config.h"
+#include "lockstep/nn/model.h"
 
 namespace lockstep::interop {
 
@@ -35,20 +35,6 @@ Result<nn::GptConfig> GptConfigFromJson(const nlohmann::json& j, const std::stri
   Status valid = nn::ValidateGptConfig(c);
   if (!valid.ok()) return Status::InvalidArgument(where + ": " + valid.message());
   return c;
-}
-
-Status CheckGptTensors(const GptWeights& w) {
-  nn::Gpt probe(w.config, nn::Gpt::InferenceOnly{});  // the names and shapes to expect
-  for (const nn::ParamInfo& p : probe.params()) {
-    auto it = w.tensors.find(p.name);
-    if (it == w.tensors.end()) return Status::InvalidArgument(w.source + ": no tensor '" + p.name + "'");
-    if (static_cast<int64_t>(it->second.size()) != p.numel)
-      return Status::InvalidArgument(w.source + ": tensor '" + p.name + "' has " + std::to_string(it->second.size()) +
-                                     " elements, the model needs " + std::to_string(p.numel));
-  }
-  if (w.tensors.size() != static_cast<size_t>(probe.params().size()))
-    return Status::InvalidArgument(w.source + ": holds tensors the model does not have");
-  return Status::Ok();
 }
 
 void CopyInto(const GptWeights& w, nn::Gpt* gpt) {

@@ -33,9 +33,6 @@ struct GptWeights {
 Result<GptWeights> LoadGptCheckpoint(const std::string& path, const std::string& config_path = "",
                                      const std::vector<std::string>& overrides = {});
 
-// Checks that `w` holds exactly the tensors of its config with the right shapes.
-Status CheckGptTensors(const GptWeights& w);
-
 // Copies the weights into a whole nn::Gpt of the same config.
 void CopyInto(const GptWeights& w, nn::Gpt* gpt);
 

@@ -10,10 +10,4 @@ autograd::Variable FloatInput(autograd::Tape& tape, const float* data, const ten
   return autograd::Variable::Constant(t);
 }
 
-tensor::Tensor IntInput(autograd::Tape& tape, const int32_t* data, const tensor::Shape& shape) {
-  tensor::Tensor t = tape.NewBuffer(shape, tensor::DType::kI32);
-  std::memcpy(t.data<int32_t>(), data, t.nbytes());
-  return t;
-}
-
 }  // namespace lockstep::nn

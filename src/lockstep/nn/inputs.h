@@ -10,7 +10,5 @@ namespace lockstep::nn {
 
 // `data` holds numel(shape) floats; the result is a constant (no gradient) Variable.
 autograd::Variable FloatInput(autograd::Tape& tape, const float* data, const tensor::Shape& shape);
-// `data` holds numel(shape) int32 values (token ids, class labels) as an I32 tensor.
-tensor::Tensor IntInput(autograd::Tape& tape, const int32_t* data, const tensor::Shape& shape);
 
 }  // namespace lockstep::nn

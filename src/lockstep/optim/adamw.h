@@ -52,9 +52,10 @@ class AdamW {
   // second pass over the parameters; the same bits as rounding them afterwards).
   void Step(float* params, const float* grads, float lr, float grad_scale = 1.0f, uint16_t* rounded = nullptr);
 
-  // Finer-grained form for overlapping the update with communication (ZeRO-2 steps each
-  // bucket as its reduce-scatter lands): BeginStep() advances t once, then UpdateRange() is
-  // called on disjoint sub-ranges of owned() that together cover what should be stepped.
+  // The same step in pieces: BeginStep() advances t once, then UpdateRange() is called on
+  // disjoint sub-ranges of owned() that together cover what should be stepped (what an update
+  // overlapped with communication would do bucket by bucket; today only the tests, which show
+  // that pieces give the bits of the whole, call it).
   // params/grads hold exactly the elements of `range`: params[0] is flat element range.begin.
   // Fails (Internal) if `range` is not inside owned() or BeginStep() was never called.
   void BeginStep() { range_.BeginStep(); }

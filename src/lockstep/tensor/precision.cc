@@ -26,8 +26,6 @@ const char* IsaName(dnnl_cpu_isa_t isa) {
 
 }  // namespace
 
-const char* PrecisionName(Precision p) { return p == Precision::kBF16 ? "bf16" : "fp32"; }
-
 void SetComputePrecision(Precision p) { tls_precision = p; }
 Precision ComputePrecision() { return tls_precision; }
 

@@ -19,7 +19,6 @@
 namespace lockstep::tensor {
 
 enum class Precision { kF32, kBF16 };
-const char* PrecisionName(Precision p);  // "fp32", "bf16"
 
 void SetComputePrecision(Precision p);
 Precision ComputePrecision();

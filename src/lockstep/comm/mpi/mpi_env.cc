@@ -154,6 +154,5 @@ void KeepForever(std::shared_ptr<void> buffers) {
   std::lock_guard<std::mutex> lock(mu);
   kept->push_back(std::move(buffers));
 }
-int64_t AbandonedRequests() { return g_abandoned.load(); }
 
 }  // namespace lockstep::comm::mpi_detail

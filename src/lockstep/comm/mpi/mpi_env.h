@@ -81,6 +81,5 @@ void NoteAbandonedRequests(int n);
 // handed here and stay reachable until the process ends (ASan found the desync check's
 // all-gather buffer written after it was freed, about one run in fifteen).
 void KeepForever(std::shared_ptr<void> buffers);
-int64_t AbandonedRequests();
 
 }  // namespace lockstep::comm::mpi_detail
