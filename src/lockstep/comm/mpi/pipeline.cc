@@ -65,10 +65,13 @@ Status PipelinedReduceScatter(ExecContext& ctx, const PipelineArgs& a) {
   };
 
   std::vector<MPI_Request> cur, prev, gathers;
-  auto fail = [&](int rc, const char* call) {
+  auto abandon = [&] {
     for (auto* v : {&cur, &prev, &gathers}) {
       ctx.Abandon(v->data(), static_cast<int>(v->size()), RequestKind::kPointToPoint);
     }
+  };
+  auto fail = [&](int rc, const char* call) {
+    abandon();
     return ctx.Check(rc, call);
   };
   std::vector<const void*> inputs(n);
@@ -95,7 +98,7 @@ Status PipelinedReduceScatter(ExecContext& ctx, const PipelineArgs& a) {
       const size_t j = k - 1;  // the segment index finishing now
       Status s = ctx.WaitAll(prev, RequestKind::kPointToPoint);
       if (!s.ok()) {
-        fail(MPI_SUCCESS, "");
+        abandon();
         return s;
       }
       prev.clear();
