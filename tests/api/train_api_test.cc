@@ -88,8 +88,10 @@ TEST(ParseTrainFlags, FlagsOverTheProgramsDefaults) {
   defaults.nproc = 3;
   defaults.deterministic = true;
   const char* argv[] = {"prog", "--set", "optim.lr=0.1", "--backend", "mpi", "--mem-limit", "2K"};
-  Result<TrainOptions> o = ParseTrainFlags(7, argv, defaults);
-  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  Result<TrainFlags> f = ParseTrainFlags(7, argv, defaults);
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  EXPECT_FALSE(f->help);
+  const TrainOptions* o = &f->options;
   EXPECT_EQ(o->overrides, (std::vector<std::string>{"train.steps=5", "optim.lr=0.1"}));
   EXPECT_EQ(o->nproc, 3);
   EXPECT_TRUE(o->deterministic);
@@ -98,10 +100,24 @@ TEST(ParseTrainFlags, FlagsOverTheProgramsDefaults) {
   EXPECT_EQ(o->command, std::vector<std::string>{"prog"});
 
   const char* bad[] = {"prog", "--nprocs", "2"};
-  Result<TrainOptions> b = ParseTrainFlags(3, bad);
+  Result<TrainFlags> b = ParseTrainFlags(3, bad);
   ASSERT_FALSE(b.ok());
   EXPECT_EQ(b.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(b.status().message().find("--nprocs"), std::string::npos) << b.status().message();
+}
+
+// --help is its own answer, not an error to recognise by its text: the flags are printed and
+// the program is told to stop.
+TEST(ParseTrainFlags, HelpIsReportedAsSuch) {
+  const char* argv[] = {"prog", "--help"};
+  ::testing::internal::CaptureStdout();
+  Result<TrainFlags> f = ParseTrainFlags(2, argv);
+  const std::string printed = ::testing::internal::GetCapturedStdout();
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  EXPECT_TRUE(f->help);
+  EXPECT_NE(printed.find("--nproc"), std::string::npos) << printed;
+  const char* run[] = {"prog", "--nproc", "2"};
+  EXPECT_FALSE(ParseTrainFlags(3, run)->help);
 }
 
 TEST(Train, BadOptionsAndJobsAreStatusValues) {

@@ -109,21 +109,21 @@ Status Train(const Job& job, const TrainOptions& options) {
   return r.mpirun_exit >= 0 ? FromMpirunExit(r.mpirun_exit) : r.status;
 }
 
-Result<TrainOptions> ParseTrainFlags(int argc, const char* const* argv, TrainOptions defaults) {
-  api::TrainFlags flags{std::move(defaults), {}, {}};
+Result<TrainFlags> ParseTrainFlags(int argc, const char* const* argv, TrainOptions defaults) {
+  api::FlagValues flags{std::move(defaults), {}, {}};
   CLI::App app{"trains with lockstep; the flags of `lockstep train`"};
   api::AddTrainFlags(&app, &flags);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {
     std::fputs(app.help().c_str(), stdout);
-    return Status::Aborted("help");
+    return TrainFlags{std::move(flags.options), /*help=*/true};
   } catch (const CLI::ParseError& err) {
     return Status::InvalidArgument(err.what());
   }
   LS_RETURN_IF_ERROR(api::FinishTrainFlags(&flags));
   flags.options.command = {argc > 0 ? argv[0] : "program"};
-  return flags.options;
+  return TrainFlags{std::move(flags.options), /*help=*/false};
 }
 
 int ExitCodeFor(const Status& s, const std::string& program) {
@@ -138,9 +138,10 @@ int ExitCodeFor(const Status& s, const std::string& program) {
 int TrainMain(int argc, const char* const* argv, const Job& job, TrainOptions defaults) {
   std::string program = argc > 0 ? argv[0] : "train";
   if (const size_t slash = program.rfind('/'); slash != std::string::npos) program = program.substr(slash + 1);
-  Result<TrainOptions> options = ParseTrainFlags(argc, argv, std::move(defaults));
-  if (!options.ok()) return options.status().message() == "help" ? 0 : ExitCodeFor(options.status(), program);
-  Launched r = Launch(job, *options);
+  Result<TrainFlags> flags = ParseTrainFlags(argc, argv, std::move(defaults));
+  if (!flags.ok()) return ExitCodeFor(flags.status(), program);
+  if (flags->help) return 0;
+  Launched r = Launch(job, flags->options);
   return r.mpirun_exit >= 0 ? r.mpirun_exit : ExitCodeFor(r.status, program);
 }
 

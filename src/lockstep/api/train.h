@@ -17,7 +17,8 @@ using runtime::TrainOptions;
 
 // Trains `job` as `options` say, and returns when the run is over: Ok, InvalidArgument (bad
 // options, config, data or checkpoint: the message names it), NonFinite (a NaN/inf gradient
-// or loss stopped it), or another error. Never exits the process.
+// or loss stopped it), Unavailable (an elastic run lost workers below --min-nproc; `latest`
+// is intact), or another error. Never exits the process.
 //
 // With backend "mpi" outside mpirun the program is started again under mpirun (its own
 // command line, /proc/self/cmdline) and every rank runs its main() up to this call again, so
@@ -27,16 +28,23 @@ using runtime::TrainOptions;
 // Rank 0 prints "done: N steps, val_loss L, ..., weights_xxh64 H" on stdout at the end.
 Status Train(const Job& job, const TrainOptions& options);
 
+// What ParseTrainFlags read: the options, or that --help asked for the flags (they were
+// printed on stdout; the program should exit 0 without training).
+struct TrainFlags {
+  TrainOptions options;
+  bool help = false;
+};
+
 // The trainer's flags (those of `lockstep train`: --config, --set, --nproc, --backend,
 // --steps/--epochs, --out, --resume, --deterministic, --layout, --zero, --max-restarts, ...)
 // over `defaults`: a flag replaces a field, --set appends to defaults.overrides. argv[0] is
-// the program. Unknown flags or bad values: InvalidArgument naming them. --help prints the
-// flags and returns Aborted("help").
-Result<TrainOptions> ParseTrainFlags(int argc, const char* const* argv, TrainOptions defaults = {});
+// the program. Unknown flags or bad values: InvalidArgument naming them.
+Result<TrainFlags> ParseTrainFlags(int argc, const char* const* argv, TrainOptions defaults = {});
 
 // A program's main() in one line: ParseTrainFlags, Train, and the exit status the lockstep
-// command uses (0 done; 2 bad input; 3 non-finite; 1 other failure), after printing
-// "<program>: error: <message>" on stderr for a failure.
+// command uses (0 done or --help; 2 bad input; 3 non-finite; 4 fewer workers left than
+// --min-nproc; 1 other failure), after printing "<program>: error: <message>" on stderr for
+// a failure.
 int TrainMain(int argc, const char* const* argv, const Job& job, TrainOptions defaults = {});
 
 // That exit status for `s`, printing the error line (prefixed with `program`) when there is one.

@@ -5,7 +5,7 @@
 
 namespace lockstep::api {
 
-void AddTrainFlags(CLI::App* t, TrainFlags* f) {
+void AddTrainFlags(CLI::App* t, FlagValues* f) {
   runtime::TrainOptions& o = f->options;
   t->add_option("--config", o.config_path, "TOML config file");
   t->add_option("--set", f->sets, "override a config key: section.key=value (repeatable)");
@@ -40,7 +40,7 @@ void AddTrainFlags(CLI::App* t, TrainFlags* f) {
               "print every config key with its effective value and where it came from, then exit");
 }
 
-Status FinishTrainFlags(TrainFlags* f) {
+Status FinishTrainFlags(FlagValues* f) {
   f->options.overrides.insert(f->options.overrides.end(), f->sets.begin(), f->sets.end());
   f->sets.clear();
   if (!f->mem_limit.empty()) {

@@ -14,7 +14,7 @@
 
 namespace lockstep::api {
 
-struct TrainFlags {
+struct FlagValues {
   runtime::TrainOptions options;        // starts as the program's defaults; flags overwrite fields
   std::vector<std::string> sets;        // --set, appended to options.overrides by FinishTrainFlags
   std::string mem_limit;                // --mem-limit text (K/M/G)
@@ -22,10 +22,10 @@ struct TrainFlags {
 };
 
 // Adds the trainer's flags to `app` (bound to `flags`, which must outlive the parse).
-void AddTrainFlags(CLI::App* app, TrainFlags* flags);
+void AddTrainFlags(CLI::App* app, FlagValues* flags);
 // After parsing: --set appended to the defaults' overrides, --mem-limit parsed, the host and
 // elastic flags checked (--hosts/--hostfile without --nproc: nproc = their slots).
-Status FinishTrainFlags(TrainFlags* flags);
+Status FinishTrainFlags(FlagValues* flags);
 
 }  // namespace lockstep::api
 

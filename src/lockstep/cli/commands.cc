@@ -47,7 +47,7 @@ int Main(int argc, char** argv) {
 
   // The trainer's flags are the library's (api/train_flags.h): a program's own trainer takes
   // the same ones.
-  api::TrainFlags train_flags;
+  api::FlagValues train_flags;
   CLI::App* t = app.add_subcommand("train", "train a model from a TOML config");
   api::AddTrainFlags(t, &train_flags);
   const runtime::TrainOptions& train = train_flags.options;
