@@ -32,7 +32,7 @@ TEST(MpiLaunch, CommandLine) {
   char a0[] = "some/relative/name", a1[] = "bench-comm", a2[] = "--nproc";
   char a3[] = "3";
   char* argv[] = {a0, a1, a2, a3, nullptr};
-  std::vector<std::string> cmd = MpirunCommandLine(3, 4, argv, {"--extra"});
+  std::vector<std::string> cmd = MpirunCommandLine(MpirunSetup{}, 3, 4, argv, {"--extra"});
   ASSERT_GE(cmd.size(), 8u);
   EXPECT_EQ(cmd[0], "mpirun");
   EXPECT_EQ(cmd[1], "-np");
@@ -59,29 +59,50 @@ TEST(MpiLaunch, NetworkPinsOnlyWithHosts) {
     auto it = std::find(cmd.begin(), cmd.end(), word);
     return it == cmd.end() || it + 1 == cmd.end() ? std::string() : *(it + 1);
   };
-  unsetenv("LOCKSTEP_MPIRUN_ARGS");
-  ASSERT_TRUE(ConfigureMpiNetwork("").ok());
-  std::vector<std::string> one = MpirunCommandLine(2, 1, argv, {});
+  MpirunSetup one_machine;
+  ASSERT_TRUE(CheckMpiNetwork(one_machine).ok());
+  std::vector<std::string> one = MpirunCommandLine(one_machine, 2, 1, argv, {});
   if (std::getenv("OMPI_MCA_btl") == nullptr) {
     EXPECT_EQ(after(one, "btl"), "self,vader");
   }
   EXPECT_FALSE(Has(one, "oob_tcp_if_include"));
-  EXPECT_FALSE(MpirunArgsNameHosts());
+  EXPECT_FALSE(one_machine.NamesHosts());
 
-  setenv("LOCKSTEP_MPIRUN_ARGS", "--host a,b", 1);
-  EXPECT_TRUE(MpirunArgsNameHosts());
-  EXPECT_FALSE(ConfigureMpiNetwork("").ok());
-  ASSERT_TRUE(ConfigureMpiNetwork("lo").ok());
-  std::vector<std::string> hosts = MpirunCommandLine(2, 1, argv, {});
+  MpirunSetup hosts_setup{{"--host", "a,b"}, ""};
+  EXPECT_TRUE(hosts_setup.NamesHosts());
+  EXPECT_FALSE(CheckMpiNetwork(hosts_setup).ok());  // hosts need an interface
+  hosts_setup.interface = "lo";
+  ASSERT_TRUE(CheckMpiNetwork(hosts_setup).ok());
+  std::vector<std::string> hosts = MpirunCommandLine(hosts_setup, 2, 1, argv, {});
   if (std::getenv("OMPI_MCA_btl") == nullptr) {
     EXPECT_EQ(after(hosts, "btl"), "self,vader,tcp");
   }
   EXPECT_EQ(after(hosts, "oob_tcp_if_include"), "lo");
   EXPECT_EQ(after(hosts, "btl_tcp_if_include"), "lo");
   EXPECT_TRUE(Has(hosts, "--host"));
+  // A channel the user's arguments pin themselves is not pinned twice (mpirun refuses that).
+  MpirunSetup pinned{{"--host", "a,b", "--mca", "oob_tcp_if_include", "eth9"}, "lo"};
+  std::vector<std::string> own = MpirunCommandLine(pinned, 2, 1, argv, {});
+  EXPECT_EQ(std::count(own.begin(), own.end(), "oob_tcp_if_include"), 1);
+  EXPECT_EQ(after(own, "oob_tcp_if_include"), "eth9");
+  EXPECT_EQ(after(own, "btl_tcp_if_include"), "lo");
+  MpirunSetup iface_only{{}, "lo"};
+  EXPECT_FALSE(CheckMpiNetwork(iface_only).ok());  // no hosts: loopback only
+}
+
+// LOCKSTEP_MPIRUN_ARGS is read once, split on white space, into the setup every launch takes.
+TEST(MpiLaunch, SetupFromTheEnvironment) {
+  const char* was = std::getenv("LOCKSTEP_MPIRUN_ARGS");
+  const std::string saved = was == nullptr ? "" : was;
+  setenv("LOCKSTEP_MPIRUN_ARGS", "  --hostfile h   --mca plm_rsh_agent /x/agent.sh ", 1);
+  const MpirunSetup s = MpirunSetup::FromEnvironment();
+  EXPECT_EQ(s.args, (std::vector<std::string>{"--hostfile", "h", "--mca", "plm_rsh_agent", "/x/agent.sh"}));
+  EXPECT_TRUE(s.NamesHosts());
+  EXPECT_EQ(s.McaParameter("plm_rsh_agent"), "/x/agent.sh");
+  EXPECT_EQ(s.interface, "");
   unsetenv("LOCKSTEP_MPIRUN_ARGS");
-  EXPECT_FALSE(ConfigureMpiNetwork("lo").ok());  // no hosts: loopback only
-  ASSERT_TRUE(ConfigureMpiNetwork("").ok());
+  EXPECT_TRUE(MpirunSetup::FromEnvironment().args.empty());
+  if (was != nullptr) setenv("LOCKSTEP_MPIRUN_ARGS", saved.c_str(), 1);
 }
 
 // InsideMpirun reads OpenMPI's OMPI_COMM_WORLD_SIZE, which mpirun sets in every rank: set,
@@ -105,7 +126,7 @@ TEST(MpiLaunch, InsideMpirunAndExitStatus) {
     char a0[] = "test";
     char* argv[] = {a0, nullptr};
     // Rank 2 exits with 5: mpirun, and so RelaunchUnderMpirun, report it.
-    int rc = RelaunchUnderMpirun(3, 1, argv, {"--gtest_filter=MpiLaunch.InsideMpirunAndExitStatus"});
+    int rc = RelaunchUnderMpirun(MpirunSetup{}, 3, 1, argv, {"--gtest_filter=MpiLaunch.InsideMpirunAndExitStatus"});
     EXPECT_EQ(rc, 5);
     return;
   }
@@ -121,7 +142,7 @@ TEST(MpiLaunch, ForwardsSigterm) {
       kill(getpid(), SIGTERM);  // handled by RelaunchUnderMpirun: forwarded, not fatal
     });
     Stopwatch sw;
-    int rc = RelaunchUnderMpirun(2, 1, argv, {"--gtest_filter=MpiLaunch.ForwardsSigterm"});
+    int rc = RelaunchUnderMpirun(MpirunSetup{}, 2, 1, argv, {"--gtest_filter=MpiLaunch.ForwardsSigterm"});
     killer.join();
     EXPECT_NE(rc, 0);
     EXPECT_LT(sw.ElapsedSeconds(), 8.0);  // the ranks would sleep 60 s

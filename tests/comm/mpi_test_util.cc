@@ -47,7 +47,7 @@ MpirunResult RunCurrentTestUnderMpirun(int nproc, const std::vector<std::string>
   std::string filter = std::string("--gtest_filter=") + info->test_suite_name() + "." + info->name();
   char self[] = "test";
   char* argv[] = {self, nullptr};
-  std::vector<std::string> cmd = MpirunCommandLine(nproc, 1, argv, {filter});
+  std::vector<std::string> cmd = MpirunCommandLine(MpirunSetup::FromEnvironment(), nproc, 1, argv, {filter});
   // Sanitizer builds: OpenMPI's own leaks are suppressed in the ranks (no-op otherwise).
   std::vector<std::string> full_env = env;
   const char* lsan = std::getenv("LSAN_OPTIONS");

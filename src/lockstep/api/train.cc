@@ -91,13 +91,16 @@ Launched Launch(const Job& job, const TrainOptions& given) {
     return {runtime::RunSupervised(options, job)};
   }
   if (options.backend == "mpi" && !comm::InsideMpirun()) {
-    if (Status s = runtime::PrepareHostfileForMpirun(options); !s.ok()) return {s};
-    if (Status s = comm::ConfigureMpiNetwork(options.mpi_interface); !s.ok()) return {s};
+    comm::MpirunSetup mpirun = comm::MpirunSetup::FromEnvironment();
+    mpirun.interface = options.mpi_interface;
+    if (Status s = runtime::AddHostfileToMpirun(options, &mpirun); !s.ok()) return {s};
+    if (Status s = comm::CheckMpiNetwork(mpirun); !s.ok()) return {s};
     std::vector<std::string> args = OwnCommandLine();
     std::vector<char*> argv;
     for (std::string& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
-    return {Status::Ok(), comm::RelaunchUnderMpirun(options.nproc, static_cast<int>(args.size()), argv.data(), {})};
+    return {Status::Ok(),
+            comm::RelaunchUnderMpirun(mpirun, options.nproc, static_cast<int>(args.size()), argv.data(), {})};
   }
   return {runtime::RunTrain(job, options)};
 }

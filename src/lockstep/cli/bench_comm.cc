@@ -86,7 +86,8 @@ int RunBaselineJob(const BenchCommArgs& args) {
 Baseline MeasureBaselineUnderMpirun(const BenchCommArgs& args, int argc, char** argv) {
   Baseline baseline;
   std::string out;
-  int rc = comm::RunUnderMpirun(args.nproc, argc, argv, {}, {std::string(kBaselineEnv) + "=1"}, &out);
+  int rc = comm::RunUnderMpirun(comm::MpirunSetup::FromEnvironment(), args.nproc, argc, argv, {},
+                                {std::string(kBaselineEnv) + "=1"}, &out);
   if (rc != 0) {
     std::fprintf(stderr,
                  "lockstep: warning: MPI_Allreduce baseline (mpirun) failed with status "
@@ -178,7 +179,8 @@ int RunBenchComm(const BenchCommArgs& args, int argc, char** argv) {
     return RunBaselineJob(args);
   }
   if (args.backend == "mpi") {
-    if (!comm::InsideMpirun()) return comm::RelaunchUnderMpirun(args.nproc, argc, argv, {});
+    if (!comm::InsideMpirun())
+      return comm::RelaunchUnderMpirun(comm::MpirunSetup::FromEnvironment(), args.nproc, argc, argv, {});
     return RunMpi(args, ops);
   }
   return RunThreads(args, ops, argc, argv);

@@ -100,7 +100,8 @@ int RunJob(int size, std::vector<std::string> args, std::string* out) {
   std::vector<char*> av;
   for (std::string& a : args) av.push_back(a.data());
   av.push_back(nullptr);
-  return comm::RunUnderMpirun(size, static_cast<int>(args.size()), av.data(), {}, {}, out);
+  return comm::RunUnderMpirun(comm::MpirunSetup::FromEnvironment(), size, static_cast<int>(args.size()), av.data(), {},
+                              {}, out);
 }
 
 // `lockstep bench-comm --backend mpi --json` under mpirun with `size` ranks, parsed.

@@ -21,22 +21,12 @@ namespace lockstep::comm {
 namespace {
 
 std::atomic<pid_t> g_child{0};
-std::string g_interface;  // ConfigureMpiNetwork: the hosts' interface ("" on one machine)
-
-std::vector<std::string> MpirunArgsWords() {
-  std::vector<std::string> words;
-  if (const char* extra = std::getenv("LOCKSTEP_MPIRUN_ARGS")) {
-    std::istringstream in(extra);
-    for (std::string w; in >> w;) words.push_back(w);
-  }
-  return words;
-}
 
 // One machine, unless asked otherwise: LOCKSTEP_MPI_HOST_NETWORK=1 keeps the job in the host's
 // network namespace (for debugging it with tools that look there).
-bool UsePrivateNetwork() {
+bool UsePrivateNetwork(const MpirunSetup& setup) {
   const char* host = std::getenv("LOCKSTEP_MPI_HOST_NETWORK");
-  return !MpirunArgsNameHosts() && !(host != nullptr && std::string(host) == "1");
+  return !setup.NamesHosts() && !(host != nullptr && std::string(host) == "1");
 }
 
 void ForwardSignal(int sig) {
@@ -109,15 +99,31 @@ bool InsideMpirun() {
   return size != nullptr && size[0] != '\0';
 }
 
-bool MpirunArgsNameHosts() {
-  for (const std::string& w : MpirunArgsWords())
+MpirunSetup MpirunSetup::FromEnvironment() {
+  MpirunSetup setup;
+  if (const char* extra = std::getenv("LOCKSTEP_MPIRUN_ARGS")) {
+    std::istringstream in(extra);
+    for (std::string w; in >> w;) setup.args.push_back(w);
+  }
+  return setup;
+}
+
+bool MpirunSetup::NamesHosts() const {
+  for (const std::string& w : args)
     for (const char* flag : {"--hostfile", "-hostfile", "--machinefile", "-machinefile", "--host", "-host", "-H"})
       if (w == flag || w.rfind(std::string(flag) + "=", 0) == 0) return true;
   return false;
 }
 
-Status ConfigureMpiNetwork(const std::string& interface) {
-  const bool hosts = MpirunArgsNameHosts();
+std::string MpirunSetup::McaParameter(const std::string& name) const {
+  for (size_t i = 0; i + 2 < args.size(); ++i)
+    if ((args[i] == "--mca" || args[i] == "-mca") && args[i + 1] == name) return args[i + 2];
+  return "";
+}
+
+Status CheckMpiNetwork(const MpirunSetup& setup) {
+  const bool hosts = setup.NamesHosts();
+  const std::string& interface = setup.interface;
   if (hosts && interface.empty())
     return Status::InvalidArgument(
         "LOCKSTEP_MPIRUN_ARGS names other hosts: --mpi-if IFACE is required, the network interface that connects "
@@ -128,11 +134,10 @@ Status ConfigureMpiNetwork(const std::string& interface) {
                                    "--host); a one-machine job uses loopback only");
   if (!interface.empty() && ::if_nametoindex(interface.c_str()) == 0)
     return Status::InvalidArgument("--mpi-if " + interface + ": this machine has no network interface of that name");
-  g_interface = interface;
   return Status::Ok();
 }
 
-std::vector<std::string> MpirunCommandLine(int nproc, int argc, char** argv,
+std::vector<std::string> MpirunCommandLine(const MpirunSetup& setup, int nproc, int argc, char** argv,
                                            const std::vector<std::string>& extra_args) {
   std::vector<std::string> cmd = {"mpirun", "-np", std::to_string(nproc), "--oversubscribe"};
   if (geteuid() == 0) cmd.push_back("--allow-run-as-root");
@@ -141,39 +146,37 @@ std::vector<std::string> MpirunCommandLine(int nproc, int argc, char** argv,
   // Shared memory between ranks of one machine, TCP between machines (one machine: no TCP
   // transport, so the ranks listen on nothing). Leaving the choice to OpenMPI would also probe
   // InfiniBand/OFI and print warnings on machines without them.
-  const bool hosts = MpirunArgsNameHosts();
+  const bool hosts = setup.NamesHosts();
   const char* btl = std::getenv("OMPI_MCA_btl");
   if (btl == nullptr || btl[0] == '\0') {
     for (const char* a : {"--mca", "btl", hosts ? "self,vader,tcp" : "self,vader"}) cmd.push_back(a);
   }
-  if (hosts && !g_interface.empty()) {
-    const std::vector<std::string> user = MpirunArgsWords();
+  if (hosts && !setup.interface.empty()) {
     for (const char* channel : {"oob_tcp_if_include", "btl_tcp_if_include"}) {
-      // What LOCKSTEP_MPIRUN_ARGS sets itself wins (mpirun refuses a parameter listed twice),
-      // as OMPI_MCA_btl does for the transports above.
-      bool set_by_user = false;
-      for (size_t i = 0; i + 1 < user.size(); ++i)
-        set_by_user = set_by_user || (user[i] == "--mca" && user[i + 1] == channel);
-      if (set_by_user) continue;
+      // What the user's arguments set themselves wins (mpirun refuses a parameter listed
+      // twice), as OMPI_MCA_btl does for the transports above.
+      if (!setup.McaParameter(channel).empty()) continue;
       cmd.push_back("--mca");
       cmd.push_back(channel);
-      cmd.push_back(g_interface);
+      cmd.push_back(setup.interface);
     }
   }
-  for (const std::string& w : MpirunArgsWords()) cmd.push_back(w);
+  for (const std::string& w : setup.args) cmd.push_back(w);
   cmd.push_back(SelfExecutable(argc > 0 ? argv[0] : nullptr));
   for (int i = 1; i < argc; ++i) cmd.push_back(argv[i]);
   for (const std::string& a : extra_args) cmd.push_back(a);
   return cmd;
 }
 
-int RelaunchUnderMpirun(int nproc, int argc, char** argv, const std::vector<std::string>& extra_args) {
-  return RunUnderMpirun(nproc, argc, argv, extra_args, {}, nullptr);
+int RelaunchUnderMpirun(const MpirunSetup& setup, int nproc, int argc, char** argv,
+                        const std::vector<std::string>& extra_args) {
+  return RunUnderMpirun(setup, nproc, argc, argv, extra_args, {}, nullptr);
 }
 
-int RunUnderMpirun(int nproc, int argc, char** argv, const std::vector<std::string>& extra_args,
-                   const std::vector<std::string>& env, std::string* stdout_text) {
-  std::vector<std::string> cmd = MpirunCommandLine(nproc, argc, argv, extra_args);
+int RunUnderMpirun(const MpirunSetup& setup, int nproc, int argc, char** argv,
+                   const std::vector<std::string>& extra_args, const std::vector<std::string>& env,
+                   std::string* stdout_text) {
+  std::vector<std::string> cmd = MpirunCommandLine(setup, nproc, argc, argv, extra_args);
   std::vector<char*> cargv;
   for (std::string& s : cmd) cargv.push_back(s.data());
   cargv.push_back(nullptr);
@@ -193,13 +196,13 @@ int RunUnderMpirun(int nproc, int argc, char** argv, const std::vector<std::stri
     sigaction(SIGTERM, &old_term, nullptr);
   };
 
-  const bool private_network = UsePrivateNetwork();
-  if (!g_interface.empty())
+  const bool private_network = UsePrivateNetwork(setup);
+  if (!setup.interface.empty())
     std::fprintf(stderr,
                  "lockstep: MPI job over the hosts of LOCKSTEP_MPIRUN_ARGS: OpenMPI's control and data channels use "
                  "interface %s only; its listening ports bind every address of each host, so keep the hosts on a "
                  "private network (docs/security.md)\n",
-                 g_interface.c_str());
+                 setup.interface.c_str());
   std::string network_error;
   pid_t pid = Spawn(cargv, env_copy, pipe_fds, old_int, old_term, private_network, &network_error);
   if (pid < 0 && !network_error.empty()) {

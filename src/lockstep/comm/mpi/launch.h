@@ -14,43 +14,56 @@ namespace lockstep::comm {
 // OMPI_COMM_WORLD_SIZE in every rank's environment).
 bool InsideMpirun();
 
-// Whether LOCKSTEP_MPIRUN_ARGS names other hosts (--hostfile, --machinefile, --host, -H): a
-// job over several machines.
-bool MpirunArgsNameHosts();
+// How an MPI job is started beyond its rank count, read once and passed explicitly (the
+// launch of `train`, `bench-comm` and `plan` each build one and hand it to the calls below).
+struct MpirunSetup {
+  // Inserted before the executable: LOCKSTEP_MPIRUN_ARGS split on spaces (how a user passes
+  // mpirun options, e.g. "--hostfile hosts"), then what lockstep adds (setup/hosts.h).
+  std::vector<std::string> args;
+  // --mpi-if: the network interface OpenMPI's control (oob) and data (btl tcp) channels are
+  // pinned to in a job over several hosts; "" on one machine.
+  std::string interface;
 
-// The network the job may use, checked before the relaunch (InvalidArgument, one line, for a
-// bad combination). One machine (no hosts named, `interface` empty): mpirun and every rank run
-// in a network namespace of their own that has only the loopback interface, so nothing they
+  // args from LOCKSTEP_MPIRUN_ARGS, no interface.
+  static MpirunSetup FromEnvironment();
+  // Whether args name other hosts (--hostfile, --machinefile, --host, -H): several machines.
+  bool NamesHosts() const;
+  // The value of "--mca NAME VALUE" in args ("" when absent).
+  std::string McaParameter(const std::string& name) const;
+};
+
+// The network the job may use, checked before the launch (InvalidArgument, one line, for a
+// bad combination). One machine (no hosts named, no interface): mpirun and every rank run in
+// a network namespace of their own that has only the loopback interface, so nothing they
 // listen on can be reached from outside this machine (OpenMPI's runtime binds its listening
 // ports to the wildcard address whatever oob_tcp_if_include says); where a namespace cannot
 // be made (no privilege for it), the run goes on in the host's network with a warning.
-// Several machines: `interface` is required and OpenMPI's control (oob) and data (btl tcp)
-// channels are pinned to it; the job then says so on standard error.
-// Call once, before RelaunchUnderMpirun / RunUnderMpirun.
-Status ConfigureMpiNetwork(const std::string& interface);
+// Several machines: the interface is required and OpenMPI's channels are pinned to it; the
+// job then says so on standard error.
+Status CheckMpiNetwork(const MpirunSetup& setup);
 
 // Runs
 //   mpirun -np N --oversubscribe [--allow-run-as-root] --bind-to none
-//          --mca btl self,vader[,tcp] <this executable> argv[1..] extra_args...
-// (tcp, and the interface pins of ConfigureMpiNetwork, only when hosts are named)
-// and returns its exit status (128+signal if mpirun itself died from a signal, 127 if it
-// could not be started). The executable is /proc/self/exe, so a relative argv[0] or a
-// changed working directory does not matter. SIGINT and SIGTERM received while waiting are
-// forwarded to mpirun, which forwards them to the ranks. `--allow-run-as-root` is added
-// when running as root. A `btl` choice from the environment (OMPI_MCA_btl) wins over the
-// default, and LOCKSTEP_MPIRUN_ARGS (split on spaces) is inserted before the executable,
-// e.g. LOCKSTEP_MPIRUN_ARGS="--hostfile hosts" for several machines.
+//          --mca btl self,vader[,tcp] <setup.args> <this executable> argv[1..] extra_args...
+// (tcp, and the interface pins, only when hosts are named) and returns its exit status
+// (128+signal if mpirun itself died from a signal, 127 if it could not be started). The
+// executable is /proc/self/exe, so a relative argv[0] or a changed working directory does not
+// matter. SIGINT and SIGTERM received while waiting are forwarded to mpirun, which forwards
+// them to the ranks. `--allow-run-as-root` is added when running as root. A `btl` choice from
+// the environment (OMPI_MCA_btl) wins over the default.
 // Must be called before MPI is initialized in this process. Blocks until mpirun exits.
-int RelaunchUnderMpirun(int nproc, int argc, char** argv, const std::vector<std::string>& extra_args);
+int RelaunchUnderMpirun(const MpirunSetup& setup, int nproc, int argc, char** argv,
+                        const std::vector<std::string>& extra_args);
 
 // RelaunchUnderMpirun with `env` ("NAME=value") added to mpirun's environment (mpirun passes
 // it on to the ranks it starts) and, when `stdout_text` is not null, mpirun's standard output
 // captured into it instead of printed (standard error passes through).
-int RunUnderMpirun(int nproc, int argc, char** argv, const std::vector<std::string>& extra_args,
-                   const std::vector<std::string>& env, std::string* stdout_text);
+int RunUnderMpirun(const MpirunSetup& setup, int nproc, int argc, char** argv,
+                   const std::vector<std::string>& extra_args, const std::vector<std::string>& env,
+                   std::string* stdout_text);
 
 // The argument vector RelaunchUnderMpirun executes (exposed for tests and log lines).
-std::vector<std::string> MpirunCommandLine(int nproc, int argc, char** argv,
+std::vector<std::string> MpirunCommandLine(const MpirunSetup& setup, int nproc, int argc, char** argv,
                                            const std::vector<std::string>& extra_args);
 
 }  // namespace lockstep::comm

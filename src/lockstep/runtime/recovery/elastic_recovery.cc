@@ -34,7 +34,7 @@ Result<ElasticRecovery> ElasticRecovery::Create(const TrainOptions& options, con
                                      std::to_string(TotalSlots(hosts)) + " slots of the hosts");
     e.current_.hosts = FormatHosts(hosts);
     e.current_.hostfile.clear();
-    e.agent_ = LaunchAgent();
+    e.agent_ = LaunchAgent(comm::MpirunSetup::FromEnvironment());
   }
   return e;
 }

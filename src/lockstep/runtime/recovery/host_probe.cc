@@ -30,14 +30,8 @@ bool IsThisHost(const std::string& host) {
 
 }  // namespace
 
-std::string LaunchAgent() {
-  if (const char* args = std::getenv("LOCKSTEP_MPIRUN_ARGS")) {
-    std::istringstream words(args);
-    std::vector<std::string> w;
-    for (std::string s; words >> s;) w.push_back(s);
-    for (size_t i = 0; i + 2 < w.size(); ++i)
-      if ((w[i] == "--mca" || w[i] == "-mca") && w[i + 1] == "plm_rsh_agent") return w[i + 2];
-  }
+std::string LaunchAgent(const comm::MpirunSetup& mpirun) {
+  if (std::string agent = mpirun.McaParameter("plm_rsh_agent"); !agent.empty()) return agent;
   if (const char* agent = std::getenv("OMPI_MCA_plm_rsh_agent"); agent != nullptr && *agent != '\0') return agent;
   return "ssh";
 }

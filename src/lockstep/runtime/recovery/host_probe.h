@@ -6,13 +6,14 @@
 
 #include <string>
 
+#include "lockstep/comm/mpi/launch.h"
 #include "lockstep/core/status.h"
 
 namespace lockstep::runtime {
 
-// The agent mpirun will use: "--mca plm_rsh_agent X" in LOCKSTEP_MPIRUN_ARGS, else
+// The agent mpirun will use: "--mca plm_rsh_agent X" in the job's mpirun arguments, else
 // OMPI_MCA_plm_rsh_agent, else "ssh" (run with BatchMode, so a password prompt is a failure).
-std::string LaunchAgent();
+std::string LaunchAgent(const comm::MpirunSetup& mpirun);
 
 // Ok when `agent host true` exits 0 within timeout_s; otherwise Unavailable with what happened
 // (exit status and the first line it printed, or the timeout). The host this process runs on

@@ -113,7 +113,7 @@ Status ApplyHostsToNproc(TrainOptions* o, bool nproc_given) {
   return Status::Ok();
 }
 
-Status PrepareHostfileForMpirun(const TrainOptions& options) {
+Status AddHostfileToMpirun(const TrainOptions& options, comm::MpirunSetup* mpirun) {
   LS_ASSIGN_OR_RETURN(std::vector<Host> hosts, HostsOf(options));
   if (hosts.empty()) return Status::Ok();
   if (options.nproc > TotalSlots(hosts))
@@ -131,12 +131,10 @@ Status PrepareHostfileForMpirun(const TrainOptions& options) {
     for (const Host& h : hosts) out << h.name << " slots=" << h.slots << "\n";
     if (!out) return Status::IoError("cannot write " + path);
   }
-  std::string args = std::getenv("LOCKSTEP_MPIRUN_ARGS") ? std::getenv("LOCKSTEP_MPIRUN_ARGS") : "";
-  args += " --hostfile " + path;
+  mpirun->args.insert(mpirun->args.end(), {"--hostfile", path});
   // mpirun passes its environment to the ranks of its own host only.
   for (const char* var : {kHeartbeatDirEnv, kRestartEnv})
-    if (std::getenv(var) != nullptr) args += std::string(" -x ") + var;
-  ::setenv("LOCKSTEP_MPIRUN_ARGS", args.c_str(), 1);
+    if (std::getenv(var) != nullptr) mpirun->args.insert(mpirun->args.end(), {"-x", var});
   return Status::Ok();
 }
 

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "lockstep/comm/mpi/launch.h"
 #include "lockstep/core/result.h"
 #include "lockstep/runtime/setup/train_options.h"
 
@@ -36,8 +37,8 @@ Status ApplyHostsToNproc(TrainOptions* options, bool nproc_given);
 
 // For `train --backend mpi` outside mpirun with hosts: writes <out>/hostfile and adds
 // "--hostfile <it>" (and -x for the supervisor's variables, which mpirun does not pass to
-// other machines by itself) to LOCKSTEP_MPIRUN_ARGS, which the mpirun launcher reads.
+// other machines by itself) to `mpirun`'s arguments. Nothing without hosts.
 // InvalidArgument when --nproc exceeds the slots, or the path holds a space.
-Status PrepareHostfileForMpirun(const TrainOptions& options);
+Status AddHostfileToMpirun(const TrainOptions& options, comm::MpirunSetup* mpirun);
 
 }  // namespace lockstep::runtime
