@@ -23,6 +23,7 @@
 #include "lockstep/core/bf16.h"
 #include "lockstep/tensor/bf16_ops.h"
 #include "lockstep/tensor/check.h"
+#include "lockstep/tensor/dnnl_context.h"
 #include "lockstep/tensor/kernels.h"
 #include "lockstep/tensor/precision.h"
 #include "lockstep/tensor/simd_math.h"
@@ -32,23 +33,6 @@ namespace lockstep::tensor {
 namespace {
 
 using dnnl::memory;
-
-dnnl::engine& Engine() {
-  static dnnl::engine* e = new dnnl::engine(dnnl::engine::kind::cpu, 0);  // thread-safe, shared
-  return *e;
-}
-
-dnnl::stream& Stream() {
-  thread_local dnnl::stream s(Engine());
-  return s;
-}
-
-void* Scratchpad(size_t bytes) {
-  thread_local std::vector<float> buf;
-  const size_t n = (bytes + sizeof(float) - 1) / sizeof(float);
-  if (buf.size() < n) buf.resize(n);
-  return buf.data();
-}
 
 struct Key {
   bool ta, tb;
@@ -80,7 +64,7 @@ std::shared_ptr<const Entry> MakeEntry(const Key& k) {
     attr.set_post_ops(po);
   }
   try {
-    e->pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(e->a, e->b, e->c), attr, Engine());
+    e->pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(e->a, e->b, e->c), attr, DnnlEngine());
     e->prim = dnnl::matmul(e->pd);
   } catch (const dnnl::error& err) {
     LS_CHECK(false) << "oneDNN could not create a bf16 matmul M=" << k.M << " N=" << k.N << " K=" << k.K << ": "
@@ -106,10 +90,10 @@ void RunMatmul(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, c
                const uint16_t* B, int64_t ldb, float beta, float* C, int64_t ldc) {
   const Key key{ta, tb, M, N, K, lda, ldb, ldc, alpha, beta, omp_get_max_threads()};
   std::shared_ptr<const Entry> e = Primitive(key);
-  dnnl::engine& eng = Engine();
+  dnnl::engine& eng = DnnlEngine();
   memory a(e->a, eng, const_cast<uint16_t*>(A)), b(e->b, eng, const_cast<uint16_t*>(B)), c(e->c, eng, C);
-  memory scratch(e->scratch, eng, Scratchpad(e->scratch.get_size()));
-  dnnl::stream& st = Stream();
+  memory scratch(e->scratch, eng, DnnlScratchpad(e->scratch.get_size()));
+  dnnl::stream& st = DnnlStream();
   e->prim.execute(st, {{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, c}, {DNNL_ARG_SCRATCHPAD, scratch}});
   st.wait();
 }
