@@ -363,12 +363,7 @@ Status Trainer::TrainStep(int64_t step) {
   Stopwatch compute_clock;
   BeginSlowStep(step);
   StepCompute c;
-  if (pipeline_)
-    LS_RETURN_IF_ERROR(PipelineStep(&c));
-  else if (setup_.options.deterministic)
-    LS_RETURN_IF_ERROR(DeterministicStep(&c));
-  else
-    LS_RETURN_IF_ERROR(SingleStageStep(&c));
+  LS_RETURN_IF_ERROR((this->*compute_)(&c));
   LS_RETURN_IF_ERROR(tp_->status());
   if (zero_units_) LS_RETURN_IF_ERROR(zero_units_->status());
   if (NanDue(setup_.fault, rank_, step, /*in_loss=*/true)) c.loss_part = std::numeric_limits<double>::quiet_NaN();

@@ -181,8 +181,10 @@ Status Trainer::Setup() {
   ddp_->set_bf16_reduction(bf16_grads());
   if (dims().pp > 1) {
     pipeline_ = std::make_unique<PipelineRunner>(model_.get(), mesh_.pp, setup_.layout.schedule);
+    compute_ = &Trainer::PipelineStep;  // deterministic or not: each micro-batch is a canonical shard
   } else {
     model_->set_eval_pool(&tape_.pool());  // validation reuses the step's buffers
+    compute_ = setup_.options.deterministic ? &Trainer::DeterministicStep : &Trainer::SingleStageStep;
   }
   if (setup_.run.checkpoint.async && sharded_state()) {
     LS_ASSIGN_OR_RETURN(ckpt_comm_, world_comm_->Split(0, rank_));

@@ -77,6 +77,9 @@ class Trainer {
   Status WriteTrace();
   // train_step.cc
   Status TrainStep(int64_t step);
+  // The forward/backward and gradient sync of a step, one of the three below: chosen once in
+  // Setup() from the layout and mode (compute_), not at every step.
+  using ComputeFn = Status (Trainer::*)(StepCompute* c);
   Status SingleStageStep(StepCompute* c);
   Status DeterministicStep(StepCompute* c);
   Status PipelineStep(StepCompute* c);
@@ -178,6 +181,7 @@ class Trainer {
   std::optional<optim::LrSchedule> schedule_;
   std::unique_ptr<parallel::DataParallel> ddp_;  // over the dp group
   std::unique_ptr<PipelineRunner> pipeline_;     // pp > 1
+  ComputeFn compute_ = nullptr;                  // PipelineStep, DeterministicStep or SingleStageStep
   autograd::Tape tape_;
   std::vector<float> contributions_;  // deterministic mode: one gradient per local shard
   std::vector<float> shard_losses_;
