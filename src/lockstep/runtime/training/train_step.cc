@@ -254,27 +254,6 @@ Status Trainer::SumTiedGradients(int slots) {
   });
 }
 
-// fn(param index, pointer, count) over the reduced gradient elements this rank counts in the
-// global norm: its dp shard of its local buffer (the replicas hold the same reduced
-// gradient), skipping tensors replicated over tp on tp ranks other than 0. Every unique
-// element of the world's gradient is visited on exactly one rank.
-template <typename Fn>
-void Trainer::ForEachCountedGrad(Fn&& fn) {
-  const nn::ParameterStore& ps = model_->params();
-  const optim::FlatRange mine = parallel::ShardRange(local_numel(), mesh_.coord.dp, dims().dp);
-  // Element `flat` of the reduced gradient: in the flat buffer, or (ZeRO-2/3, where only the
-  // owned range exists, which is `mine`) in the shard.
-  float* base = zero_units_ ? zero_units_->grad_shard() : model_->params().flat_grads();
-  const int64_t base_begin = zero_units_ ? mine.begin : 0;
-  for (int i = 0; i < ps.size(); ++i) {
-    if (model_->placements()[i].tp_replicated && mesh_.coord.tp != 0) continue;
-    if (model_->placements()[i].tied_copy) continue;  // counted where its owner is
-    const nn::ParamInfo& p = ps.info(i);
-    const int64_t lo = std::max(mine.begin, p.offset), hi = std::min(mine.end, p.offset + p.numel);
-    if (lo < hi) fn(i, base + (lo - base_begin), hi - lo);
-  }
-}
-
 // This rank's part of the exact sum of squares of every unique gradient element in the world.
 // The parts travel in the step's record (GatherStep) and merge by integer addition, so every
 // rank gets the same bits of the global norm (NaN or inf when any element is not finite)
@@ -285,75 +264,8 @@ optim::ExactSquareSum Trainer::GradSquares() {
   return sum;
 }
 
-// --inject-fault nan: an inf in the first gradient element this rank counts in the norm.
-void Trainer::InjectNonFiniteGrad() {
-  bool done = false;
-  ForEachCountedGrad([&](int, float* g, int64_t n) {
-    if (done || n == 0) return;
-    g[0] = std::numeric_limits<float>::infinity();
-    done = true;
-  });
-  LS_LOG(WARN) << "injected fault: inf in a gradient element at step " << setup_.fault.step;
-}
-
-// A step whose global gradient norm or loss is not finite never reaches the optimizer. Every
-// rank sees the same norm and loss, so all take the same branch. The ranks tell rank 0 the
-// first parameter whose gradient they found non-finite; then the run stops (exit status 3:
-// the newest checkpoint is still the last good one, and the supervisor does not retry), or
-// with train.skip_nonfinite the update is skipped and training goes on, up to
-// train.max_skipped such steps in a row.
-Status Trainer::HandleNonFinite(int64_t step, double loss, double grad_norm) {
-  std::string where = NonFiniteWhere();
-  if (where.empty()) where = std::isfinite(loss) ? "an element no rank could name" : "the loss";
-  char what[96];
-  std::snprintf(what, sizeof(what), "loss %g, gradient norm %g", loss, grad_norm);
-  const std::string at = "step " + std::to_string(step + 1) + ": non-finite " + what + " (first: " + where + ")";
-  const TrainSection& t = setup_.run.train;
-  if (!t.skip_nonfinite)
-    return Status::NonFinite(at +
-                             "; stopped before the update, the newest checkpoint is the last good one "
-                             "(train.skip_nonfinite = true skips such steps)");
-  ++consecutive_skips_;
-  if (consecutive_skips_ > t.max_skipped)
-    return Status::NonFinite(at + "; " + std::to_string(consecutive_skips_) +
-                             " steps in a row were non-finite (train.max_skipped = " + std::to_string(t.max_skipped) +
-                             "), stopping; the newest checkpoint is the last good one");
-  if (lead()) {
-    LS_RETURN_IF_ERROR(metrics_->Write(
-        {{"step", step + 1}, {"skipped", "nonfinite_grad"}, {"where", where}, {"consecutive", consecutive_skips_}}));
-    LS_LOG(WARN) << at << "; update skipped (" << consecutive_skips_ << " in a row)";
-  }
-  return Status::Ok();
-}
-
-// The first parameter (in this rank's order) holding a non-finite gradient element this rank
-// counts, gathered from every rank: rank 0's answer is the first non-empty one in rank order.
-// Best effort: a failed gather leaves it unnamed, the step is non-finite all the same.
-std::string Trainer::NonFiniteWhere() {
-  constexpr size_t kName = 120;
-  char mine[kName] = {};
-  ForEachCountedGrad([&](int i, const float* g, int64_t n) {
-    if (mine[0] != 0) return;
-    for (int64_t k = 0; k < n; ++k) {
-      if (std::isfinite(g[k])) continue;
-      std::snprintf(mine, kName, "%s on rank %d", model_->params().info(i).name.c_str(), rank_);
-      return;
-    }
-  });
-  if (world_ == 1) return mine;
-  std::vector<char> all(kName * static_cast<size_t>(world_));
-  if (!world_comm_->AllGather(mine, all.data(), kName, comm::DType::kBytes)->Wait().ok()) return "";
-  for (int r = 0; r < world_; ++r) {
-    const char* name = all.data() + kName * static_cast<size_t>(r);
-    if (name[0] != 0) return std::string(name, strnlen(name, kName));
-  }
-  return "";
-}
-
 Status Trainer::TrainStep(int64_t step) {
   Stopwatch step_clock;
-  const TrainSection& t = setup_.run.train;
-  const double global = static_cast<double>(t.batch_size);
   nn::ParameterStore& params = model_->params();
 
   Stopwatch data_clock;
@@ -400,42 +312,19 @@ Status Trainer::TrainStep(int64_t step) {
   trace_.Add("optimizer", "compute", optim_clock_start, NowNanos());
   const double optim_ms = optim_clock.ElapsedMs();
 
-  const double step_ms = step_clock.ElapsedMs();
-  if (lead()) {
-    const double samples_per_s = global / (step_ms * 1e-3);
-    const double tokens_per_s = samples_per_s * data_->units_per_row();
-    const double exposed = std::max(0.0, c.sync.exposed_ms - gathered.wait_ms);
-    nlohmann::json row = {{"step", step + 1},
-                          {"loss", gathered.loss},
-                          {"lr", lr},
-                          {"grad_norm", grad_norm},
-                          {"tokens_per_s", tokens_per_s},
-                          {"step_ms", step_ms},
-                          {"data_ms", data_ms},
-                          {"compute_ms", compute_ms},
-                          {"optim_ms", optim_ms},
-                          {"comm_ms", c.sync.comm_ms},
-                          {"exposed_comm_ms", exposed},
-                          {"wait_ms", std::min(gathered.wait_ms, c.sync.exposed_ms)},
-                          {"gflops", model_->TrainFlopsPerSample() * global / (step_ms * 1e-3) * 1e-9}};
-    if (!data_->is_text()) row["samples_per_s"] = samples_per_s;
-    row["rank_compute_ms"] = gathered.compute_ms;  // per rank, in rank order (the straggler view)
-    row["rank_wait_ms"] = gathered.rank_wait_ms;
-    if (pipeline_) {
-      row["pp_bubble"] = gathered.mean_bubble;
-      row["pp_bubble_bottleneck"] = gathered.bottleneck_bubble;
-      row["pp_busy_ms"] = gathered.busy_ms;  // per rank: which stage is the bottleneck
-      row["pp_bubble_formula"] = parallel::BubbleFormula(dims().pp, setup_.layout.pp_micros);
-    }
-    LS_RETURN_IF_ERROR(metrics_->Write(row));
-    progress_->Step(step + 1, gathered.loss, lr, data_->is_text() ? tokens_per_s : samples_per_s,
-                    data_->is_text()         ? "tok/s"
-                    : data_->is_classifier() ? "img/s"
-                                             : "samples/s");
-    LS_RETURN_IF_ERROR(WatchStragglers(step, gathered));
-    LS_RETURN_IF_ERROR(WatchStageBalance(step, gathered));
-  }
-  return Status::Ok();
+  if (!reporter_) return Status::Ok();
+  StepFigures f;
+  f.step = step + 1;
+  f.loss = gathered.loss;
+  f.lr = lr;
+  f.grad_norm = grad_norm;
+  f.step_ms = step_clock.ElapsedMs();
+  f.data_ms = data_ms;
+  f.compute_ms = compute_ms;
+  f.optim_ms = optim_ms;
+  f.sync = c.sync;
+  f.train_flops_per_sample = model_->TrainFlopsPerSample();
+  return reporter_->Step(f, gathered);
 }
 
 }  // namespace lockstep::runtime

@@ -1,7 +1,10 @@
 #include "lockstep/runtime/training/trainer.h"
 
+#include <unistd.h>
 #include <cstdio>
+
 #include <cstdlib>
+#include <cstring>
 
 #include "lockstep/core/log.h"
 #include "lockstep/core/machine.h"
@@ -213,42 +216,40 @@ Status Trainer::Setup() {
     contributions_.assign(static_cast<size_t>(per_rank * numel), 0.0f);
     shard_losses_.assign(static_cast<size_t>(per_rank), 0.0f);
   }
-  LS_RETURN_IF_ERROR(GatherHosts());
+  LS_ASSIGN_OR_RETURN(std::vector<std::string> hosts, GatherHosts());
   nlohmann::json memory = MemoryRow();
   LS_LOG(INFO) << "memory: parameters " << memory["params_bytes"] << " B, gradients " << memory["grads_bytes"]
                << " B, optimizer state " << memory["optimizer_bytes"] << " B (zero=" << zero_ << ")";
   if (lead()) {
-    const std::string path = setup_.out_dir + "/metrics.jsonl";
     // A resumed run keeps the rows up to its checkpoint and drops what the lost steps wrote.
     const bool keep_rows = start_step_ > 0 || std::getenv(kRestartEnv) != nullptr;
-    if (keep_rows) LS_RETURN_IF_ERROR(TrimMetricsAfter(path, start_step_));
-    LS_ASSIGN_OR_RETURN(MetricsLog log, MetricsLog::Open(path, keep_rows));
-    metrics_.emplace(std::move(log));
-    progress_.emplace(setup_.total_steps, setup_.run.train.log_every);
+    const RowUnits units{data_->units_per_row(), data_->is_text(), data_->is_classifier()};
+    LS_ASSIGN_OR_RETURN(reporter_, StepReporter::Open(setup_, start_step_, keep_rows, units, std::move(hosts)));
     for (const std::string& line : setup_.config_warnings) LS_LOG(WARN) << line;
     LogStart();
-    LS_RETURN_IF_ERROR(metrics_->Write(StartRow()));
-    if (start_step_ > 0) {
-      LS_LOG(INFO) << "resumed from " << setup_.resume_dir << " at step " << start_step_;
-      LS_RETURN_IF_ERROR(
-          metrics_->Write({{"event", "resume"}, {"step", start_step_}, {"checkpoint", setup_.resume_dir}}));
-    }
-    if (dims().pp > 1) {
-      const parallel::StagePartition& p = setup_.layout.partition;
-      const double formula = parallel::BubbleFormula(dims().pp, setup_.layout.pp_micros);
-      LS_LOG(INFO) << "pipeline: " << parallel::DescribePartition(p) << "; " << setup_.layout.pp_micros
-                   << " micro-batches, " << parallel::PipeScheduleName(setup_.layout.schedule)
-                   << ", bubble (p-1)/(m+p-1) = " << formula;
-      LS_RETURN_IF_ERROR(metrics_->Write({{"event", "pipeline"},
-                                          {"stages", p.begin},
-                                          {"cost", p.cost},
-                                          {"imbalance", p.imbalance},
-                                          {"micro_batches", setup_.layout.pp_micros},
-                                          {"schedule", parallel::PipeScheduleName(setup_.layout.schedule)},
-                                          {"bubble_formula", formula}}));
-    }
+    LS_RETURN_IF_ERROR(reporter_->Started(StartRow()));
   }
   return Status::Ok();
+}
+
+// Every rank's host name, in rank order, for naming a straggler (rank 0 gets them; the others
+// an empty list).
+Result<std::vector<std::string>> Trainer::GatherHosts() {
+  constexpr size_t kName = 64;
+  char mine[kName] = {};
+  if (::gethostname(mine, kName - 1) != 0) std::snprintf(mine, kName, "?");
+  std::vector<char> all(kName * static_cast<size_t>(world_));
+  if (world_ == 1)
+    std::copy(mine, mine + kName, all.begin());
+  else
+    LS_RETURN_IF_ERROR(world_comm_->AllGather(mine, all.data(), kName, comm::DType::kBytes)->Wait());
+  std::vector<std::string> hosts;
+  if (!lead()) return hosts;
+  for (int r = 0; r < world_; ++r) {
+    const char* name = all.data() + kName * static_cast<size_t>(r);
+    hosts.emplace_back(name, strnlen(name, kName));
+  }
+  return hosts;
 }
 
 // ", bf16 products (oneDNN avx512_core_bf16)" in bf16 precision, "" in fp32.
@@ -334,22 +335,8 @@ Status Trainer::Validate(int64_t step) {
   LS_ASSIGN_OR_RETURN(EvalSums all, GatherEval(*world_comm_, mine));
   if (all.count == 0) return Status::InvalidArgument("the validation set is empty");
   last_val_loss_ = all.loss_sum / static_cast<double>(all.count);
-  nlohmann::json row = {{"step", step}, {"val_loss", last_val_loss_}};
-  char line[160];
-  if (data_->is_classifier()) {
-    last_val_acc_ = static_cast<double>(all.correct) / static_cast<double>(all.count);
-    row["val_acc"] = last_val_acc_;
-    std::snprintf(line, sizeof(line), "step %lld: val_loss %.4f val_acc %.4f (%lld images)",
-                  static_cast<long long>(step), last_val_loss_, last_val_acc_, static_cast<long long>(all.count));
-  } else {
-    std::snprintf(line, sizeof(line), "step %lld: val_loss %.4f (%lld %s)", static_cast<long long>(step),
-                  last_val_loss_, static_cast<long long>(all.count), data_->is_text() ? "tokens" : "samples");
-  }
-  if (lead()) {
-    LS_RETURN_IF_ERROR(metrics_->Write(row));
-    progress_->Print(line);
-  }
-  return Status::Ok();
+  if (data_->is_classifier()) last_val_acc_ = static_cast<double>(all.correct) / static_cast<double>(all.count);
+  return reporter_ ? reporter_->Validation(step, last_val_loss_, last_val_acc_, all.count) : Status::Ok();
 }
 
 // Every rank's events travel to rank 0 (size, then bytes), which writes one file.
@@ -370,7 +357,7 @@ Status Trainer::WriteTrace() {
   }
   if (!lead()) return Status::Ok();
   LS_RETURN_IF_ERROR(trace::WriteChromeTrace(setup_.options.trace_file, all));
-  progress_->Print("trace written to " + setup_.options.trace_file);
+  reporter_->Print("trace written to " + setup_.options.trace_file);
   return Status::Ok();
 }
 

@@ -8,8 +8,10 @@
 //                        the fixed-tree sum of one gradient per canonical shard
 //   norm, clip, update   exact global norm over every rank's unique elements, then the
 //                        optimizer on the owned range and (ZeRO) the dp all-gather
+// What rank 0 tells about the run (metrics rows, progress, stragglers) is the StepReporter's.
 // Files: trainer.cc (set-up, loop, validation), train_step.cc (the step), trainer_state.cc
-// (checkpoints, resume, memory, the final hash and sample).
+// (checkpoints, resume, memory, the final hash and sample), trainer_faults.cc (injected
+// faults, and a step that is not finite).
 #pragma once
 
 #include <cmath>
@@ -34,16 +36,14 @@
 #include "lockstep/parallel/tp_context.h"
 #include "lockstep/parallel/zero.h"
 #include "lockstep/parallel/zero_units.h"
-#include "lockstep/runtime/metrics/metrics_log.h"
-#include "lockstep/runtime/metrics/progress.h"
 #include "lockstep/runtime/metrics/step_stats.h"
-#include "lockstep/runtime/metrics/straggler.h"
 #include "lockstep/runtime/recovery/async_checkpoint.h"
 #include "lockstep/runtime/recovery/heartbeat.h"
 #include "lockstep/runtime/setup/rank_data.h"
 #include "lockstep/runtime/setup/run_setup.h"
 #include "lockstep/runtime/training/optimizer_state.h"
 #include "lockstep/runtime/training/pipeline_runner.h"
+#include "lockstep/runtime/training/step_reporter.h"
 #include "lockstep/tensor/bf16_ops.h"
 #include "lockstep/tensor/memory.h"
 #include "lockstep/trace/trace.h"
@@ -117,15 +117,12 @@ class Trainer {
   Result<std::vector<nlohmann::json>> GatherMemoryRows(int64_t step);
   Status WriteMemoryRows(int64_t step);
   Status ReportSaves(bool wait);
-  Status LogSave(const SaveReport& r);
   Status Finish();
   std::vector<parallel::LocalPiece> WeightPieces();
-  // trainer_stragglers.cc
-  Status GatherHosts();
+  // trainer_faults.cc: the slow fault, and a gradient or loss that is not finite
   void BeginSlowStep(int64_t step);
   void SlowDown();
-  Status WatchStragglers(int64_t step, const GatheredStep& g);
-  Status WatchStageBalance(int64_t step, const GatheredStep& g);
+  Result<std::vector<std::string>> GatherHosts();
 
   // Runs fn() and records it on the trace as [start, end).
   template <typename Fn>
@@ -185,9 +182,8 @@ class Trainer {
   autograd::Tape tape_;
   std::vector<float> contributions_;  // deterministic mode: one gradient per local shard
   std::vector<float> shard_losses_;
-  tensor::Bf16WeightCopy bf16_weights_;  // train.precision = bf16
-  std::optional<MetricsLog> metrics_;
-  std::optional<Progress> progress_;
+  tensor::Bf16WeightCopy bf16_weights_;     // train.precision = bf16
+  std::unique_ptr<StepReporter> reporter_;  // rank 0: metrics rows, progress, stragglers
   double last_val_loss_ = NAN;
   double last_val_acc_ = NAN;
   trace::TraceRecorder trace_;
@@ -211,10 +207,6 @@ class Trainer {
   void NoteSavedActivations() {
     if (saved_activation_bytes_ < 0) saved_activation_bytes_ = memory_->Current(tensor::MemoryTag::kActivation);
   }
-  std::vector<std::string> hosts_;  // every rank's host name, in rank order (rank 0 only)
-  std::optional<StragglerDetector> stragglers_;
-  StageBalanceMeter stage_balance_;
-  bool stage_balance_reported_ = false;
   // --inject-fault slow: this step's factor on this rank (1: none), when its compute began,
   // whether it has slept in this step.
   double slow_factor_ = 1.0;
@@ -222,5 +214,26 @@ class Trainer {
   bool slept_ = false;
   int64_t consecutive_skips_ = 0;  // non-finite steps skipped in a row (train.skip_nonfinite)
 };
+
+// fn(param index, pointer, count) over the reduced gradient elements this rank counts in the
+// global norm: its dp shard of its local buffer (the replicas hold the same reduced
+// gradient), skipping tensors replicated over tp on tp ranks other than 0. Every unique
+// element of the world's gradient is visited on exactly one rank.
+template <typename Fn>
+inline void Trainer::ForEachCountedGrad(Fn&& fn) {
+  const nn::ParameterStore& ps = model_->params();
+  const optim::FlatRange mine = parallel::ShardRange(local_numel(), mesh_.coord.dp, dims().dp);
+  // Element `flat` of the reduced gradient: in the flat buffer, or (ZeRO-2/3, where only the
+  // owned range exists, which is `mine`) in the shard.
+  float* base = zero_units_ ? zero_units_->grad_shard() : model_->params().flat_grads();
+  const int64_t base_begin = zero_units_ ? mine.begin : 0;
+  for (int i = 0; i < ps.size(); ++i) {
+    if (model_->placements()[i].tp_replicated && mesh_.coord.tp != 0) continue;
+    if (model_->placements()[i].tied_copy) continue;  // counted where its owner is
+    const nn::ParamInfo& p = ps.info(i);
+    const int64_t lo = std::max(mine.begin, p.offset), hi = std::min(mine.end, p.offset + p.numel);
+    if (lo < hi) fn(i, base + (lo - base_begin), hi - lo);
+  }
+}
 
 }  // namespace lockstep::runtime

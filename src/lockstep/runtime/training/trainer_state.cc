@@ -102,7 +102,8 @@ Status Trainer::Save(int64_t step) {
   LS_RETURN_IF_ERROR(Saver().SavePieces(
       std::move(pieces.pieces), Contents(step), [fault, rank, step] { InjectDuringCheckpoint(fault, rank, step); },
       shard, bytes, &finished, /*last=*/step == setup_.total_steps));
-  for (const SaveReport& r : finished) LS_RETURN_IF_ERROR(LogSave(r));
+  if (reporter_)  // every rank of a sharded save reports; rank 0 logs
+    for (const SaveReport& r : finished) LS_RETURN_IF_ERROR(reporter_->Checkpoint(r));
   return Status::Ok();
 }
 
@@ -111,25 +112,7 @@ Status Trainer::ReportSaves(bool wait) {
   std::optional<Result<SaveReport>> r = wait ? saver_->Wait() : saver_->Poll();
   if (!r) return Status::Ok();
   if (!r->ok()) return r->status();
-  return LogSave(**r);
-}
-
-// One metrics row per committed checkpoint: what the step waited (stall_ms) and what the
-// write cost (write_ms, bytes, MB/s), so the async save's benefit is visible in every run.
-Status Trainer::LogSave(const SaveReport& r) {
-  if (!lead()) return Status::Ok();  // every rank of a sharded save reports; rank 0 logs
-  const double mb_per_s = r.write_ms > 0 ? r.bytes / 1e6 / (r.write_ms / 1e3) : 0;
-  char line[200];
-  std::snprintf(line, sizeof(line), "step %lld: checkpoint saved (%.1f MB in %.0f ms, %.0f MB/s; step stalled %.1f ms)",
-                static_cast<long long>(r.step), r.bytes / 1e6, r.write_ms, mb_per_s, r.stall_ms);
-  progress_->Print(line);
-  return metrics_->Write({{"event", "checkpoint"},
-                          {"step", r.step},
-                          {"async", r.async},
-                          {"stall_ms", r.stall_ms},
-                          {"write_ms", r.write_ms},
-                          {"bytes", r.bytes},
-                          {"mb_per_s", mb_per_s}});
+  return reporter_ ? reporter_->Checkpoint(**r) : Status::Ok();
 }
 
 // This rank's bytes as its MemoryTracker counts them: parameters, gradients and optimizer
@@ -192,8 +175,8 @@ Result<std::vector<nlohmann::json>> Trainer::GatherMemoryRows(int64_t step) {
 
 Status Trainer::WriteMemoryRows(int64_t step) {
   LS_ASSIGN_OR_RETURN(std::vector<nlohmann::json> rows, GatherMemoryRows(step));
-  if (lead())
-    for (const nlohmann::json& row : rows) LS_RETURN_IF_ERROR(metrics_->Write(row));
+  if (reporter_)
+    for (const nlohmann::json& row : rows) LS_RETURN_IF_ERROR(reporter_->Write(row));
   return Status::Ok();
 }
 
@@ -209,14 +192,8 @@ Status Trainer::Finish() {
   tape_.pool().Release();  // the activations' memory, for the gather and the sample below
   LS_ASSIGN_OR_RETURN(parallel::CanonicalTensors weights, parallel::GatherCanonical(*world_comm_, WeightPieces()));
   LS_ASSIGN_OR_RETURN(std::vector<nlohmann::json> memory, GatherMemoryRows(setup_.total_steps));
-  if (!lead()) return Status::Ok();
-  const std::string hash = parallel::CanonicalXxh64(weights);
-  progress_->Finish();
-  for (const nlohmann::json& row : memory) LS_RETURN_IF_ERROR(metrics_->Write(row));  // before `done`, the last line
-  LS_RETURN_IF_ERROR(metrics_->Write({{"event", "done"}, {"step", setup_.total_steps}, {"weights_xxh64", hash}}));
-  std::printf("done: %lld steps, val_loss %.4f", static_cast<long long>(setup_.total_steps), last_val_loss_);
-  if (!std::isnan(last_val_acc_)) std::printf(", val_acc %.4f", last_val_acc_);
-  std::printf(", weights_xxh64 %s\n", hash.c_str());
+  if (!reporter_) return Status::Ok();
+  LS_RETURN_IF_ERROR(reporter_->Done(memory, parallel::CanonicalXxh64(weights), last_val_loss_, last_val_acc_));
   if (setup_.layout.gpt && setup_.layout.gpt->vocab == 256) {  // byte-level: the sample is text
     // (other vocabularies: `lockstep sample --prompt-tokens`, which prints token ids)
     // The sample comes from a whole nn::Gpt holding the gathered canonical weights. It is a
