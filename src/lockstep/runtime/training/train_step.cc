@@ -303,7 +303,7 @@ Status Trainer::TrainStep(int64_t step) {
   // clipping pass, without the extra pass over the gradient).
   const float clip = setup_.optim.grad_clip > 0 ? optim::ClipFactor(setup_.optim.grad_clip, grad_norm) : 1.0f;
   const float lr = schedule_->LrAt(step);
-  if (saver_) saver_->WaitForSnapshot();  // an async save may still be copying the parameters
+  checkpoints_->WaitForSnapshot();  // an async save may still be copying the parameters
   uint16_t* rounded = Bf16WeightsFromTheUpdate();
   optimizer_->Step(OwnedParams(), OwnedGrads(), lr, clip, rounded);
   if (gather_)

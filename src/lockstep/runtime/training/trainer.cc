@@ -189,14 +189,13 @@ Status Trainer::Setup() {
     model_->set_eval_pool(&tape_.pool());  // validation reuses the step's buffers
     compute_ = setup_.options.deterministic ? &Trainer::DeterministicStep : &Trainer::SingleStageStep;
   }
-  if (setup_.run.checkpoint.async && sharded_state()) {
-    LS_ASSIGN_OR_RETURN(ckpt_comm_, world_comm_->Split(0, rank_));
-  }
+  checkpoints_.emplace(setup_, world_comm_, mesh_.coord, sharded_state());
+  LS_RETURN_IF_ERROR(checkpoints_->Connect());
   if (!setup_.resume_dir.empty()) {
     LS_RETURN_IF_ERROR(Resume());
   } else if (setup_.init_weights) {
     // --init-from: every local element from the canonical tensors, through the placements.
-    const ParamView held = HeldParams();
+    const ParamSpan held = HeldParams();
     for (const parallel::LocalPiece& p :
          parallel::PiecesOf(*model_, held.data, held.begin, held.range, 0, /*reading=*/true)) {
       const std::vector<float>& t = setup_.init_weights->at(p.name);

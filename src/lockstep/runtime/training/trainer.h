@@ -37,8 +37,8 @@
 #include "lockstep/parallel/zero.h"
 #include "lockstep/parallel/zero_units.h"
 #include "lockstep/runtime/metrics/step_stats.h"
-#include "lockstep/runtime/recovery/async_checkpoint.h"
 #include "lockstep/runtime/recovery/heartbeat.h"
+#include "lockstep/runtime/recovery/rank_checkpoints.h"
 #include "lockstep/runtime/setup/rank_data.h"
 #include "lockstep/runtime/setup/run_setup.h"
 #include "lockstep/runtime/training/optimizer_state.h"
@@ -157,14 +157,8 @@ class Trainer {
   // The parameter values this rank holds (the whole local buffer, or the ZeRO-3 shard), and
   // the part of them it writes to checkpoints and the weights hash: everything on dp rank 0,
   // nothing on other replicas, its shard under ZeRO-3.
-  struct ParamView {
-    float* data = nullptr;  // element 0 is local flat element `begin`
-    int64_t begin = 0;
-    optim::FlatRange range;  // local flat range
-  };
-  ParamView HeldParams();
-  ParamView WrittenParams();
-  AsyncCheckpointSaver& Saver();
+  ParamSpan HeldParams();
+  ParamSpan WrittenParams();
 
   const RunSetup& setup_;
   std::shared_ptr<comm::Communicator> world_comm_;
@@ -190,8 +184,7 @@ class Trainer {
   int64_t origin_ns_ = 0;   // rank 0's start: the trace's time zero on every rank
   int64_t start_step_ = 0;  // steps already done (from the checkpoint resumed)
   Heartbeat heartbeat_{rank_};
-  std::unique_ptr<AsyncCheckpointSaver> saver_;    // rank 0 (replicated states) or every rank (sharded)
-  std::shared_ptr<comm::Communicator> ckpt_comm_;  // sharded async saves: driven by the writer threads only
+  std::optional<RankCheckpoints> checkpoints_;  // this rank's checkpoint I/O
   const int zero_ = setup_.options.zero;
   optim::FlatRange owned_;                                // the part of the local flat buffer this rank updates
   std::unique_ptr<parallel::ShardedParamGather> gather_;  // ZeRO-1/2: re-assembles the parameters

@@ -1,5 +1,6 @@
-// The Trainer's state outside the step (trainer.h): checkpoints in and out, the memory row,
-// and the end of the run (the canonical weights' hash and a text sample).
+// The Trainer's state outside the step (trainer.h): what goes into and comes out of its
+// checkpoints (RankCheckpoints does the I/O), the memory rows, and the end of the run (the
+// canonical weights' hash and a text sample).
 #include <cstdio>
 #include <cstring>
 
@@ -7,8 +8,6 @@
 #include "lockstep/core/machine.h"
 #include "lockstep/interop/gpt_weights.h"
 #include "lockstep/nn/gpt.h"
-#include "lockstep/runtime/recovery/fault_injection.h"
-#include "lockstep/runtime/recovery/stage_checkpoint.h"
 #include "lockstep/runtime/training/trainer.h"
 #include "lockstep/tensor/precision.h"
 
@@ -18,34 +17,19 @@ nlohmann::json Trainer::Layout() const {
   return {{"world", world_}, {"dp", dims().dp}, {"tp", dims().tp}, {"pp", dims().pp}, {"zero", zero_}};
 }
 
-Trainer::ParamView Trainer::HeldParams() {
+ParamSpan Trainer::HeldParams() {
   if (zero_ == 3) return {zero_units_->param_shard(), owned_.begin, owned_};
   return {model_->params().flat_params(), 0, {0, local_numel()}};
 }
 
-Trainer::ParamView Trainer::WrittenParams() {
-  ParamView v = HeldParams();
+ParamSpan Trainer::WrittenParams() {
+  ParamSpan v = HeldParams();
   if (zero_ != 3 && mesh_.coord.dp != 0) v.range = {0, 0};  // dp rank 0 writes the replicated values
   return v;
 }
 
-AsyncCheckpointSaver& Trainer::Saver() {
-  if (!saver_)
-    saver_ = std::make_unique<AsyncCheckpointSaver>(
-        setup_.out_dir + "/checkpoints", static_cast<int>(setup_.run.checkpoint.keep), setup_.run.checkpoint.async);
-  return *saver_;
-}
-
-// Every rank reads what its local tensors and its optimizer range cover, from whatever shards
-// of whatever layout hold them; the reader verifies each checksum it touches.
 Status Trainer::Resume() {
-  const ParamView held = HeldParams();
-  LS_ASSIGN_OR_RETURN(CheckpointContents c,
-                      LoadStageState(setup_.resume_dir, TrajectoryHash(setup_.config), *model_, held.data, held.begin,
-                                     held.range, optimizer_->StateBuffers()));
-  if (c.step > setup_.total_steps)
-    return Status::InvalidArgument(setup_.resume_dir + " is at step " + std::to_string(c.step) + ", past this run's " +
-                                   std::to_string(setup_.total_steps) + " steps (pass a larger --steps)");
+  LS_ASSIGN_OR_RETURN(CheckpointContents c, checkpoints_->Load(*model_, HeldParams(), optimizer_->StateBuffers()));
   optimizer_->set_step(c.optimizer_step);
   LS_RETURN_IF_ERROR(data_->Restore(c.loader));
   start_step_ = c.step;
@@ -64,52 +48,17 @@ CheckpointContents Trainer::Contents(int64_t step) {
   return c;
 }
 
-// Every layout saves the same way: each rank writes the canonical pieces it is the writer of
-// (parallel/canonical.h) — parameters from dp rank 0 of each stage and tp rank, optimizer state
-// from each ZeRO shard owner. Replicated data-parallel state is the one-writer case: rank 0
-// holds every piece and writes alone. With several writers the ranks agree that every shard
-// is on disk before rank 0 commits; with checkpoint.async that agreement runs on each rank's
-// writer thread over a communicator of its own (ckpt_comm_), so the training threads only
-// wait for the snapshot copy.
 Status Trainer::Save(int64_t step) {
-  const bool one_writer = !sharded_state();
-  if (one_writer && !lead()) {
-    InjectDuringCheckpoint(setup_.fault, rank_, step);
-    return Status::Ok();
-  }
-  ShardWriteContext shard;
-  if (!one_writer) {
-    shard.rank = rank_;
-    shard.world = world_;
-    comm::Communicator* agree = setup_.run.checkpoint.async ? ckpt_comm_.get() : world_comm_.get();
-    shard.all_ok = [agree](bool ok) {
-      int32_t mine = ok ? 1 : 0, all = 0;
-      Status s = agree->Allreduce(&mine, &all, 1, comm::DType::kI32, comm::ReduceOp::kMin)->Wait();
-      return s.ok() && all == 1;
-    };
-  }
-  std::vector<OptimizerStateBuffer> state = optimizer_->StateBuffers();
-  if (zero_ == 0 && mesh_.coord.dp != 0) state.clear();  // replicated: dp rank 0 writes it
-  const ParamView params = WrittenParams();
-  StagePieces pieces = CollectStagePieces(*model_, params.data, params.begin, params.range, state, mesh_.coord.tp);
-  int64_t bytes = 0;
-  for (const parallel::LocalPiece& p : pieces.pieces) bytes += p.count * static_cast<int64_t>(sizeof(float));
-  if (!one_writer)
-    LS_RETURN_IF_ERROR(world_comm_->Allreduce(&bytes, &bytes, 1, comm::DType::kI64, comm::ReduceOp::kSum)->Wait());
-  const FaultSpec fault = setup_.fault;
-  const int rank = rank_;
   std::vector<SaveReport> finished;
-  LS_RETURN_IF_ERROR(Saver().SavePieces(
-      std::move(pieces.pieces), Contents(step), [fault, rank, step] { InjectDuringCheckpoint(fault, rank, step); },
-      shard, bytes, &finished, /*last=*/step == setup_.total_steps));
+  LS_RETURN_IF_ERROR(
+      checkpoints_->Save(*model_, WrittenParams(), optimizer_->StateBuffers(), Contents(step), &finished));
   if (reporter_)  // every rank of a sharded save reports; rank 0 logs
     for (const SaveReport& r : finished) LS_RETURN_IF_ERROR(reporter_->Checkpoint(r));
   return Status::Ok();
 }
 
 Status Trainer::ReportSaves(bool wait) {
-  if (!saver_) return Status::Ok();
-  std::optional<Result<SaveReport>> r = wait ? saver_->Wait() : saver_->Poll();
+  std::optional<Result<SaveReport>> r = checkpoints_->Finished(wait);
   if (!r) return Status::Ok();
   if (!r->ok()) return r->status();
   return reporter_ ? reporter_->Checkpoint(**r) : Status::Ok();
@@ -182,7 +131,7 @@ Status Trainer::WriteMemoryRows(int64_t step) {
 
 // The parameter pieces this rank is the writer of (as for checkpoints).
 std::vector<parallel::LocalPiece> Trainer::WeightPieces() {
-  const ParamView params = WrittenParams();
+  const ParamSpan params = WrittenParams();
   return parallel::PiecesOf(*model_, params.data, params.begin, params.range, mesh_.coord.tp);
 }
 
