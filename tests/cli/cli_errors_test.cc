@@ -35,6 +35,15 @@ TEST(CliErrors, BadFlagValue) {
                    "--backend");
 }
 
+// --steps 0 is refused for what it is, not as a config that sets no step count.
+TEST(CliErrors, ZeroStepsOrEpochs) {
+  for (const char* flag : {"--steps", "--epochs"}) {
+    const CommandResult r = RunLockstep({"train", "--config", "configs/gpt-tiny.toml", flag, "0"});
+    ExpectUsageError(r, std::string(flag) + " 0: a run trains at least one step");
+    EXPECT_EQ(r.err.find("sets neither"), std::string::npos) << r.err;
+  }
+}
+
 TEST(CliErrors, UnknownConfigKey) {
   ExpectUsageError(RunLockstep({"train", "--config", "configs/gpt-tiny.toml", "--set", "optim.lr_typo=3"}),
                    "optim.lr_typo");

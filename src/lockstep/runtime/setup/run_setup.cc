@@ -59,10 +59,12 @@ Result<RunSetup> SetUpRun(const Job& job, const TrainOptions& options, int world
   setup.job = job;
   LS_ASSIGN_OR_RETURN(setup.config, LoadTrainConfig(options));
   // Flags win over the file: --steps/--epochs replace each other's config value.
-  if (options.steps >= 0) {
+  if (options.steps == 0) return Status::InvalidArgument("--steps 0: a run trains at least one step");
+  if (options.epochs == 0) return Status::InvalidArgument("--epochs 0: a run trains at least one step");
+  if (options.steps > 0) {
     setup.config.SetInt("train.steps", options.steps);
     setup.config.SetInt("train.epochs", 0);
-  } else if (options.epochs >= 0) {
+  } else if (options.epochs > 0) {
     setup.config.SetInt("train.steps", 0);
     if (!setup.config.Override("train.epochs=" + std::to_string(options.epochs)).ok())
       return Status::InvalidArgument("--epochs: bad value");
