@@ -28,7 +28,6 @@ class Mlp : public ls::Model {
   }
   // Forward with lockstep's layers; the tape records what backward needs.
   ls::Variable Loss(ls::Tape& tape, const ls::ModelInput& in) override {
-    tape.DeclareParams(ps_.size());
     ls::Variable x = ls::nn::FloatInput(tape, in.features, {in.batch, kIn});
     x = ls::nn::ReluForward(tape, fc1_.Forward(tape, x));
     x = ls::nn::ReluForward(tape, fc2_.Forward(tape, x));

@@ -29,7 +29,29 @@ class LinearRegression : public Model {
     return l.features == kIn && l.values == 1 ? Status::Ok() : Status::InvalidArgument("linreg: got " + l.ToString());
   }
   Variable Loss(Tape& tape, const ModelInput& in) override {
-    tape.DeclareParams(ps_.size());
+    return nn::MseLossForward(tape, fc_.Forward(tape, nn::FloatInput(tape, in.features, {in.batch, kIn})), in.values);
+  }
+
+ private:
+  ParameterStore ps_;
+  nn::Linear fc_;
+};
+
+// LinearRegression with a trailing parameter its loss never uses, and no DeclareParams in its
+// Loss(): the trainer must tell the tape how many parameters there are, or that last one's
+// gradient would never be reported ready and DDP's last bucket would never go.
+class WithUnusedParameter : public Model {
+ public:
+  WithUnusedParameter() {
+    fc_ = nn::Linear::TorchDefault(ps_, "fc", kIn, 1, true);
+    ps_.Add("unused", {4}, nn::Init::Zeros(), /*decay=*/false);
+    ps_.Finalize(1);
+  }
+  ParameterStore& params() override { return ps_; }
+  const ParameterStore& params() const override { return ps_; }
+  std::string name() const override { return "linreg+unused"; }
+  Status CheckLayout(const SampleLayout&) const override { return Status::Ok(); }
+  Variable Loss(Tape& tape, const ModelInput& in) override {
     return nn::MseLossForward(tape, fc_.Forward(tape, nn::FloatInput(tape, in.features, {in.batch, kIn})), in.values);
   }
 
@@ -175,6 +197,25 @@ TEST(Train, AUserModelLearnsWithTheSameBitsOnOneAndTwoWorkers) {
   }
   EXPECT_GE(val, 0);
   EXPECT_LT(val, 0.05);
+}
+
+// A model need not declare its parameters to the tape: on 2 data-parallel workers (DDP's
+// bucketed allreduce, started from the gradient-ready hook) a parameter its loss never touches
+// does not hold the step back, and both workers end with the same weights as one.
+TEST(Train, AModelNeedNotDeclareItsParameters) {
+  Job job = RegressionJob();
+  job.model = [](const Config&) -> Result<std::unique_ptr<Model>> { return std::make_unique<WithUnusedParameter>(); };
+  TrainOptions one = Options("unused-1"), two = Options("unused-2");
+  for (TrainOptions* o : {&one, &two}) {
+    o->overrides = {"train.steps=6"};
+    o->deterministic = true;
+  }
+  two.nproc = 2;
+  two.deterministic = false;  // DDP's hook path, not the deterministic tree
+  ASSERT_TRUE(Train(job, one).ok());
+  Status s = Train(job, two);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(DoneRow(two.out_dir)["event"], "done");
 }
 
 }  // namespace

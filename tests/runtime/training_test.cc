@@ -156,7 +156,6 @@ class Tiny : public nn::Model {
   std::string name() const override { return "tiny"; }
   Status CheckLayout(const SampleLayout&) const override { return Status::Ok(); }
   autograd::Variable Loss(autograd::Tape& tape, const nn::ModelInput& in) override {
-    tape.DeclareParams(ps_.size());
     return nn::MseLossForward(tape, fc_.Forward(tape, nn::FloatInput(tape, in.features, {in.batch, 3})), in.values);
   }
 

@@ -15,8 +15,9 @@
 // its index. A parameter used several times (tied weights) fires once, after its last use.
 // Parameters no recorded op touched fire once at the end of Backward, in index order, and
 // are listed by UnusedParams(), so a DDP bucket never waits for them. DeclareParams(n)
-// tells the tape how many parameters exist (indices 0..n-1); models call it from their
-// Loss(). Every declared parameter is reported exactly once per Backward.
+// tells the tape how many parameters exist (indices 0..n-1); the trainer calls it before a
+// model's Loss() (parallel::WholeModel, GptShard). Every declared parameter is reported
+// exactly once per Backward.
 //
 // No-grad mode (evaluation, generation): set_grad_enabled(false) or a NoGradGuard; then
 // ShouldRecord() is false, outputs do not require grad and nothing is recorded, but the

@@ -48,8 +48,10 @@ class Model {
   virtual ParameterStore& params() = 0;
   virtual const ParameterStore& params() const = 0;
 
-  // Mean loss over the batch, recorded on `tape` (unless its gradients are disabled).
-  // Declares the parameter count to the tape. The input must stay valid until backward.
+  // Mean loss over the batch, recorded on `tape` (unless its gradients are disabled). The
+  // trainer has declared the parameter count to the tape already (parameters the loss does
+  // not touch are reported ready at the end of backward). The input must stay valid until
+  // backward.
   // The returned Variable's value (loss.data()[0]) stays valid after tape.Backward for as
   // long as the caller holds it.
   virtual autograd::Variable Loss(autograd::Tape& tape, const ModelInput& in) = 0;

@@ -7,6 +7,9 @@ WholeModel::WholeModel(std::unique_ptr<nn::Model> model) : model_(std::move(mode
 }
 
 autograd::Variable WholeModel::Forward(autograd::Tape& tape, const nn::ModelInput& in, const autograd::Variable&) {
+  // Every parameter reaches the gradient-ready hook, those the loss never touches included
+  // (they are reported at the end of Backward): the model's Loss() need not declare them.
+  tape.DeclareParams(model_->params().size());
   if (hooks_) hooks_->Enter(tape, 0);
   autograd::Variable loss = model_->Loss(tape, in);
   if (hooks_) hooks_->Exit(tape, 0);
