@@ -4,6 +4,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+
+#include "lockstep/runtime/setup/config_keys.h"
 
 namespace lockstep::planner {
 namespace {
@@ -343,6 +346,25 @@ Result<PlanResult> PlanForHardware(const Hardware& hw, const ModelShape& m, int6
   std::vector<PlanRow> one =
       workers > 1 ? Enumerate({hw, m, 1, clips_gradients}, global_batch) : std::vector<PlanRow>();
   return Decide(workers, true, limit, limit, std::move(rows), one);
+}
+
+Status RunHardwarePlan(const PlanOptions& o) {
+  LS_ASSIGN_OR_RETURN(Config config, Config::LoadFile(o.config_path, o.overrides));
+  LS_ASSIGN_OR_RETURN(ModelShape shape, ReadModelShape(config));
+  LS_ASSIGN_OR_RETURN(int64_t batch, config.GetInt("train.batch_size", 16));
+  if (batch < 1) return Status::InvalidArgument("train.batch_size must be at least 1");
+  LS_RETURN_IF_ERROR(runtime::CheckConfigKeys(config).status());
+  LS_ASSIGN_OR_RETURN(Hardware hw, ReadHardware(o.hardware_path));
+  LS_ASSIGN_OR_RETURN(double clip, config.GetDouble("optim.grad_clip", 0.0));
+  LS_ASSIGN_OR_RETURN(PlanResult r, PlanForHardware(hw, shape, batch, o.nproc, o.mem_limit, clip > 0));
+  std::printf("%s, %.2fB parameters, %d devices of %s, global batch %lld x %lld tokens\n\n",
+              shape.llama ? "llama" : "gpt", static_cast<double>(shape.TotalParams()) * 1e-9, o.nproc, hw.name.c_str(),
+              static_cast<long long>(batch), static_cast<long long>(shape.context));
+  // The table lists the best 40; plan.json has them all.
+  PlanResult shown = r;
+  if (shown.rows.size() > 40) shown.rows.resize(40);
+  PrintPlan(shown, stdout);
+  return WritePlanJson(r, o.json_path);
 }
 
 }  // namespace lockstep::planner

@@ -56,4 +56,9 @@ Result<ModelShape> ReadModelShape(const Config& config);
 Result<PlanResult> PlanForHardware(const Hardware& hw, const ModelShape& m, int64_t global_batch, int workers,
                                    int64_t mem_limit, bool clips_gradients);
 
+// `lockstep plan --hardware FILE` (RunPlan's other branch): reads the config and the file, plans,
+// prints the table (the best 40 rows) and writes plan.json (every row). Nothing is measured or
+// cached.
+Status RunHardwarePlan(const PlanOptions& options);
+
 }  // namespace lockstep::planner

@@ -1,5 +1,14 @@
-// The profile as JSON (ComputeProfile::ToJson / FromJson): what `lockstep plan` caches under its
-// output directory.
+// The JSON cache of `lockstep plan` (profile_cache.h): the profile as JSON
+// (ComputeProfile::ToJson / FromJson) and the cache file it is kept in.
+#include "lockstep/planner/profile_cache.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "lockstep/core/version.h"
 #include "lockstep/planner/profile.h"
 
 namespace lockstep::planner {
@@ -50,7 +59,65 @@ PieceCost PieceFromJson(const nlohmann::json& j) {
   return c;
 }
 
+nlohmann::json EmptyCache(const std::string& key) {
+  return {{"key", key}, {"compute", nlohmann::json::object()}, {"comm", nlohmann::json::object()}};
+}
+
+nlohmann::json LoadCache(const std::string& path, const std::string& key) {
+  std::ifstream in(path);
+  if (!in) return EmptyCache(key);
+  nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+  if (j.is_discarded() || !j.is_object() || j.value("key", "") != key || !j.contains("compute") || !j.contains("comm"))
+    return EmptyCache(key);
+  return j;
+}
+
 }  // namespace
+
+// The profile's format in the key (2: pieces carry kernel_bytes; 3: times scaled to whole
+// passes; 8: the optimizer measured on every worker at once; 9: whole models' warm passes).
+std::string ProfileKey(const PlanSetup& s) {
+  char host[256] = {};
+  gethostname(host, sizeof(host) - 1);
+  char model[256];
+  if (s.gpt) {
+    const nn::GptConfig& g = *s.gpt;
+    std::snprintf(model, sizeof(model), "gpt vocab %lld context %lld layers %lld heads %lld width %lld mlp %lld",
+                  static_cast<long long>(g.vocab), static_cast<long long>(g.context), static_cast<long long>(g.layers),
+                  static_cast<long long>(g.heads), static_cast<long long>(g.width),
+                  static_cast<long long>(g.mlp_ratio));
+  } else {
+    Result<std::string> kind = s.config.GetString("model.kind", "");
+    std::snprintf(model, sizeof(model), "model %s", kind.ok() ? kind->c_str() : "");
+  }
+  char key[768];
+  std::snprintf(key, sizeof(key), "lockstep %s profile 10 on %s, %s, optimizer %s", LOCKSTEP_VERSION, host, model,
+                optim::OptimizerName(s.optim.kind));
+  return key;
+}
+
+ProfileCache OpenCache(const std::string& path, const std::string& key, bool fresh) {
+  return {path, fresh ? EmptyCache(key) : LoadCache(path, key), false};
+}
+
+Status SaveCache(const ProfileCache& cache) {
+  const std::string tmp = cache.path + ".tmp";
+  {
+    std::ofstream out(tmp);
+    out << cache.json.dump(1) << "\n";
+    if (!out) return Status::IoError("cannot write '" + tmp + "'");
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, cache.path, ec);
+  if (ec) return Status::IoError("cannot rename '" + tmp + "': " + ec.message());
+  return Status::Ok();
+}
+
+std::string ComputeSlot(int workers, int threads) {
+  char slot[48];
+  std::snprintf(slot, sizeof(slot), "w%d-t%d", workers, threads);
+  return slot;
+}
 
 nlohmann::json ComputeProfile::ToJson() const {
   nlohmann::json g = nlohmann::json::array(), w = nlohmann::json::array();
