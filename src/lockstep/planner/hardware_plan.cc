@@ -78,8 +78,7 @@ Result<PlanResult> PlanForHardware(const Hardware& hw, const ModelShape& m, int6
     return Status::InvalidArgument("--nproc " + std::to_string(workers) + ": no layout of " + std::to_string(workers) +
                                    " devices splits this model (heads, layers) and train.batch_size " +
                                    std::to_string(global_batch));
-  std::vector<PlanRow> one =
-      workers > 1 ? Predict(hw, m, global_batch, 1, clips_gradients) : std::vector<PlanRow>();
+  std::vector<PlanRow> one = workers > 1 ? Predict(hw, m, global_batch, 1, clips_gradients) : std::vector<PlanRow>();
   return Decide(workers, true, limit, limit, std::move(rows), one);
 }
 

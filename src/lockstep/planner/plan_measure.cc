@@ -191,7 +191,8 @@ Result<std::string> ApplyZeroProbe(const PlanOptions& o, const PlanSetup& s, con
     const int64_t plain_rows = slot.value("plain_rows", int64_t{0});
     const ShapeKey plain_key{plain_rows, 1};
     if (plain_rows > 0 && prof->Has(plain_key, s.gpt.has_value())) {
-      const double probe_ms = slot.value("plain_ms", 0.0), profile_ms = PassMs(prof->Main(plain_key, s.gpt.has_value()));
+      const double probe_ms = slot.value("plain_ms", 0.0),
+                   profile_ms = PassMs(prof->Main(plain_key, s.gpt.has_value()));
       if (probe_ms > 0 && profile_ms > 0)
         probe_line = ProbeLine(o.nproc, o.backend, s.gpt ? "a block" : "the model", plain_rows, probe_ms, profile_ms);
     }

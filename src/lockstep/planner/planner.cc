@@ -124,7 +124,8 @@ Status RunPlan(const PlanOptions& o, const CommMeasurer& measure, const ZeroMeas
   LS_ASSIGN_OR_RETURN(PlanResult r, PredictAndDecide(o, s, layouts, m));
   std::printf("%s, %d workers (%s backend), global batch %lld, memory limit %.1f MiB per worker (%s)\n\n",
               s.gpt ? "gpt" : "model", o.nproc, o.backend.c_str(), static_cast<long long>(s.run.train.batch_size),
-              static_cast<double>(r.mem_limit) / 1048576.0, o.mem_limit > 0 ? "--mem-limit" : "machine memory / workers");
+              static_cast<double>(r.mem_limit) / 1048576.0,
+              o.mem_limit > 0 ? "--mem-limit" : "machine memory / workers");
   PrintPlan(r, stdout);
   return WritePlanJson(r, o.json_path);
 }

@@ -193,8 +193,8 @@ struct PipelineTime {
 // sends its activation forward and its gradient back over the pipeline's link, not overlapped.
 // With equal stages, v = 1 and free sends it is the simulation's makespan and bubble
 // ((m + p - 1) (f + b), (p - 1) / (m + p - 1)).
-PipelineTime InterleavedClosedForm(const LayoutInput& in, const std::vector<double>& fwd, const std::vector<double>& bwd,
-                                   double send_ms) {
+PipelineTime InterleavedClosedForm(const LayoutInput& in, const std::vector<double>& fwd,
+                                   const std::vector<double>& bwd, double send_ms) {
   PipelineTime t;
   const double m = in.micros, fill = static_cast<double>(in.pp - 1) / in.interleave;
   double slowest = 0, busiest = 0;
