@@ -84,7 +84,7 @@ TEST(PlanStepModel, ModelStatesFollowTheZeroAccountingWithCeilShards) {
     EXPECT_EQ(m.activation_bytes, 1100) << zero;
     EXPECT_EQ(p->peak_bytes, m.params_bytes + m.grads_bytes + m.optimizer_bytes + in_flight + 1100) << zero;
     // bf16: a 2-byte copy of every local weight, except under ZeRO-3 (no flat store to copy).
-    in.weight_copy_bytes = 2;
+    in.states.copy_bytes = 2;
     Result<Prediction> bf16 = PredictLayout(in, Table(3));
     ASSERT_TRUE(bf16.ok());
     const int64_t copy = zero == 3 ? 0 : 2 * numel;

@@ -2,10 +2,13 @@
 // (docs/planning.md). The file (TOML) gives the devices and the links between them; the model
 // shape comes from the config: a GPT as lockstep trains it, or a Llama-style shape for
 // planning only (model.kind = "llama": RMSNorm, SwiGLU MLP of model.ffn_hidden, grouped-query
-// attention with model.kv_heads, RoPE; untied head). Every term is arithmetic over the shape
-// and the file: compute from FLOPs at a matmul efficiency, non-matmul work from the bytes it
-// moves at a memory efficiency, collectives from bandwidth and latency, memory from the
-// mixed-precision accounting and the activation formulas of Korthikanti et al. 2022.
+// attention with model.kv_heads, RoPE; untied head). Every stage cost is arithmetic over the
+// shape and the file: compute from FLOPs at a matmul efficiency, non-matmul work from the bytes
+// it moves at a memory efficiency, collectives from bandwidth and latency, activations from the
+// formulas of Korthikanti et al. 2022. The stage costs go through the same step model as a
+// measured profile's (PredictLayout), which counts the mixed-precision states and composes the
+// step. Code: hardware.cc (the file and the shape), hardware_stage.cc (a layout's stage costs),
+// hardware_plan.cc (the layouts, the plan).
 #pragma once
 
 #include <cstdint>
@@ -51,9 +54,23 @@ struct ModelShape {
 };
 Result<ModelShape> ReadModelShape(const Config& config);
 
-// Predicts every layout of `workers` devices on `hw` and decides, as RunPlan does for a
-// measured profile. `clips_gradients`: the recipe clips by the global norm (optim.grad_clip > 0).
+// A layout of `workers` devices on `hw` as the step model's input (StageCost::Described holds
+// the terms of the frameworks a described machine stands for: Megatron's and FSDP's collectives,
+// their units and activations, the optimizer's pass over the states in memory). The candidate
+// gives dp, tp, pp, ZeRO, micro-batches and their rows, recompute and interleave; its stages'
+// parameter layouts are not needed. `clips_gradients`: the recipe clips by the global norm
+// (optim.grad_clip > 0). InvalidArgument for a layout that does not split the model.
+Result<LayoutInput> DescribedLayoutInput(const Hardware& hw, const ModelShape& m, const Candidate& c, int workers,
+                                         bool clips_gradients);
+
+// Predicts every layout of `workers` devices on `hw` (DescribedLayoutInput, then PredictLayout)
+// and decides, as RunPlan does for a measured profile.
 Result<PlanResult> PlanForHardware(const Hardware& hw, const ModelShape& m, int64_t global_batch, int workers,
                                    int64_t mem_limit, bool clips_gradients);
+
+// `lockstep plan --hardware FILE` (RunPlan's other branch): reads the config and the file, plans,
+// prints the table (the best 40 rows) and writes plan.json (every row). Nothing is measured or
+// cached.
+Status RunHardwarePlan(const PlanOptions& options);
 
 }  // namespace lockstep::planner

@@ -36,12 +36,14 @@ Result<LayoutInput> BuildLayoutInput(const Candidate& c, const PlanSetup& s, con
   in.micros = c.micros;
   in.schedule = c.schedule;
   in.bucket_bytes = s.run.train.bucket_bytes;
-  in.optimizer_moments = s.optim.kind == optim::OptimizerKind::kAdamW ? 2 : (s.optim.sgd.momentum != 0.0 ? 1 : 0);
+  // fp32 moments: AdamW 2, SGD with momentum 1, without 0; the fp32 parameters are the master.
+  in.states.moment_bytes =
+      4 * (s.optim.kind == optim::OptimizerKind::kAdamW ? 2 : (s.optim.sgd.momentum != 0.0 ? 1 : 0));
   in.optimizer_ns_per_element = profile.optimizer_ns_per_element;
   in.oversubscription = profile.oversubscription();
   in.step_stats_bytes = sizeof(runtime::RankStepRecord);  // Trainer: GatherStep, the gradient norm's parts included
   const bool bf16 = c.precision == "bf16";
-  in.weight_copy_bytes = bf16 ? 2 : 0;
+  in.states.copy_bytes = bf16 ? 2 : 0;
   const ComputeOptions co{bf16, c.recompute == "block", 1.0};
   const ShapeKey key{c.micro_rows, s.gpt ? c.dims.tp : 1};
   if (!profile.Has(key, s.gpt.has_value()))

@@ -1,7 +1,8 @@
-// Decide (what fits, what is fastest, what binds, whether one worker is faster), the table,
-// the verdict and plan.json.
+// What becomes of the predictions: a candidate's row (PredictRow), Decide (what fits, what is
+// fastest, what binds, whether one worker is faster), the table, the verdict and plan.json.
 #include <algorithm>
 #include <cstdio>
+#include <fstream>
 #include <tuple>
 
 #include "lockstep/planner/planner.h"
@@ -42,6 +43,11 @@ std::tuple<int, int, int, int> Complexity(const Candidate& c) {
 }
 
 }  // namespace
+
+Result<PlanRow> PredictRow(const Candidate& c, const LayoutInput& in, const CommTable& comm, double units_per_step) {
+  LS_ASSIGN_OR_RETURN(Prediction p, PredictLayout(in, comm));
+  return PlanRow{c, p, false, p.step_ms > 0 ? units_per_step / (p.step_ms * 1e-3) : 0};
+}
 
 PlanResult Decide(int workers, bool tokens, int64_t mem_limit, int64_t one_worker_limit, std::vector<PlanRow> rows,
                   const std::vector<PlanRow>& one_worker) {
@@ -176,6 +182,14 @@ void PrintPlan(const PlanResult& r, std::FILE* f) {
   } else {
     std::fprintf(f, "\n");
   }
+}
+
+Status WritePlanJson(const PlanResult& r, const std::string& path) {
+  if (path.empty()) return Status::Ok();
+  std::ofstream out(path);
+  out << r.ToJson().dump(1) << "\n";
+  if (!out) return Status::InvalidArgument("--json: cannot write '" + path + "'");
+  return Status::Ok();
 }
 
 }  // namespace lockstep::planner

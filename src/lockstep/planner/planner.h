@@ -69,8 +69,15 @@ Result<LayoutInput> BuildLayoutInput(const Candidate& c, const PlanSetup& s, con
 // Rows of one replica's evaluation batch (eval.batch_size, default train.batch_size, over dp).
 int64_t EvalRows(const Candidate& c, const PlanSetup& s);
 
+// A candidate's row: `in`'s prediction (PredictLayout) and its throughput, `units_per_step`
+// tokens or samples a step.
+Result<PlanRow> PredictRow(const Candidate& c, const LayoutInput& in, const CommTable& comm, double units_per_step);
+
 // Prints the table and the verdict.
 void PrintPlan(const PlanResult& r, std::FILE* out);
+
+// Writes plan.json (PlanResult::ToJson) to `path`; nothing when it is empty.
+Status WritePlanJson(const PlanResult& r, const std::string& path);
 
 // The line setting the ZeRO probe's plain pass (`probe_ms`: `piece` at `rows` rows, run by the
 // plan's `nproc` workers at once as `backend` runs them, each pass ending when the slowest

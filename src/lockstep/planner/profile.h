@@ -9,6 +9,9 @@
 //   other models (CNN): the whole model per rows (data parallelism only).
 //   optimizer: norm, clip and update per element (AdamW or SGD, the config's).
 // Profiles are cached as JSON (ComputeProfile::ToJson) under the output directory.
+// Code by job: compute_probe.cc (MeasureCompute), zero_probe.cc (the ZeRO figures, also over
+// the plan's own workers: MeasureZeroOverRanks), profile_cache.cc (the JSON), and what the two
+// probes share, piece_run.h (a piece run on a micro-batch, its memory counted, its passes timed).
 #pragma once
 
 #include <array>

@@ -1,17 +1,23 @@
+// The step model's time terms and PredictLayout (step_model.h): the pipeline (accumulation, the
+// executor's schedule simulated, or a described machine's in closed form), the data-parallel
+// communication after it, the optimizer and the step's end; the memory is stage_memory.cc's.
 #include "lockstep/planner/step_model.h"
 
 #include <algorithm>
 #include <limits>
-#include <numeric>
 
 #include "lockstep/parallel/grad_buckets.h"
 #include "lockstep/parallel/zero.h"
-#include "lockstep/parallel/zero_units.h"
+#include "lockstep/planner/stage_memory.h"
 
 namespace lockstep::planner {
 namespace {
 
-constexpr int64_t kF32 = 4;
+using step::kF32;
+using step::MemoryOf;
+using step::Offsets;
+using step::UnitRange;
+using step::UnitRanges;
 
 // A collective issued when its data is ready (at `ready` ms into a window), run one after
 // another: returns when the last one ends, relative to the window's start.
@@ -28,26 +34,6 @@ double RunSerial(const std::vector<Launch>& launches) {
 // backward walks the parameters from last to first, at a rate proportional to their size.
 double ReadyShare(int64_t begin, int64_t numel) {
   return numel > 0 ? static_cast<double>(numel - begin) / static_cast<double>(numel) : 1.0;
-}
-
-std::vector<int64_t> Offsets(const std::vector<int64_t>& numels) {
-  std::vector<int64_t> off(numels.size(), 0);
-  for (size_t i = 1; i < numels.size(); ++i) off[i] = off[i - 1] + numels[i - 1];
-  return off;
-}
-
-struct UnitRange {
-  int64_t begin = 0, numel = 0;
-};
-std::vector<UnitRange> UnitRanges(const StageCost& s) {
-  const std::vector<int64_t> off = Offsets(s.param_numels);
-  std::vector<UnitRange> out;
-  for (auto [first, end] : s.units) {
-    if (first >= end) continue;
-    const int64_t b = off[first], e = off[end - 1] + s.param_numels[end - 1];
-    out.push_back({b, e - b});
-  }
-  return out;
 }
 
 // Data-parallel communication of one stage in one step: what is not hidden behind the
@@ -144,73 +130,6 @@ DpComm DataParallelComm(const LayoutInput& in, const StageCost& s, const CommTab
   return out;
 }
 
-// The parts of the units' gradients that dp rank 0 receives (its owned range, the first
-// ceil(numel / dp) elements, cut by each unit), the kMaxPendingUnits + kMaxSpares largest of
-// them: those of the reductions in flight and their spares. A unit's part is not unit / dp:
-// rank 0 owns the stage's first elements, so it receives the first units whole and none of the
-// last (gpt-tiny dp=2,pp=2, stage 0 of the embedding and two blocks: the embedding and 173696 of
-// the first block's 198272, 2.25 block shards; the flat four shards had those rows +4.4..+4.7%
-// high).
-int64_t ReceivedParts(const StageCost& s, int dp) {
-  const optim::FlatRange own = parallel::ShardRange(s.numel(), 0, dp);
-  std::vector<int64_t> parts;
-  for (const UnitRange& u : UnitRanges(s))
-    parts.push_back(std::max<int64_t>(0, std::min(own.end, u.begin + u.numel) - std::max(own.begin, u.begin)));
-  std::sort(parts.begin(), parts.end(), std::greater<>());
-  constexpr size_t kParts = parallel::ZeroUnits::kMaxPendingUnits + parallel::ZeroUnits::kMaxSpares;
-  if (parts.size() > kParts) parts.resize(kParts);
-  return std::accumulate(parts.begin(), parts.end(), int64_t{0});
-}
-
-StageMemory MemoryOf(const LayoutInput& in, const StageCost& s, int stage) {
-  StageMemory mem;
-  const int64_t numel = s.numel(), shard = ZeroShard(numel, in.dp), unit = s.largest_unit();
-  mem.params_bytes = kF32 * (in.zero == 3 ? shard : numel);
-  mem.grads_bytes = kF32 * (in.zero >= 2 ? shard : numel);
-  mem.optimizer_bytes = kF32 * in.optimizer_moments * (in.zero >= 1 ? shard : numel);
-  // At the peak, as parallel::ZeroUnits holds them: whole-unit gradient buffers, which cycle
-  // between the unit being filled and the oldest reduction in flight (kMaxPendingUnits = 2 of
-  // them), and the parts of units this rank receives, a shard (unit / dp) each: those of the
-  // reductions in flight and their spares (kMaxPendingUnits + kMaxSpares = 4). Measured with the
-  // tracker, gpt-tiny ZeRO-2 with 2 accumulation steps, beyond states and peak activations:
-  // 4.13, 3.27 and 2.72 block units at dp = 2, 4, 8, against 4, 3 and 2.5 from this count (a
-  // flat 4 units had dp=8 rows +7..+8% high). ZeRO-3 adds two gathered units of parameters
-  // (the one being differentiated, the next one prefetched: +2.0 units measured at dp=8).
-  // A stage of one unit (a whole CNN) has nothing to prefetch, reduce behind or spare: its
-  // gradient, the part of it this rank receives (1/dp), and with ZeRO-3 its parameters
-  // (measured, cnn-fashion dp=2: 1.5 and 1 units). Two units at once are the two largest, not
-  // twice the largest: a first pipeline stage of the embedding and one block holds the two.
-  constexpr int kGradUnits = parallel::ZeroUnits::kMaxPendingUnits;
-  const bool one_unit = s.units.size() <= 1;
-  int64_t step_units = 0;
-  if (in.zero >= 2)
-    step_units = one_unit ? kF32 * (unit + ZeroShard(unit, in.dp))
-                          : kF32 * (s.largest_units(kGradUnits) + ReceivedParts(s, in.dp));
-  // Evaluation computes no gradients: ZeRO-2 holds no gradient unit then, ZeRO-3 only its
-  // gathered parameters (measured, gpt-tiny dp=4 with 4 accumulation steps and recompute, where
-  // the evaluation is the peak: 0.2 and 2.25 block units beside the activations).
-  const int64_t gathered = in.zero == 3 ? kF32 * s.largest_units(one_unit ? 1 : 2) : 0;
-  step_units += gathered;
-  // bf16: the weights' bf16 copy of the whole local model. ZeRO-3 keeps none: its parameters
-  // live in gathered units without a flat store, and each product rounds its weight into the
-  // thread's operand scratch like any other operand (Trainer::KeepsBf16Weights; measured,
-  // gpt-tiny dp=4 with 1 and 2 micro-batches and dp=2,pp=2 with 2 and 8: ZeRO-3's bf16 peak is
-  // its fp32 peak to the byte, where one unit's copy had the rows +0.5..+2.5% high).
-  const int64_t weight_copy = in.zero == 3 ? 0 : in.weight_copy_bytes * numel;
-  mem.in_flight_bytes = step_units + weight_copy;
-  const int in_flight = in.pp > 1 ? parallel::MaxInFlight(in.schedule, in.pp, stage, in.micros) : 1;
-  // One tape, and so one buffer pool, per micro-batch in flight (PipelineRunner's slots): each
-  // pool grows to a micro-batch's saved activations plus its backward's workspace and keeps them.
-  const int64_t step = in_flight * (s.saved_bytes + s.workspace_bytes + s.stream_bytes);
-  mem.activation_bytes = std::max(step, s.eval_bytes);
-  mem.kernel_bytes = s.kernel_bytes;
-  // The peak is the step's or the evaluation's, whichever holds more at once (not the largest
-  // units beside the largest activations: +16..+23% on ZeRO-3 rows whose evaluation is the peak).
-  mem.peak_bytes = mem.params_bytes + mem.grads_bytes + mem.optimizer_bytes + weight_copy + mem.kernel_bytes +
-                   std::max(step_units + step, gathered + s.eval_bytes);
-  return mem;
-}
-
 // The pipeline's makespan when its workers outnumber the cores, as the scheduler shares them:
 // every stage's dp x tp workers compute together, and whatever runs at a moment shares the
 // cores equally (a fluid model of time slicing). `fwd`/`bwd` are stage times at the shared
@@ -262,108 +181,77 @@ double SharedCoreMakespan(const LayoutInput& in, int m, const std::vector<double
   return now;
 }
 
+// What the pipeline part of a step takes: compute, bubble and the sends between stages.
+struct PipelineTime {
+  double makespan = 0, compute = 0, bubble = 0;
+  double sends = 0;  // sends on the critical path beside the makespan's compute (closed form)
+};
+
+// Megatron's (interleaved) 1F1B in closed form (Narayanan et al. 2021), for a described machine:
+// m micro-batches through p stages of v virtual stages each. The slowest stage sets the pace and
+// the pipeline fills and drains in (p - 1) / v of its micro-batch times; each of the v m chunks
+// sends its activation forward and its gradient back over the pipeline's link, not overlapped.
+// With equal stages, v = 1 and free sends it is the simulation's makespan and bubble
+// ((m + p - 1) (f + b), (p - 1) / (m + p - 1)).
+PipelineTime InterleavedClosedForm(const LayoutInput& in, const std::vector<double>& fwd,
+                                   const std::vector<double>& bwd, double send_ms) {
+  PipelineTime t;
+  const double m = in.micros, fill = static_cast<double>(in.pp - 1) / in.interleave;
+  double slowest = 0, busiest = 0;
+  for (size_t s = 0; s < fwd.size(); ++s) {
+    slowest = std::max(slowest, fwd[s] + bwd[s]);
+    busiest = std::max(busiest, in.stages[s].fwd_ms + in.stages[s].bwd_ms);
+  }
+  t.sends = 2.0 * in.interleave * m * send_ms;
+  t.makespan = (m + fill) * slowest + t.sends;
+  t.bubble = fill / (m + fill);
+  t.compute = m * busiest;
+  return t;
+}
+
+// Forward and backward of all micro-batches on every stage: accumulation (pp = 1), the
+// simulation of the executor's schedule, or a described machine's schedule in closed form.
+// `fwd`/`bwd` per stage and micro-batch, with the tp collectives a described machine adds.
+Result<PipelineTime> Pipeline(const LayoutInput& in, const std::vector<double>& fwd, const std::vector<double>& bwd,
+                              double send_ms) {
+  PipelineTime t;
+  const int m = in.micros;
+  if (in.pp == 1) {
+    // Accumulation: the micro-batches run back to back on each worker, and each after the first
+    // finds the model's weights and buffers warm (cnn-fashion on 8 threads and 2 cores, a
+    // 2-row micro-batch: 0.39 against 0.44 ms CPU forward + backward; charged cold, the rows with
+    // 2 and 4 micro-batches trained 15-22% faster than predicted).
+    // ComposeStage always fills the warm times; a stage built by hand (tests) may leave them 0.
+    const StageCost& s = in.stages[0];
+    const double cold = fwd[0] + bwd[0];
+    const double warm = s.warm_fwd_ms > 0 || s.warm_bwd_ms > 0
+                            ? cold - (s.fwd_ms + s.bwd_ms) + s.warm_fwd_ms + s.warm_bwd_ms  // + the tp collectives
+                            : cold;
+    t.makespan = t.compute = cold + (m - 1) * warm;
+    // The tp collectives a described machine adds are communication, not compute.
+    if (!s.tp_comm_in_compute) t.compute = t.makespan - m * s.tp_comm_ms;
+    return t;
+  }
+  if (in.interleave > 0) return InterleavedClosedForm(in, fwd, bwd, send_ms);
+  LS_ASSIGN_OR_RETURN(parallel::PipeSimulation sim, parallel::SimulatePipeline(in.schedule, m, fwd, bwd, send_ms));
+  t.makespan = sim.makespan;
+  t.bubble = sim.mean_bubble;
+  t.compute = *std::max_element(sim.busy.begin(), sim.busy.end());
+  // The stage times are a worker's share of a core while every worker computes; a stage
+  // idling in the bubble leaves its core to the others (gpt-tiny dp=2,pp=4 on 8 threads and 2
+  // cores: 111 ms predicted at the shared speed throughout, 62 measured).
+  if (in.oversubscription > 1) t.makespan = SharedCoreMakespan(in, m, fwd, bwd, send_ms);
+  return t;
+}
+
 }  // namespace
 
-int64_t ZeroShard(int64_t numel, int dp) { return dp <= 1 ? numel : (numel + dp - 1) / dp; }
-
-int64_t StageCost::numel() const { return std::accumulate(param_numels.begin(), param_numels.end(), int64_t{0}); }
-
-int64_t StageCost::largest_unit() const { return largest_units(1); }
-
-int64_t StageCost::largest_units(int k) const {
-  std::vector<int64_t> sizes;
-  for (auto [first, end] : units) {
-    int64_t n = 0;
-    for (int i = first; i < end; ++i) n += param_numels[static_cast<size_t>(i)];
-    sizes.push_back(n);
-  }
-  std::sort(sizes.begin(), sizes.end(), std::greater<>());
-  return std::accumulate(sizes.begin(), sizes.begin() + std::min<ptrdiff_t>(k, std::ssize(sizes)), int64_t{0});
-}
-
-StageCost ComposeStage(const StagePieces& p, const ComputeOptions& o) {
-  StageCost s;
-  // bf16 measured on the piece that carries the products (the block, or a whole model): its
-  // own times and activation bytes; the embedding (a lookup) and the head keep fp32's.
-  const bool measured_bf16 = o.bf16 && (p.block.bf16_fwd_ms > 0 || p.embedding.bf16_fwd_ms > 0);
-  auto as_run = [&](PieceCost c) {
-    if (measured_bf16 && c.bf16_fwd_ms > 0) {
-      c.fwd_ms = c.bf16_fwd_ms;
-      c.bwd_ms = c.bf16_bwd_ms;
-      c.warm_fwd_ms = c.bf16_warm_fwd_ms;
-      c.warm_bwd_ms = c.bf16_warm_bwd_ms;
-      c.recompute_fwd_ms = c.bf16_recompute_fwd_ms;
-      c.saved_bytes = c.bf16_saved_bytes;
-      c.peak_bytes = c.bf16_peak_bytes;
-      c.kernel_bytes += c.bf16_kernel_bytes;
-    }
-    return c;
-  };
-  auto add = [&](const PieceCost& piece, int times, bool recompute) {
-    const PieceCost c = as_run(piece);
-    if (times <= 0) return;
-    const int64_t kept = recompute ? p.block_input_bytes : c.saved_bytes;
-    // Recompute: the forward releases what it saved (recompute_fwd_ms), backward redoes the
-    // recorded forward and runs backward. gpt-tiny dp=1,pp=2, 8 micro-batches of 2 rows: the
-    // stages' busy time grew by 0.66 (bf16) and 0.77 (fp32) of the blocks' profiled forward, not
-    // by one forward (+8% and +6% a step, +17% in other pipelines).
-    const double released_fwd = c.recompute_fwd_ms > 0 ? c.recompute_fwd_ms : c.fwd_ms;
-    s.fwd_ms += times * (recompute ? released_fwd : c.fwd_ms);
-    s.bwd_ms += times * (c.bwd_ms + (recompute ? c.fwd_ms : 0.0));
-    const double warm_fwd = c.warm_fwd_ms > 0 ? c.warm_fwd_ms : c.fwd_ms;
-    const double warm_bwd = c.warm_bwd_ms > 0 ? c.warm_bwd_ms : c.bwd_ms;
-    s.warm_fwd_ms += times * (recompute ? released_fwd : warm_fwd);
-    s.warm_bwd_ms += times * (warm_bwd + (recompute ? warm_fwd : 0.0));
-    s.saved_bytes += times * kept;
-    s.kernel_bytes += times * c.kernel_bytes;
-    s.workspace_bytes = std::max(s.workspace_bytes, c.peak_bytes - kept);
-  };
-  if (p.has_embedding) add(p.embedding, 1, false);
-  add(p.block, p.blocks, o.recompute_blocks);
-  if (p.has_head) add(p.head, 1, false);
-  // What a micro-batch in flight holds beyond its pieces' measured bytes, in [rows, T, C] fp32
-  // tensors (block_input_bytes; 0 for a whole model). parallel::PipelineRunner keeps a stage's
-  // output to its backward (not the last stage) and the gradient of its received input until
-  // it is sent (not the first). Recompute holds one more where the block's output and its
-  // recomputed copy meet (the last stage: one; other stages two, three with two or more
-  // blocks). Measured, gpt-tiny dp=1 with 4 micro-batches of 4 rows, per micro-batch in flight
-  // beyond the pieces: pp=4 stages 1, 2, 2, 1 without recompute and 3, 4, 4, 2 with it (one
-  // block a stage), with two blocks a stage 1, 2, 2, 1 and 4, 5, 5, 2; pp=2 with 2 and 4 blocks
-  // 1, 1 and 4, 2; one worker 0 and 1. On the last stage a tensor-parallel block's recompute
-  // holds none more (dp=1,tp=2, 4 accumulation steps: 20.79 MB without, 20.81 measured); on the
-  // others it holds the same (dp=1,tp=2,pp=2 with recompute was -9% without them).
-  const bool first = p.has_embedding, last = p.has_head;
-  int streams = (last ? 0 : 1) + (first ? 0 : 1);
-  if (o.recompute_blocks && p.blocks > 0) streams += last ? (p.tensor_parallel ? 0 : 1) : (p.blocks >= 2 ? 3 : 2);
-  s.stream_bytes = streams * p.block_input_bytes;
-  s.send_bytes = p.send_bytes;
-  s.eval_bytes = p.eval_bytes;
-  s.kernel_bytes += p.eval_kernel_bytes;
-  for (int k = 0; k < 2; ++k) {  // measured on one piece (the block, or a whole model)
-    s.zero_ns_per_element[k] =
-        std::max({p.embedding.zero_ns_per_element[k], p.block.zero_ns_per_element[k], p.head.zero_ns_per_element[k]});
-    s.zero_overlap_ns_per_element[k] =
-        std::max({p.embedding.zero_overlap_ns_per_element[k], p.block.zero_overlap_ns_per_element[k],
-                  p.head.zero_overlap_ns_per_element[k]});
-  }
-  if (o.bf16 && !measured_bf16) {  // a described assumption, not this implementation's
-    const double speed = o.bf16_speedup > 0 ? o.bf16_speedup : 1.0;
-    s.fwd_ms /= speed;
-    s.bwd_ms /= speed;
-    s.warm_fwd_ms /= speed;
-    s.warm_bwd_ms /= speed;
-    s.saved_bytes /= 2;
-    s.workspace_bytes /= 2;
-    s.send_bytes /= 2;
-    s.eval_bytes /= 2;
-  }
-  return s;
-}
-
 Result<Prediction> PredictLayout(const LayoutInput& in, const CommTable& comm) {
-  if (in.stages.empty() || static_cast<int>(in.stages.size()) != in.pp || in.micros < 1 || in.dp < 1 || in.tp < 1)
+  if (in.stages.empty() || static_cast<int>(in.stages.size()) != in.pp || in.micros < 1 || in.dp < 1 || in.tp < 1 ||
+      in.interleave < 0)
     return Status::InvalidArgument("PredictLayout: " + std::to_string(in.stages.size()) +
-                                   " stages for pp=" + std::to_string(in.pp) + ", micros=" + std::to_string(in.micros));
+                                   " stages for pp=" + std::to_string(in.pp) + ", micros=" + std::to_string(in.micros) +
+                                   ", interleave=" + std::to_string(in.interleave));
   Prediction pr;
   const int m = in.micros;
   for (int s = 0; s < in.pp; ++s) {
@@ -378,49 +266,39 @@ Result<Prediction> PredictLayout(const LayoutInput& in, const CommTable& comm) {
     fwd.push_back(s.fwd_ms + extra / 2);
     bwd.push_back(s.bwd_ms + extra / 2);
     tp_ms = std::max(tp_ms, m * s.tp_comm_ms);
-    send_ms = std::max(send_ms, comm.Ms(CommOp::kSend, 2, s.send_bytes));
+    send_ms = std::max(send_ms, s.described ? s.described->send_ms : comm.Ms(CommOp::kSend, 2, s.send_bytes));
   }
-  if (in.pp == 1) {
-    // Accumulation: the micro-batches run back to back on each worker, and each after the first
-    // finds the model's weights and buffers warm (cnn-fashion on 8 threads and 2 cores, a
-    // 2-row micro-batch: 0.39 against 0.44 ms CPU forward + backward; charged cold, the rows with
-    // 2 and 4 micro-batches trained 15-22% faster than predicted).
-    // ComposeStage always fills the warm times; a stage built by hand (tests) may leave them 0.
-    const StageCost& s = in.stages[0];
-    const double cold = fwd[0] + bwd[0];
-    const double warm = s.warm_fwd_ms > 0 || s.warm_bwd_ms > 0
-                            ? cold - (s.fwd_ms + s.bwd_ms) + s.warm_fwd_ms + s.warm_bwd_ms  // + the tp collectives
-                            : cold;
-    pr.pipeline_ms = pr.compute_ms = cold + (m - 1) * warm;
-  } else {
-    LS_ASSIGN_OR_RETURN(parallel::PipeSimulation sim, parallel::SimulatePipeline(in.schedule, m, fwd, bwd, send_ms));
-    pr.pipeline_ms = sim.makespan;
-    pr.bubble = sim.mean_bubble;
-    pr.compute_ms = *std::max_element(sim.busy.begin(), sim.busy.end());
-    // The stage times are a worker's share of a core while every worker computes; a stage
-    // idling in the bubble leaves its core to the others (gpt-tiny dp=2,pp=4 on 8 threads and 2
-    // cores: 111 ms predicted at the shared speed throughout, 62 measured).
-    if (in.oversubscription > 1) pr.pipeline_ms = SharedCoreMakespan(in, m, fwd, bwd, send_ms);
-  }
+  LS_ASSIGN_OR_RETURN(const PipelineTime pipe, Pipeline(in, fwd, bwd, send_ms));
+  pr.pipeline_ms = pipe.makespan;
+  pr.compute_ms = pipe.compute;
+  pr.bubble = pipe.bubble;
   // After the pipeline: the stage that finishes last sets the step.
   double tail = 0, dp_exposed = 0;
   for (const StageCost& s : in.stages) {
-    const DpComm c = DataParallelComm(in, s, comm);
-    const int64_t owned = in.zero >= 1 ? ZeroShard(s.numel(), in.dp) : s.numel();
-    const double opt = in.optimizer_ns_per_element * static_cast<double>(owned) * 1e-6;
+    DpComm c;
+    double opt = 0;
+    if (s.described) {  // the framework's own schedule of collectives and its optimizer pass
+      c.exposed_ms = c.total_ms = s.described->dp_exposed_ms;
+      opt = s.described->optimizer_ms;
+    } else {
+      c = DataParallelComm(in, s, comm);
+      const int64_t owned = in.zero >= 1 ? ZeroShard(s.numel(), in.dp) : s.numel();
+      opt = in.optimizer_ns_per_element * static_cast<double>(owned) * 1e-6;
+    }
     if (c.exposed_ms + opt >= tail) {
       tail = c.exposed_ms + opt;
       dp_exposed = c.exposed_ms;
       pr.optimizer_ms = opt;
     }
-    pr.comm_total_ms = std::max(pr.comm_total_ms, c.total_ms + m * s.tp_comm_ms + 2.0 * m * send_ms);
+    const double sends = pipe.sends > 0 ? pipe.sends : 2.0 * m * send_ms;
+    pr.comm_total_ms = std::max(pr.comm_total_ms, c.total_ms + m * s.tp_comm_ms + sends);
   }
   // Nothing overlaps them: each waits for every rank to finish its step. With workers sharing
   // the cores their latency is that of the slowest rank to be scheduled, which the measured
   // curve of the world group includes (cnn-fashion on 8 threads, 2 cores: ~0.12 ms each).
   const int world = in.dp * in.tp * in.pp;
   pr.step_sync_ms = comm.Ms(CommOp::kAllGather, world, in.step_stats_bytes * world);
-  pr.comm_exposed_ms = dp_exposed + tp_ms + pr.step_sync_ms;
+  pr.comm_exposed_ms = dp_exposed + tp_ms + pr.step_sync_ms + pipe.sends;
   pr.comm_total_ms += pr.step_sync_ms;
   pr.step_ms = pr.pipeline_ms + tail + pr.step_sync_ms;
   return pr;

@@ -1,21 +1,28 @@
-// The prediction model of `lockstep plan` (docs/planning.md): from what one micro-batch of
-// each piece of the model costs (measured on this machine by the profile, or described by a
-// hardware file) and what the collectives cost (CommTable), the peak memory and the step time
-// of one layout. Pure arithmetic: no tensors, no communication.
+// The prediction model of `lockstep plan` (docs/planning.md), the one place that turns stage
+// costs into a step time and a peak memory, for both of the planner's paths: stage costs
+// measured on this machine (the profile, BuildLayoutInput) or computed from a hardware file's
+// arithmetic (a described machine, DescribedLayoutInput). Pure arithmetic: no tensors, no
+// communication.
 //
 //   step = pipeline makespan of the micro-batches (compute; with pp > 1 the schedule's
-//          simulation, so the bubble and the sends between stages are in it)
+//          simulation, so the bubble and the sends between stages are in it, or for a
+//          described machine Megatron's interleaved 1F1B in closed form)
 //        + exposed data-parallel communication (DDP buckets or ZeRO units overlapped with the
 //          last backward; ZeRO-3's parameter gathers overlapped with the previous unit; or,
-//          profiled, what ZeRO-2/3 measured per micro-batch and parameter)
+//          profiled, what ZeRO-2/3 measured per micro-batch and parameter; or what a described
+//          machine's framework leaves exposed)
 //        + optimizer (norm, clip, update over the owned elements) + ZeRO-1/2's all-gather
 //        + the small collective over every rank that ends each step (the step record's
 //          all-gather, which carries the exact gradient norm's parts)
-//   peak = model states (the ZeRO paper's accounting, exactly as the memory row counts them)
+//   peak = model states (the ZeRO paper's accounting, StatesOf: exactly as the memory row counts
+//          them, or as a mixed-precision framework keeps them)
 //        + ZeRO units in flight + activations of the micro-batches in flight + workspace
+// Code: step_model.cc (time and the prediction), stage_memory.cc (memory), compose_stage.cc
+// (a stage from its profiled pieces).
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -113,6 +120,19 @@ struct StageCost {
   double zero_overlap_ns_per_element[2] = {0, 0};  // (PieceCost::zero_overlap_ns_per_element)
   std::vector<int64_t> param_numels;               // local parameters in forward order (exact)
   std::vector<std::pair<int, int>> units;          // ZeRO units: parameter index ranges [first, end)
+  // The terms a described machine computes from its hardware file, because the frameworks it
+  // stands for (Megatron, FSDP) schedule their collectives and hold their buffers their own way
+  // (hardware_stage.cc). A profiled stage leaves it empty: the model derives these terms from
+  // lockstep's own implementation (DDP's buckets, parallel::ZeroUnits, the buffer pools, the
+  // measured optimizer pass, the measured send).
+  struct Described {
+    double dp_exposed_ms = 0;      // data-parallel collectives of a step not hidden behind compute
+    double optimizer_ms = 0;       // the update (and clipping's pass) over the rank's states
+    double send_ms = 0;            // the activation to the next stage, over the pipeline's link
+    int64_t in_flight_bytes = 0;   // beside the states: FSDP's gathered units, recompute's layer
+    int64_t activation_bytes = 0;  // the micro-batches in flight under the schedule
+  };
+  std::optional<Described> described;
   int64_t numel() const;
   int64_t largest_unit() const;
   int64_t largest_units(int k) const;  // the k largest units' elements together
@@ -120,14 +140,42 @@ struct StageCost {
 
 StageCost ComposeStage(const StagePieces& p, const ComputeOptions& o);
 
+// What a rank keeps per parameter element between steps, and which of it ZeRO shards from which
+// stage (the ZeRO paper's accounting): fp32 master weights, fp32 gradients (sharded from ZeRO-2),
+// the optimizer's moments (from ZeRO-1) and, in bf16, a bf16 copy of the weights (none under
+// ZeRO-3, which gathers them unit by unit). Both paths count model states with it (StatesOf).
+struct StateBytes {
+  // Where the master weights live. kParameters (lockstep): they are the model's parameters,
+  // which ZeRO-1/2 all-gather whole after each update, so only ZeRO-3 shards them; the bf16 copy
+  // is a buffer beside them. kOptimizer (Megatron, DeepSpeed and FSDP in mixed precision, which
+  // a described machine stands for): the master is optimizer state, sharded from ZeRO-1, and the
+  // model's parameters are the bf16 copy (under ZeRO-3, FSDP's sharded fp32 parameters: the
+  // master itself).
+  enum class Master { kParameters, kOptimizer };
+  Master master = Master::kParameters;
+  int64_t copy_bytes = 0;    // the bf16 copy (2) or none (0)
+  int64_t moment_bytes = 8;  // AdamW's two fp32 moments; SGD with momentum 4, without 0
+};
+
+// One rank's model states: the memory row's parameters, gradients and optimizer, and (kParameters)
+// the bf16 copy beside the parameters, which the memory row does not count among them.
+struct ModelStates {
+  int64_t params_bytes = 0, grads_bytes = 0, optimizer_bytes = 0, copy_bytes = 0;
+};
+// `numel` local elements at ZeRO stage `zero` over `dp` replicas (shards: ZeroShard).
+ModelStates StatesOf(const StateBytes& b, int zero, int dp, int64_t numel);
+
 struct LayoutInput {
   int dp = 1, tp = 1, pp = 1, zero = 0;
   int micros = 1;  // pipeline micro-batches (pp > 1) or accumulation steps (pp = 1)
   parallel::PipeSchedule schedule = parallel::PipeSchedule::k1F1B;
+  // Megatron's interleaved 1F1B with this many virtual stages per pipeline rank (1: its plain
+  // 1F1B), in closed form: a described machine's schedule, which lockstep does not run. 0: the
+  // simulation of `schedule`, the executor's.
+  int interleave = 0;
   int64_t bucket_bytes = 25 << 20;
-  int optimizer_moments = 2;            // AdamW 2, SGD 1
+  StateBytes states;
   double optimizer_ns_per_element = 0;  // norm + clip + update, per owned element
-  int64_t weight_copy_bytes = 0;        // per parameter, beside the fp32 master (bf16: 2)
   std::vector<StageCost> stages;        // pp entries
   // Workers per core when they outnumber the cores (the stages' times are then each worker's
   // share of a core while all compute: ComputeProfile::oversubscription()), else 1.
@@ -150,7 +198,8 @@ struct StageMemory {
 struct Prediction {
   std::vector<StageMemory> memory;  // per stage
   int64_t peak_bytes = 0;           // max over stages
-  double compute_ms = 0;            // busiest stage: forward + backward of all its micro-batches
+  double compute_ms = 0;            // busiest stage: forward + backward of all its micro-batches (with the
+                                    // tp collectives only where they were measured inside them)
   double pipeline_ms = 0;           // makespan of forward + backward (compute, bubble, sends)
   double bubble = 0;                // mean idle share of the stages in the pipeline part
   double comm_exposed_ms = 0;       // dp communication not hidden, ZeRO gathers, tp (described)
