@@ -108,8 +108,9 @@ TEST(PlanOneModel, DescribedRowsArePredictionsOfTheirLayoutInputs) {
     EXPECT_EQ(p.memory.at(0).optimizer_bytes, st.optimizer_bytes) << c.layout();
     // Korthikanti's 18 bytes a parameter; ZeRO-1 shards 12 of them, FSDP all 16 fp32 bytes.
     const int64_t n = in->stages.at(0).numel(), shard = ZeroShard(n, c.dims.dp);
-    EXPECT_EQ(st.params_bytes + st.grads_bytes + st.optimizer_bytes,
-              c.zero == 0 ? 18 * n : c.zero == 1 ? 6 * n + 12 * shard : 16 * shard)
+    EXPECT_EQ(st.params_bytes + st.grads_bytes + st.optimizer_bytes, c.zero == 0   ? 18 * n
+                                                                     : c.zero == 1 ? 6 * n + 12 * shard
+                                                                                   : 16 * shard)
         << c.layout() << " zero " << c.zero;
     pipelines += c.dims.pp > 1;
     fsdp += c.zero == 3;
