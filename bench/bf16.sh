@@ -1,5 +1,5 @@
 #!/bin/bash
-# bf16 mixed precision (issue 14, train.precision = bf16) on gpt-small (GPT-2-small's shape on
+# bf16 mixed precision (train.precision = bf16) on gpt-small (GPT-2-small's shape on
 # bytes, batch 8), in one run with the same compute thread count everywhere: lockstep fp32,
 # lockstep bf16 and PyTorch's own bf16 autocast (torch_gpt.py --bf16, Debian's torch on
 # OpenBLAS), tokens/s as the median step after warm-up, and the ratios. Prints the machine

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Checkpoint write speed and async-save stall (issue 6), in one run on one file system:
+# Checkpoint write speed and async-save stall, in one run on one file system:
 #   1. a synchronous save's throughput (tensor bytes / write_ms, from metrics.jsonl) against
 #      the disk's sequential write speed, `dd bs=1M conv=fsync` of the same size, same directory;
 #   2. the training-step stall of an async save (snapshot copy) against a synchronous save.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 4's figures for the threads backend on 2 ranks, repeated because the machine is
+# The collective figures for the threads backend on 2 ranks, repeated because the machine is
 # shared: per run, allreduce busbw at 64 MiB f32 beside plain MPI_Allreduce measured in the
 # same `lockstep bench-comm` run (its mpi_busbw column), their ratio, the 8-byte allreduce
 # latency, and what the memory system allows for the same traffic without any communicator.

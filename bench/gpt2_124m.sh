@@ -1,5 +1,5 @@
 #!/bin/bash
-# GPT-2 small (configs/gpt2-124m.toml, issue 16) starts and trains a few steps on 1 worker and
+# GPT-2 small (configs/gpt2-124m.toml) starts and trains a few steps on 1 worker and
 # on 4 (tp=2,pp=2, and --zero 3): tied head, vocabulary 50257 padded to 50304, context 1024,
 # on synthetic GPT-2 token shards (llm.c format, uniform ids < 50257: this checks the
 # machinery, not learning). Prints each run's losses and step time and each rank's

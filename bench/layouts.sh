@@ -1,5 +1,5 @@
 #!/bin/bash
-# Parallel layouts (issue 7), in one run:
+# Parallel layouts, in one run:
 # 1. Step time of gpt-tiny under every layout of 4 workers (one compute thread each), beside
 #    the data-parallel dp=4 baseline: median step_ms after warm-up, tokens/s and the ratio.
 # 2. The pipeline bubble: pp=2 (2 workers, one thread each) on an 8-layer gpt-tiny with a

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Where a worker's resident memory goes (issue 14, "memory at the formula"): for one worker of
+# Where a worker's resident memory goes ("memory at the formula"): for one worker of
 # each reference workload, the process's peak resident set (getrusage, as the kernel counts it)
 # against what the memory row explains:
 #   baseline  the process's resident set when the worker starts (binary, libraries, the job's

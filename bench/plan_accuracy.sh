@@ -1,5 +1,5 @@
 #!/bin/bash
-# How well `lockstep plan` predicts (issue 15). For each model and worker count: run the plan
+# How well `lockstep plan` predicts. For each model and worker count: run the plan
 # (profile measured fresh), then train a sample of the layouts it lists (the recommended one
 # plus rows spread over its ranking, any precision and recompute) for a few steps,
 # and print predicted vs measured median step_ms (steps after the first two) and rank 0's

@@ -1,5 +1,5 @@
 #!/bin/bash
-# `lockstep plan --hardware` against published figures (issue 15): arithmetic only, so it runs
+# `lockstep plan --hardware` against published figures: arithmetic only, so it runs
 # in CI as a test (CTest: plan_published). Each figure is read from the plan's row for the
 # published layout, with hardware/<machine>.toml unchanged for every figure on that machine.
 #   torchtitan (benchmarks/llama3_h100_202412_torchtitan.md, Table 1): Llama 3.1 8B, 8 H100 96 GB

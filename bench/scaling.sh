@@ -1,5 +1,5 @@
 #!/bin/bash
-# Data-parallel scaling (issue 5), one compute thread per worker, in one run: throughput at
+# Data-parallel scaling, one compute thread per worker, in one run: throughput at
 # --nproc 1 and 2 -> scaling efficiency, and the exposed (not overlapped) communication share
 # of the step; beside it the PyTorch DDP/gloo peer (torch on OpenBLAS, checked) measured the
 # same way. Both scale strongly: the global batch (16 sequences) is split over the workers.

@@ -1,11 +1,11 @@
 #!/bin/bash
-# Soak test of recovery (issue 6): one gpt-tiny run under the supervisor while this script
+# Soak test of recovery: one gpt-tiny run under the supervisor while this script
 # SIGKILLs the whole worker process group KILLS times at random moments (from outside, like
 # an OOM killer or a lost node); the run must still finish with the weights_xxh64 of the
 # same run left alone. Prints each kill, the restarts the supervisor logged, and both hashes.
 # Usage: bench/soak.sh [kills=20] [steps=600] [nproc=2] [backend=threads]  (needs scripts/setup.sh)
 #
-# Elastic mode (issue 19): bench/soak.sh elastic [losses=10] [steps=6+6*losses]
+# Elastic mode: bench/soak.sh elastic [losses=10] [steps=6+6*losses]
 # One deterministic gpt-tiny run on 4 threads workers under --min-nproc 2 --max-nproc 4 with
 # rank 3 lost for good from step 6 (--inject-fault kill:rank=3:step=6:permanent). Each loss
 # shrinks the world to 2 (3 cannot split train.det_shards=8); each checkpoint boundary gives

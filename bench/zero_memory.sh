@@ -1,5 +1,5 @@
 #!/bin/bash
-# ZeRO memory (issue 7), two tables from one run:
+# ZeRO memory, two tables from one run:
 # 1. Per-rank parameter + gradient + optimizer-state bytes of gpt-tiny on 4 workers for
 #    --zero 0..3, from each run's metrics.jsonl "memory" row (as the rank's MemoryTracker
 #    counts them after a step), beside the ZeRO paper's accounting for fp32 Adam with Ψ

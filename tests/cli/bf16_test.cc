@@ -1,4 +1,4 @@
-// Mixed precision end to end (issue 14, train.precision = bf16): --deterministic keeps its
+// Mixed precision end to end (train.precision = bf16): --deterministic keeps its
 // promise in bf16 (the same weights whatever the world size and layout, with bf16 gradients
 // too), bf16 really changes the arithmetic, the memory row counts the bf16 weight copy, and
 // bad values exit 2 with one line.

@@ -1,4 +1,4 @@
-// Data-parallel runs against the one-worker run with the same global batch (issue 5):
+// Data-parallel runs against the one-worker run with the same global batch:
 // bit-identical weights in deterministic mode for any world size, backend and accumulation;
 // losses within a tolerance in the default mode.
 #include <gtest/gtest.h>

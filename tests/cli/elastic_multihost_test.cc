@@ -1,4 +1,4 @@
-// Elastic recovery across machines (issue 19): an MPI job on two "hosts" (network namespaces,
+// Elastic recovery across machines: an MPI job on two "hosts" (network namespaces,
 // the set-up of multihost_test.cc and docs/multi-machine.md) under the supervisor with
 // --hosts and --min-nproc 1. Mid-run the second host goes away for good: its processes are
 // SIGKILLed and its launch agent stops answering for it (its line leaves the agent's map, as

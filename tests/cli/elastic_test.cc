@@ -1,4 +1,4 @@
-// Elastic recovery (issue 19): a worker lost for good (--inject-fault ...:permanent, which
+// Elastic recovery: a worker lost for good (--inject-fault ...:permanent, which
 // kills its rank again in every attempt that still has it) and --min-nproc M. The supervisor
 // restarts once at the same size; when that fails again before a new checkpoint it goes on
 // with the largest smaller world the plan allows, from the newest valid checkpoint. With
@@ -34,7 +34,7 @@ size_t Lines(const std::string& s, const std::string& containing) {
   return n;
 }
 
-// The issue's case: 4 workers, rank 3 lost at step 12, --min-nproc 2, deterministic. 3
+// The case to hold: 4 workers, rank 3 lost at step 12, --min-nproc 2, deterministic. 3
 // workers cannot split train.det_shards = 8, so the run goes on with 2, and ends with the
 // weights of the 4-worker run that never failed. Synchronous saves, so the kill at step 12
 // always finds step 8's checkpoint committed (an async one still in flight under load gave

@@ -1,4 +1,4 @@
-// Hybrid layouts (issue 7): in deterministic mode every layout of gpt-tiny on 4 workers —
+// Hybrid layouts: in deterministic mode every layout of gpt-tiny on 4 workers —
 // dp, ZeRO, tensor parallel, pipeline parallel and their mixes — ends with the weights of one
 // worker, bit for bit; a checkpoint written by any layout resumes in one worker and in
 // another layout with the same result; the MPI backend runs the same layouts. Since every

@@ -1,4 +1,4 @@
-// The memory row against what the process really holds (issue 14, "memory at the formula").
+// The memory row against what the process really holds ("memory at the formula").
 // Validation borrows the training step's activation buffers (they are all free between steps),
 // so evaluating never raises a worker's activation peak above the step's own: the row written
 // after the first step, before any validation, already shows the run's peak.

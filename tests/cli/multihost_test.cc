@@ -1,4 +1,4 @@
-// Across machines (issue 5): two "hosts" on one machine, made of two network namespaces
+// Across machines: two "hosts" on one machine, made of two network namespaces
 // joined by a veth pair. mpirun runs in the first, reads a hostfile naming both, and starts
 // the second host's daemon through scripts/netns-agent.sh instead of ssh, so the two ranks
 // talk MPI over TCP across the veth exactly as two machines would over their network. This

@@ -1,4 +1,4 @@
-// A non-finite gradient never reaches an update or a checkpoint (issue 13): with
+// A non-finite gradient never reaches an update or a checkpoint: with
 // --inject-fault nan (an inf in one gradient element of one rank, or a NaN loss) the run stops
 // with exit status 3 and `latest` still names the last good checkpoint, whose weights are
 // finite and are those of the run without the fault at that step; with train.skip_nonfinite

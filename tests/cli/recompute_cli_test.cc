@@ -1,4 +1,4 @@
-// train.recompute = "block" end to end, in every kind of layout (issue 14): a block recomputes
+// train.recompute = "block" end to end, in every kind of layout: a block recomputes
 // exactly the arithmetic of its first forward, so deterministic runs end with the weights of
 // the run without recompute — on one worker, under ZeRO-3 (the block's parameters gathered
 // again for the recompute), tensor parallel (its forward allreduce redone) and pipeline stages

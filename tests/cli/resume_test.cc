@@ -1,4 +1,4 @@
-// Resuming from checkpoints (issue 6): a run resumed from its step-4 checkpoint ends with the
+// Resuming from checkpoints: a run resumed from its step-4 checkpoint ends with the
 // weights of the run that never stopped, on the same or another world size (deterministic
 // mode), and its metrics.jsonl holds each step once; checkpoints of another configuration are
 // refused; --resume auto skips a corrupt newest checkpoint.

@@ -1,4 +1,4 @@
-// Supervised restarts and fault injection (issue 6): a worker SIGKILLed at a random step, one
+// Supervised restarts and fault injection: a worker SIGKILLed at a random step, one
 // killed while its checkpoint is being written, and one that hangs are each detected, the job
 // restarted from `latest`, and the run ends with the weights of a run that never failed. The
 // faults are real SIGKILLs (and a real hang) of real processes.
@@ -63,7 +63,7 @@ TEST(Supervisor, KilledAtARandomStepRestartsAndMatchesTheUninterruptedRun) {
   ExpectResumedIfCommitted(r, step, 0);
 }
 
-// The issue's case: two MPI processes, rank 1 killed at a random step, --max-restarts 3.
+// Two MPI processes, rank 1 killed at a random step, --max-restarts 3.
 TEST(Supervisor, MpiRankKilledAtARandomStepRestartsAndMatches) {
   const std::vector<std::string> mpi = {"--backend", "mpi", "--nproc", "2"};
   const std::string want = UninterruptedHash(mpi);

@@ -1,4 +1,4 @@
-// ZeRO stage 1 (issue 7): optimizer state sharded over the data-parallel ranks gives the
+// ZeRO stage 1: optimizer state sharded over the data-parallel ranks gives the
 // weights of one worker (deterministic mode) and of the replicated run (default mode) bit
 // for bit, holds 1/N of the optimizer state per rank, and its per-rank checkpoint shards
 // resume in another layout and world size.

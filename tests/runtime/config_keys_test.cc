@@ -1,4 +1,4 @@
-// The registry of config keys (runtime/launch/config_keys.h) against the readers of the
+// The registry of config keys (runtime/setup/config_keys.h) against the readers of the
 // layers: every key a reader reads is registered, every registered default is the one the
 // reader uses, an unknown key is an error and a known-but-unused one only a warning.
 #include "lockstep/runtime/setup/config_keys.h"

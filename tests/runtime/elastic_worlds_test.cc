@@ -1,4 +1,4 @@
-// The elastic world planner and the host list (issue 19): the largest world a run can go on
+// The elastic world planner and the host list: the largest world a run can go on
 // with is one its plan accepts (batch, det_shards, tp x pp kept), and host lists parse or are
 // refused with one line naming the entry.
 #include "lockstep/runtime/setup/elastic_worlds.h"

@@ -1,4 +1,4 @@
-// The straggler detector and the pipeline stage balance (runtime/reporting/straggler.h), on
+// The straggler detector and the pipeline stage balance (runtime/metrics/straggler.h), on
 // made-up per-rank times: who is named, when, and only once.
 #include "lockstep/runtime/metrics/straggler.h"
 

@@ -1,5 +1,5 @@
 // `lockstep export CHECKPOINT --format hf|llmc --out PATH [--dtype f32|bf16]
-// [--max-shard-size S]` (runtime/interop/export.h).
+// [--max-shard-size S]` (interop/export.h).
 #pragma once
 
 #include <CLI/CLI.hpp>

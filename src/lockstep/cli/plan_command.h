@@ -1,4 +1,4 @@
-// `lockstep plan` on the command line (runtime/planning/planner.h does the planning). The
+// `lockstep plan` on the command line (planner/planner.h does the planning). The
 // collectives a plan needs are measured here with bench-comm's code: in this process for the
 // threads backend, as `lockstep bench-comm --backend mpi --json` under mpirun for mpi; for mpi
 // also ZeRO's cost over the ranks as processes, by this command relaunched under mpirun with

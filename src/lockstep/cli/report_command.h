@@ -1,5 +1,5 @@
 // `lockstep report RUN_DIR... [--out FILE.html]`: the runs' metrics as one self-contained HTML
-// page of charts (profile/run_report.h).
+// page of charts (report/run_report.h).
 #pragma once
 
 #include <string>

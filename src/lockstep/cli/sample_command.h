@@ -1,5 +1,5 @@
 // `lockstep sample --checkpoint DIR [--prompt TEXT | --prompt-tokens 1,2,3] [--tokens N]
-// [--temperature T] [--top-k K] [--seed S]` (runtime/interop/sample.h).
+// [--temperature T] [--top-k K] [--seed S]` (cli/sample.h).
 #pragma once
 
 #include <CLI/CLI.hpp>

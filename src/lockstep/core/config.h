@@ -3,7 +3,7 @@
 //
 // Every getter records the key it read and the value it returned (the default when the key
 // is absent), and every key remembers where it came from (the file, --set, a flag). The
-// runtime's registry of known keys (runtime/launch/config_keys.h) uses both: a key no option
+// runtime's registry of known keys (runtime/setup/config_keys.h) uses both: a key no option
 // knows is an error, a known key this run did not read is a warning, and --print-config shows
 // every key's effective value and origin. Not thread-safe.
 #pragma once

@@ -1,4 +1,4 @@
-// Canonical micro-shards for the deterministic data-parallel mode (issue 5, item 4).
+// Canonical micro-shards for the deterministic data-parallel mode.
 //
 // A global batch of G indices is cut into V contiguous micro-shards of G/V samples, V a power
 // of two fixed by the run, not by the world size. Each shard's gradient is computed the same

@@ -10,7 +10,7 @@
 //
 // Tied embeddings (model.tie_embeddings): on a stage holding both, the head reads wte
 // (nn/tied_weight.h); over a pipeline the last stage holds a copy of wte (a tied_copy
-// placement) whose gradient the trainer sums with the first stage's (parallel/tied_grads.h).
+// placement) whose gradient the trainer sums with the first stage's (Trainer::SumTiedGradients, runtime/training/train_step.cc).
 // model.vocab_pad: wte/head hold the padded vocabulary's rows, the loss sees model.vocab.
 //
 // Parameter names and registration order are nn::Gpt's, and initial values are a function of

@@ -1,4 +1,4 @@
-// The device mesh (issue 7): one owner of the parallel degrees, like torchtitan's
+// The device mesh: one owner of the parallel degrees, like torchtitan's
 // ParallelDims. `--layout dp=2,tp=2,pp=1` (any order; a factor left out is 1, except dp,
 // which defaults to whatever the world size leaves) is parsed and checked here once, and
 // every other layer asks the mesh for its group instead of computing ranks itself.

@@ -1,4 +1,4 @@
-// ZeRO stage 1 (issue 7): optimizer state sharded over the data-parallel ranks.
+// ZeRO stage 1: optimizer state sharded over the data-parallel ranks.
 //
 // The flat parameter buffer of numel elements is cut into dp contiguous shards of
 // ceil(numel / dp) elements (the last one shorter, possibly empty). Rank r holds optimizer

@@ -1,4 +1,4 @@
-// ZeRO stages 2 and 3 (issue 7), one unit (layer group, StageModel::units()) at a time.
+// ZeRO stages 2 and 3, one unit (layer group, StageModel::units()) at a time.
 //
 // The rank's local flat buffer (numel elements) is cut into dp contiguous shards
 // (ShardRange); this rank owns one. Stage 2 keeps full parameters but only its shard of the

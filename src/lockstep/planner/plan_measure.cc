@@ -24,7 +24,7 @@ ProfileRequest BaseRequest(const PlanSetup& s, int workers, int threads) {
 double PassMs(const PieceCost& c) { return c.fwd_ms + c.bwd_ms; }
 
 // The machine's speed moves for tens of seconds at a time (a shared VM), and a profile measured
-// all at once can catch it slow as a whole: stop 33's accuracy runs had whole plans 15-75% over
+// all at once can catch it slow as a whole: the accuracy runs of docs/planning.md had whole plans 15-75% over
 // every row's training time while a second plan, profiled after the training, was within 7%. So
 // once the collectives are measured, tens of seconds later, one shape is measured again on the
 // same line-up of workers; where that second look runs more than 3% faster, every compute time

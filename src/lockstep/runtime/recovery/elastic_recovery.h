@@ -9,7 +9,7 @@
 //    grown fails before its first checkpoint), one worker is taken to be lost for good:
 //    threads and single-machine MPI count workers, with hosts a slot of the last host goes;
 //  - the next world is the largest one in [M, workers left] the run's plan accepts
-//    (launch/elastic_plan.h). None: kUnavailable, naming the lost capacity.
+//    (setup/elastic_worlds.h). None: kUnavailable, naming the lost capacity.
 // At a checkpoint commit, with --max-nproc above the current world, the world grows as far as
 // capacity allows (without hosts: up to --max-nproc, lost workers come back on probation;
 // with hosts: the hosts that answer a probe again and free slots) and the job restarts from

@@ -27,7 +27,7 @@ struct DataSources {
   data::FinalBatch val_final_batch = data::FinalBatch::kMask;
 };
 
-// A config key a job reads beyond lockstep's own (runtime/launch/config_keys.h): declared so
+// A config key a job reads beyond lockstep's own (runtime/setup/config_keys.h): declared so
 // that it is not rejected as unknown, and listed by --print-config.
 struct JobConfigKey {
   std::string name;           // "section.key"

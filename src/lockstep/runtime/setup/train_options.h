@@ -37,7 +37,7 @@ struct TrainOptions {
   // back at a checkpoint boundary up to max_nproc (0: never grow).
   int min_nproc = 0;
   int max_nproc = 0;
-  std::string hosts;          // MPI: "h1:2,h2:2" (launch/hosts.h)
+  std::string hosts;          // MPI: "h1:2,h2:2" (setup/hosts.h)
   std::string hostfile;       // MPI: an OpenMPI hostfile
   std::string mpi_interface;  // --mpi-if: the hosts' network interface (jobs over several hosts)
   std::string init_from;      // "hf:DIR" | "llmc:FILE" | "lockstep:CHECKPOINT": starting weights
