@@ -15,31 +15,6 @@
 
 namespace lockstep::checkpoint::testing {
 
-namespace {
-// tmpfs when there is one: the tests fsync a lot, and what fsync guarantees is modelled by
-// FaultInjectionEnv, not measured on a real disk.
-std::string TempBase() {
-  for (const char* var : {"LOCKSTEP_TEST_TMPDIR"}) {
-    const char* v = std::getenv(var);
-    if (v != nullptr && *v) return v;
-  }
-  if (::access("/dev/shm", W_OK) == 0) return "/dev/shm";
-  const char* t = std::getenv("TMPDIR");
-  return t != nullptr && *t ? t : "/tmp";
-}
-}  // namespace
-
-TempDir::TempDir() {
-  std::string tmpl = TempBase() + "/lockstep-ckpt-XXXXXX";
-  char* made = ::mkdtemp(tmpl.data());
-  path_ = made != nullptr ? made : "";
-}
-
-TempDir::~TempDir() {
-  std::error_code ec;
-  if (!path_.empty()) std::filesystem::remove_all(path_, ec);
-}
-
 int64_t TestTensor::numel() const {
   int64_t n = 1;
   for (int64_t d : shape) n *= d;

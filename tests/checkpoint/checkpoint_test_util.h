@@ -12,6 +12,7 @@
 #include "lockstep/checkpoint/env.h"
 #include "lockstep/checkpoint/writer.h"
 #include "lockstep/core/status.h"
+#include "temp_dir.h"
 
 namespace lockstep::checkpoint::testing {
 
@@ -41,20 +42,7 @@ class ForwardingEnv : public Env {
   Env* base_;
 };
 
-// A fresh empty directory under /dev/shm (or $LOCKSTEP_TEST_TMPDIR, $TMPDIR, /tmp), removed (with everything in it) by
-// the destructor.
-class TempDir {
- public:
-  TempDir();
-  ~TempDir();
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const std::string& path() const { return path_; }
-  std::string Sub(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
+using lockstep::testing::TempDir;  // tests/temp_dir.h
 
 // A whole tensor with deterministic contents (a function of name and seed).
 struct TestTensor {

@@ -1,24 +1,15 @@
-// Helpers for data/ tests: a self-deleting temporary directory and file writers.
+// Helpers for data/ tests: file writers (the temporary directory is tests/temp_dir.h).
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "temp_dir.h"
+
 namespace lockstep::data::testing {
 
-class TempDir {
- public:
-  TempDir();
-  ~TempDir();
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const std::string& path() const { return path_; }
-  std::string operator/(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
+using lockstep::testing::TempDir;
 
 void WriteFile(const std::string& path, const std::vector<uint8_t>& bytes);
 void WriteFile(const std::string& path, const std::string& text);

@@ -15,6 +15,7 @@
 
 #include "lockstep/interop/export.h"
 #include "lockstep/interop/gpt_weights.h"
+#include "temp_dir.h"
 
 namespace lockstep::interop {
 namespace {
@@ -32,11 +33,6 @@ GptWeights KnownWeights(bool tied) {
     ++k;
   }
   return w;
-}
-
-std::string TempDir() {
-  char tmpl[] = "/tmp/lockstep-interop-XXXXXX";
-  return ::mkdtemp(tmpl);
 }
 
 std::vector<char> ReadAll(const std::string& path) {
@@ -86,7 +82,8 @@ TEST(Interop, HfExportHasHfNamesShapesAndTransposes) {
   for (bool tied : {true, false}) {
     const GptWeights w = KnownWeights(tied);
     const int64_t C = 4, V = 10, L = 2;
-    const std::string dir = TempDir();
+    const ::lockstep::testing::TempDir tmp;
+    const std::string& dir = tmp.path();
     ExportOptions o;
     o.format = "hf";
     o.out = dir + "/hf";
@@ -178,13 +175,13 @@ TEST(Interop, HfExportHasHfNamesShapesAndTransposes) {
     EXPECT_EQ(c["activation_function"], "gelu_new");
     EXPECT_EQ(c["layer_norm_epsilon"], 1e-5);
     EXPECT_EQ(c["tie_word_embeddings"], tied);
-    std::filesystem::remove_all(dir);
   }
 }
 
 TEST(Interop, ShardedHfExportHasAnIndex) {
   const GptWeights w = KnownWeights(true);
-  const std::string dir = TempDir();
+  const ::lockstep::testing::TempDir tmp;
+  const std::string& dir = tmp.path();
   ExportOptions o;
   o.format = "hf";
   o.out = dir + "/hf";
@@ -211,12 +208,12 @@ TEST(Interop, ShardedHfExportHasAnIndex) {
   // And it loads back.
   auto back = LoadInitWeights("hf:" + o.out, w.config);
   ASSERT_TRUE(back.ok()) << back.status().ToString();
-  std::filesystem::remove_all(dir);
 }
 
 TEST(Interop, LlmcFileIsLlmcsLayout) {
   const GptWeights w = KnownWeights(true);
-  const std::string dir = TempDir();
+  const ::lockstep::testing::TempDir tmp;
+  const std::string& dir = tmp.path();
   ExportOptions o;
   o.format = "llmc";
   o.out = dir + "/model.bin";
@@ -246,14 +243,14 @@ TEST(Interop, LlmcFileIsLlmcsLayout) {
   Status s = ExportWeights(KnownWeights(false), o);
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("untied"), std::string::npos);
-  std::filesystem::remove_all(dir);
 }
 
 // lockstep -> hf -> lockstep and lockstep -> llmc -> lockstep: the same bits (HF drops the
 // padding rows, which come back as the model's initial values; llm.c keeps them).
 TEST(Interop, RoundTripsGiveBackTheSameBits) {
   const GptWeights w = KnownWeights(true);
-  const std::string dir = TempDir();
+  const ::lockstep::testing::TempDir tmp;
+  const std::string& dir = tmp.path();
   ExportOptions o;
   o.format = "hf";
   o.out = dir + "/hf";
@@ -284,7 +281,6 @@ TEST(Interop, RoundTripsGiveBackTheSameBits) {
       << bad.status().message();
   EXPECT_EQ(LoadInitWeights("hf:" + dir + "/none", w.config).status().code(), StatusCode::kNotFound);
   EXPECT_EQ(LoadInitWeights("tf:" + dir, w.config).status().code(), StatusCode::kInvalidArgument);
-  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
