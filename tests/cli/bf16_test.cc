@@ -80,8 +80,8 @@ bool CpuHasBf16DotProducts() {
     if (line.rfind("flags", 0) != 0) continue;
     std::istringstream words(line.substr(line.find(':') + 1));
     std::set<std::string> flags{std::istream_iterator<std::string>(words), std::istream_iterator<std::string>()};
-    const bool avx512_bf16 = flags.count("avx512f") && flags.count("avx512bw") && flags.count("avx512vl") &&
-                             flags.count("avx512_bf16");
+    const bool avx512_bf16 =
+        flags.count("avx512f") && flags.count("avx512bw") && flags.count("avx512vl") && flags.count("avx512_bf16");
     return avx512_bf16 || flags.count("amx_bf16");
   }
   return false;

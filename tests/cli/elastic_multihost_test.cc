@@ -39,11 +39,11 @@ int64_t NewestCheckpointStep(const std::string& out) {
 }
 
 TEST(ElasticMultiHost, HostLostMidRunFinishesOnTheOtherWithTheSameHash) {
-
   if (std::string why = WhyNoNamespaces(); !why.empty()) LOCKSTEP_SKIP_OUTSIDE_CI(why);
   RemoveStaleNamespaces();
   NetnsPair net;
-  if (std::string why = net.Create(); !why.empty()) LOCKSTEP_SKIP_OUTSIDE_CI("cannot create network namespaces here: " << why);
+  if (std::string why = net.Create(); !why.empty())
+    LOCKSTEP_SKIP_OUTSIDE_CI("cannot create network namespaces here: " << why);
 
   RemovedAtExit cleanup;
   const std::string work = MakeTempDir("emh"), out = MakeTempDir("emh-run");
@@ -75,8 +75,8 @@ TEST(ElasticMultiHost, HostLostMidRunFinishesOnTheOtherWithTheSameHash) {
     train += ' ';
     train += Quote(a);
   }
-  train += " --backend mpi --hosts " + std::string(kAddrA) + ":1," + kAddrB +
-           ":1 --mpi-if " + net.Common() + " --max-restarts 3 --min-nproc 1 --heartbeat-timeout 20 --out " + Quote(out);
+  train += " --backend mpi --hosts " + std::string(kAddrA) + ":1," + kAddrB + ":1 --mpi-if " + net.Common() +
+           " --max-restarts 3 --min-nproc 1 --heartbeat-timeout 20 --out " + Quote(out);
   // Host b's rank computes 5x slower in the first attempt (a sleep, no change to the numbers),
   // so the two-host job is still running when the test takes b away.
   train += " --inject-fault slow:rank=1:factor=5";

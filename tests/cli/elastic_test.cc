@@ -39,13 +39,20 @@ size_t Lines(const std::string& s, const std::string& containing) {
 // weights of the 4-worker run that never failed. Synchronous saves, so the kill at step 12
 // always finds step 8's checkpoint committed (an async one still in flight under load gave
 // the retry a checkpoint to make, and a third restart: CI failed once on that).
+// The timing these tests rely on: checkpoint.async=false really made every save synchronous.
+void ExpectSynchronousCheckpoints(const std::string& dir) {
+  const std::vector<nlohmann::json> saves = Events(dir, "checkpoint");
+  EXPECT_FALSE(saves.empty());
+  for (const nlohmann::json& c : saves) EXPECT_FALSE(c["async"].get<bool>()) << c.dump();
+}
+
 TEST(Elastic, RankLostForGoodFinishesOnTwoWithTheFourWorkerHash) {
   const std::vector<std::string> four = {"--nproc", "4", "--deterministic"};
   const std::string want = DoneHash(TrainTiny("el-full", kSteps, 4, four));
   const std::string dir = MakeTempDir("el-lost");
   std::vector<std::string> extra = four;
-  extra.insert(extra.end(), {"--max-restarts", "4", "--min-nproc", "2", "--inject-fault", kLost, "--set",
-                             "checkpoint.async=false"});
+  extra.insert(extra.end(),
+               {"--max-restarts", "4", "--min-nproc", "2", "--inject-fault", kLost, "--set", "checkpoint.async=false"});
   CommandResult r = RunLockstep(Args(dir, extra));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(DoneHash(dir), want) << r.err;
@@ -62,7 +69,9 @@ TEST(Elastic, RankLostForGoodFinishesOnTwoWithTheFourWorkerHash) {
       << r.err;
   EXPECT_EQ(LastWorld(r.err), 2) << r.err;
   ExpectEachStepOnce(dir, kSteps);
-  ExpectResumedAt(dir, changed[0]["step"].get<int64_t>());
+  EXPECT_EQ(changed[0]["step"], 8);  // the synchronous checkpoint of step 8, before the kill at 12
+  ExpectResumedAt(dir, 8);
+  ExpectSynchronousCheckpoints(dir);
 }
 
 // Without --deterministic a batch of 12 splits over 3 workers: the run goes on with 3 and
@@ -133,8 +142,8 @@ TEST(Elastic, GrowsBackAtCheckpointsAndStillMatches) {
   // A larger model than the tiny default: the supervisor looks for new checkpoints every 100 ms,
   // so the 2-worker run must still be training well after step 8's commit for the world to grow
   // there (the tiny model finished all 24 steps in about that time, and the test was flaky).
-  const std::vector<std::string> four = {"--nproc",          "4",     "--deterministic",       "--set",
-                                         "model.layers=2",   "--set", "model.width=128",       "--set",
+  const std::vector<std::string> four = {"--nproc",         "4",     "--deterministic", "--set",
+                                         "model.layers=2",  "--set", "model.width=128", "--set",
                                          "model.context=64"};
   constexpr int kLongSteps = 24;
   const std::string want = DoneHash(TrainTiny("el-grow-full", kLongSteps, 4, four));
@@ -168,6 +177,7 @@ TEST(Elastic, GrowsBackAtCheckpointsAndStillMatches) {
   }
   EXPECT_EQ(restarts_after, (changed.size() - 1) / 2) << r.err;
   EXPECT_EQ(Lines(std::string(ReadLines(dir + "/metrics.jsonl").back()), "\"event\":\"done\""), 1u);
+  ExpectSynchronousCheckpoints(dir);
 }
 
 // Flags that cannot work are bad input: one line, exit 2, nothing started.

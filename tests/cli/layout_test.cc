@@ -142,8 +142,8 @@ INSTANTIATE_TEST_SUITE_P(
                       Resharding{"--layout pp=2,dp=2", "--layout tp=2,dp=2", kPp2Dp2, kTp2Dp2},
                       Resharding{"--layout tp=2,pp=2", "--layout dp=4 --zero 1", kTp2Pp2, kDp4Zero1},
                       Resharding{"--layout pp=4", "--layout tp=2,dp=2", kPp4, kTp2Dp2},
-                      Resharding{"--layout dp=4 --zero 2", "--layout tp=2,pp=2", "dp=4,tp=1,pp=1 zero=2 world=4 threads",
-                                 kTp2Pp2},
+                      Resharding{"--layout dp=4 --zero 2", "--layout tp=2,pp=2",
+                                 "dp=4,tp=1,pp=1 zero=2 world=4 threads", kTp2Pp2},
                       Resharding{"--layout dp=4 --zero 3", "--layout pp=2,dp=2 --zero 2",
                                  "dp=4,tp=1,pp=1 zero=3 world=4 threads", "dp=2,tp=1,pp=2 zero=2 world=4 threads 1f1b"},
                       Resharding{"--layout tp=2,dp=2 --zero 3", "--layout dp=4 --zero 3",
@@ -175,6 +175,7 @@ TEST(LayoutDefaultMode, LossesFollowOneWorkerWithinRounding) {
   const std::string one = TrainTiny("default-one", 10, 10, flags);
   flags.insert(flags.end(), {"--nproc", "4", "--layout", "tp=2,pp=2"});
   const std::string hybrid = TrainTiny("default-hybrid", 10, 10, flags);
+  EXPECT_EQ(WhatRan(hybrid), "dp=1,tp=2,pp=2 zero=0 world=4 threads 1f1b");
   std::vector<double> a = losses(one), b = losses(hybrid);
   ASSERT_EQ(a.size(), 10u);
   ASSERT_EQ(b.size(), a.size());

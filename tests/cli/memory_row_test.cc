@@ -4,6 +4,8 @@
 // after the first step, before any validation, already shows the run's peak.
 #include <gtest/gtest.h>
 
+#include <utility>
+
 #include <nlohmann/json.hpp>
 
 #include "cli_test_util.h"
@@ -41,28 +43,41 @@ TEST(MemoryRow, ValidationDoesNotRaiseTheActivationPeak) {
   ExpectValidationWithinTheStepPeak("one worker", {});
   // Stage 0 of a pipeline (one micro-batch: the evaluation's batch size): evaluation draws from
   // the first slot's pool.
-  ExpectValidationWithinTheStepPeak("pipeline", {"--nproc", "2", "--layout", "pp=2", "--set", "model.layers=2", "--set",
-                                                 "train.pp_microbatches=1"});
+  ExpectValidationWithinTheStepPeak(
+      "pipeline", {"--nproc", "2", "--layout", "pp=2", "--set", "model.layers=2", "--set", "train.pp_microbatches=1"});
 }
 
 // A stage after the first holds each micro-batch's received activation and its gradient until
 // that gradient has been sent, not to the step's end: its peak follows the micro-batches in flight
 // (one, on the last stage of 1F1B), not the step's count. Same rows a micro-batch, 2 and 8 of them.
-TEST(MemoryRow, LaterPipelineStagesHoldOnlyTheMicroBatchesInFlight) {
+// The last stage's activation peak with 2 and with 8 micro-batches, under `schedule`.
+std::pair<int64_t, int64_t> LastStagePeaks(const std::string& schedule) {
   int64_t peak[2] = {0, 0};
   for (int k = 0; k < 2; ++k) {
     const int micros = k == 0 ? 2 : 8;
-    const std::string dir =
-        TrainTiny("memory-pipe", 2, 0,
-                  {"--nproc", "2", "--layout", "pp=2", "--set", "model.layers=2", "--set",
-                   "train.pp_microbatches=" + std::to_string(micros), "--set",
-                   "train.batch_size=" + std::to_string(2 * micros), "--set", "eval.batch_size=2", "--set",
-                   "eval.every=0"});
+    const std::string dir = TrainTiny(
+        "memory-pipe", 2, 0,
+        {"--nproc", "2", "--layout", "pp=2", "--set", "model.layers=2", "--set",
+         "train.pp_microbatches=" + std::to_string(micros), "--set", "train.batch_size=" + std::to_string(2 * micros),
+         "--set", "eval.batch_size=2", "--set", "eval.every=0", "--set", "train.pp_schedule=" + schedule});
     for (const nlohmann::json& j : Events(dir, "memory"))
       if (j.value("rank", -1) == 1) peak[k] = j["peak_activation_bytes"].get<int64_t>();
   }
-  EXPECT_GT(peak[0], 0);
-  EXPECT_EQ(peak[1], peak[0]) << "the last stage's activation peak grew with the micro-batches of the step";
+  return {peak[0], peak[1]};
+}
+
+TEST(MemoryRow, LaterPipelineStagesHoldOnlyTheMicroBatchesInFlight) {
+  const auto [two, eight] = LastStagePeaks("1f1b");
+  EXPECT_GT(two, 0);
+  EXPECT_EQ(eight, two) << "the last stage's activation peak grew with the micro-batches of the step";
+}
+
+// GPipe runs every forward before any backward: the last stage holds all m micro-batches at
+// once, so its peak grows with m (the schedule really ran, not only its name in a row).
+TEST(MemoryRow, GPipeHoldsEveryMicroBatchOnTheLastStage) {
+  const auto [two, eight] = LastStagePeaks("gpipe");
+  EXPECT_GT(two, 0);
+  EXPECT_GT(eight, 2 * two) << "2 micro-batches: " << two << " B, 8: " << eight << " B";
 }
 
 // The row carries the process's resident set: at the start of the workers (the binary, its
@@ -73,8 +88,8 @@ TEST(MemoryRow, ResidentSetCoversTheBaselineAndTheModelStates) {
   const nlohmann::json row = LastMemoryRow(dir);
   ASSERT_TRUE(row.contains("rss_peak_bytes")) << row.dump();
   const int64_t baseline = row["rss_baseline_bytes"], peak = row["rss_peak_bytes"];
-  const int64_t states = row["params_bytes"].get<int64_t>() + row["grads_bytes"].get<int64_t>() +
-                         row["optimizer_bytes"].get<int64_t>();
+  const int64_t states =
+      row["params_bytes"].get<int64_t>() + row["grads_bytes"].get<int64_t>() + row["optimizer_bytes"].get<int64_t>();
   EXPECT_GT(baseline, 1 << 20) << row.dump();
   EXPECT_GE(peak, baseline + states) << row.dump();
   EXPECT_EQ(row["workspace_bytes"], 0) << "a GPT keeps no convolution plans: " << row.dump();
@@ -99,8 +114,9 @@ TEST(MemoryRow, ActivationFormulaIsWhatTheForwardSaved) {
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
     const std::string dir = MakeTempDir("memory-formula");
-    std::vector<std::string> args = {"train", "--config", "configs/gpt-tiny.toml", "--steps", "1", "--out", dir,
-                                     "--set", "eval.every=0", "--set", "eval.batches=1"};
+    std::vector<std::string> args = {
+        "train",        "--config", "configs/gpt-tiny.toml", "--steps", "1", "--out", dir, "--set",
+        "eval.every=0", "--set",    "eval.batches=1"};
     args.insert(args.end(), c.extra.begin(), c.extra.end());
     CommandResult r = RunLockstep(args);
     ASSERT_EQ(r.exit_code, 0) << r.err;

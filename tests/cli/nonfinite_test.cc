@@ -48,12 +48,13 @@ double EvalLoss(const std::string& ckpt) {
   return j.is_discarded() ? NAN : j.value("val_loss", NAN);
 }
 
-void ExpectStoppedAtStep5(const std::vector<std::string>& extra, const std::string& first) {
+// `where`: how the message names the first non-finite value (a parameter on a rank, or the loss).
+void ExpectStoppedAtStep5(const std::vector<std::string>& extra, const std::string& where) {
   const std::string dir = MakeTempDir("nonfinite-stop");
   CommandResult r = RunLockstep(Args(dir, extra));
   EXPECT_EQ(r.exit_code, 3) << r.err;
   EXPECT_NE(r.err.find("step 5: non-finite"), std::string::npos) << r.err;
-  EXPECT_NE(r.err.find("(first: " + first), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(where), std::string::npos) << r.err;
   EXPECT_EQ(DoneHash(dir), "");
   // The fault struck in step 5, after the step-4 checkpoint: that one is `latest`, and no
   // training row of step 5 or later exists.
@@ -67,14 +68,16 @@ void ExpectStoppedAtStep5(const std::vector<std::string>& extra, const std::stri
 }
 
 TEST(NonFinite, AnInfGradientStopsWithExit3AndKeepsTheLastGoodCheckpoint) {
-  ExpectStoppedAtStep5({"--inject-fault", "nan:rank=0:step=5"}, "wte.weight on rank 0");
-  // On 4 workers the inf sits on rank 2 only, in an element of its share of the norm.
-  ExpectStoppedAtStep5({"--nproc", "4", "--inject-fault", "nan:rank=2:step=5"}, "");
+  ExpectStoppedAtStep5({"--inject-fault", "nan:rank=0:step=5"}, "(first: wte.weight on rank 0)");
+  // On 4 workers the inf sits on rank 2 only, in an element of its share of the norm: the
+  // ranks gather who found it, and rank 0's message names rank 2.
+  ExpectStoppedAtStep5({"--nproc", "4", "--inject-fault", "nan:rank=2:step=5"}, " on rank 2)");
 }
 
 TEST(NonFinite, ANanLossStopsTheSameWay) {
-  ExpectStoppedAtStep5({"--inject-fault", "nan:rank=0:step=5:in=loss"}, "the loss");
-  ExpectStoppedAtStep5({"--nproc", "4", "--zero", "3", "--inject-fault", "nan:rank=3:step=5:in=loss"}, "the loss");
+  ExpectStoppedAtStep5({"--inject-fault", "nan:rank=0:step=5:in=loss"}, "(first: the loss)");
+  ExpectStoppedAtStep5({"--nproc", "4", "--zero", "3", "--inject-fault", "nan:rank=3:step=5:in=loss"},
+                       "(first: the loss)");
 }
 
 // The training state in the checkpoint of `step` in run_dir, from its manifest: each tensor's
@@ -107,18 +110,25 @@ TEST(NonFinite, SkipModeSkipsTheUpdateAndGoesOn) {
                                                  "nan:rank=0:step=5", "--set", "train.skip_nonfinite=true"}));
     ASSERT_EQ(r.exit_code, 0) << r.err;
     std::vector<int64_t> trained, skipped;
+    std::string where;
     for (const nlohmann::json& row : Rows(dir)) {
       if (row.contains("loss")) trained.push_back(row["step"].get<int64_t>());
-      if (row.value("skipped", "") == "nonfinite_grad") skipped.push_back(row["step"].get<int64_t>());
+      if (row.value("skipped", "") == "nonfinite_grad") {
+        skipped.push_back(row["step"].get<int64_t>());
+        where = row.value("where", "");
+      }
     }
     EXPECT_EQ(skipped, std::vector<int64_t>{5}) << "nproc " << nproc;
+    // The row names the parameter and the rank the inf was injected on, whatever rank reports.
+    EXPECT_TRUE(where.size() > 10 && where.substr(where.size() - 10) == " on rank 0") << where;
     EXPECT_EQ(trained, (std::vector<int64_t>{1, 2, 3, 4, 6, 7, 8})) << "nproc " << nproc;
     EXPECT_NE(r.err.find("update skipped"), std::string::npos) << r.err;
     EXPECT_EQ(DoneHash(dir).size(), 16u);
     EXPECT_NE(DoneHash(dir), DoneHash(TrainTiny("nonfinite-clean", kSteps, 2, {"--deterministic"})));
     // The skipped step changed nothing: weights and optimizer state (moments and step count)
     // after step 5 are those after step 4, piece by piece.
-    const std::map<std::string, std::vector<std::string>> after4 = TensorChecksums(dir, 4), after5 = TensorChecksums(dir, 5);
+    const std::map<std::string, std::vector<std::string>> after4 = TensorChecksums(dir, 4),
+                                                          after5 = TensorChecksums(dir, 5);
     EXPECT_GT(after4.size(), 10u) << "nproc " << nproc;
     EXPECT_EQ(after5, after4) << "nproc " << nproc;
   }
@@ -129,10 +139,10 @@ TEST(NonFinite, SkipModeSkipsTheUpdateAndGoesOn) {
 // stay there.
 TEST(NonFinite, TooManySkipsInARowStop) {
   const std::string dir = MakeTempDir("nonfinite-many");
-  CommandResult r = RunLockstep(TinyTrainArgs(dir, 30, 2,
-                                             {"--set", "train.skip_nonfinite=true", "--set", "train.max_skipped=2",
-                                              "--set", "optim.lr=1e30", "--set", "optim.grad_clip=0", "--set",
-                                              "optim.warmup_steps=0"}));
+  CommandResult r =
+      RunLockstep(TinyTrainArgs(dir, 30, 2,
+                                {"--set", "train.skip_nonfinite=true", "--set", "train.max_skipped=2", "--set",
+                                 "optim.lr=1e30", "--set", "optim.grad_clip=0", "--set", "optim.warmup_steps=0"}));
   EXPECT_EQ(r.exit_code, 3) << r.err;
   EXPECT_NE(r.err.find("3 steps in a row were non-finite (train.max_skipped = 2)"), std::string::npos) << r.err;
   int skips = 0;

@@ -238,7 +238,8 @@ TEST(Plan, CnnModelStatesEqualTheMemoryRow) {
 
 TEST(Plan, MpiPlanMeasuresZeroOverProcesses) {
   const std::string dir = MakeTempDir("plan-mpi-zero");
-  const std::vector<std::string> args = With(With({"plan"}, kSmallGpt), {"--nproc", "2", "--backend", "mpi", "--out", dir});
+  const std::vector<std::string> args =
+      With(With({"plan"}, kSmallGpt), {"--nproc", "2", "--backend", "mpi", "--out", dir});
   CommandResult r = RunLockstep(args);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   ExpectZeroFiguresMeasuredAndCharged(args, dir, "mpi-2");

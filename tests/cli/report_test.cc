@@ -132,7 +132,8 @@ TEST(Report, RealRunRendersInHeadlessChromium) {
   EXPECT_NE(page.find("straggler rank 1"), std::string::npos);
 
   const std::string browser = Chromium();
-  if (browser.empty()) LOCKSTEP_SKIP_OUTSIDE_CI("chromium is not installed (apt-get install chromium): browser check skipped");
+  if (browser.empty())
+    LOCKSTEP_SKIP_OUTSIDE_CI("chromium is not installed (apt-get install chromium): browser check skipped");
   const std::string work = MakeTempDir("report-browser");
 
   // The DOM as the browser built it: every chart drew something, and line charts' points

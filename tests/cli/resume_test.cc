@@ -127,6 +127,22 @@ TEST(Resume, MissingOrCorruptExplicitCheckpointIsAnError) {
   CommandResult r = RunLockstep(Flags(dir, {"--resume", dir + "/nope"}));
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_NE(r.err.find(dir + "/nope"), std::string::npos) << r.err;
+  // A checkpoint named explicitly is that one or nothing: a damaged step 8 is an error naming
+  // its shard, not a quiet resume from the older step 4 (which --resume auto would choose).
+  const std::string full = Uninterrupted({});
+  const std::string shard = full + "/checkpoints/step-00000008/rank-00000.safetensors";
+  {
+    std::fstream f(shard, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(-5, std::ios::end);
+    f.put('\x7f');
+  }
+  const std::string out = MakeTempDir("resume-corrupt-explicit");
+  CommandResult c = RunLockstep(Flags(out, {"--resume", full + "/checkpoints/step-00000008"}));
+  EXPECT_NE(c.exit_code, 0) << c.err;
+  EXPECT_NE(c.err.find(shard), std::string::npos) << c.err;
+  EXPECT_NE(c.err.find("checksum mismatch"), std::string::npos) << c.err;
+  EXPECT_EQ(c.err.find("resumed from"), std::string::npos) << c.err;
+  EXPECT_EQ(DoneHash(out), "");
 }
 
 }  // namespace

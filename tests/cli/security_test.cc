@@ -168,7 +168,8 @@ TEST(Security, OneMachineMpiJobListensOnLoopbackOnly) {
   if (err_text().find("no network namespace of its own") != std::string::npos) {
     kill(job, SIGTERM);  // mpirun passes it on to the ranks
     Wait(job);
-    LOCKSTEP_SKIP_OUTSIDE_CI("this machine lets no process make a network namespace (as MultiHost needs too): " << err_text());
+    LOCKSTEP_SKIP_OUTSIDE_CI(
+        "this machine lets no process make a network namespace (as MultiHost needs too): " << err_text());
   }
 
   const std::string my_net = ReadLink("/proc/self/ns/net");

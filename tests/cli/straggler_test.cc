@@ -114,6 +114,14 @@ TEST(Straggler, PipelineReportsMeasuredStageBalanceBesideTheEstimate) {
   ASSERT_EQ(m["estimated_share"].size(), 2u);
   EXPECT_NEAR(m["measured_share"][0].get<double>() + m["measured_share"][1].get<double>(), 1.0, 1e-9);
   EXPECT_NEAR(m["estimated_share"][0].get<double>() + m["estimated_share"][1].get<double>(), 1.0, 1e-9);
+  // The measured shares are the stages' busy time of steps 2..6 (one rank a stage here), as the
+  // training rows report it: the work, not the time a stage waited.
+  double busy[2] = {0, 0};
+  for (const nlohmann::json& t : rows.training)
+    if (t["step"].get<int64_t>() >= 2)
+      for (int s = 0; s < 2; ++s) busy[s] += t["pp_busy_ms"][s].get<double>();
+  ASSERT_GT(busy[0] + busy[1], 0.0);
+  EXPECT_NEAR(m["measured_share"][0].get<double>(), busy[0] / (busy[0] + busy[1]), 1e-9) << m.dump();
   EXPECT_EQ(m["warning"].get<bool>(), m["worst_error"].get<double>() > 0.2) << m.dump();
   EXPECT_NE(r.err.find("pipeline: measured stage imbalance"), std::string::npos) << r.err;
   EXPECT_EQ(r.err.find("more than 20% off") != std::string::npos, m["warning"].get<bool>()) << r.err;

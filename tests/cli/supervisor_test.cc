@@ -45,9 +45,11 @@ void ExpectRecovered(const std::string& dir, const CommandResult& r, const std::
 // So a kill of rank 0 as step 5 begins, or of another rank as step 6 begins (it finished
 // step 5's allreduce, which rank 0 joined only after Save(4)), comes after that commit: the
 // restart must resume (not start over, which would also give the same hash).
-void ExpectResumedIfCommitted(const CommandResult& r, int kill_step, int killed_rank) {
+// An earlier kill may come before any commit, and then the restart starts at step 0.
+void ExpectResumedIfCommitted(const std::string& dir, const CommandResult& r, int kill_step, int killed_rank) {
   if (kill_step >= (killed_rank == 0 ? 5 : 6)) {
     EXPECT_NE(r.err.find("resumed from"), std::string::npos) << r.err;
+    EXPECT_GE(ExpectResumedAt(dir, -1), 2) << r.err;  // step 2's checkpoint, or a later one
   }
 }
 
@@ -60,7 +62,7 @@ TEST(Supervisor, KilledAtARandomStepRestartsAndMatchesTheUninterruptedRun) {
       RunLockstep(Flags(dir, {"--max-restarts", "3", "--inject-fault", "kill:rank=0:step=" + std::to_string(step)}));
   EXPECT_NE(r.err.find("injected fault: SIGKILL"), std::string::npos) << r.err;
   ExpectRecovered(dir, r, want, "SIGKILL");
-  ExpectResumedIfCommitted(r, step, 0);
+  ExpectResumedIfCommitted(dir, r, step, 0);
 }
 
 // Two MPI processes, rank 1 killed at a random step, --max-restarts 3.
@@ -75,7 +77,7 @@ TEST(Supervisor, MpiRankKilledAtARandomStepRestartsAndMatches) {
   extra.push_back("kill:rank=1:step=" + std::to_string(step));
   CommandResult r = RunLockstep(Flags(dir, extra));
   ExpectRecovered(dir, r, want, "worker");
-  ExpectResumedIfCommitted(r, step, 1);
+  ExpectResumedIfCommitted(dir, r, step, 1);
 }
 
 // SIGKILL after the step-8 shard is on disk but before the commit: `latest` still names the
@@ -112,6 +114,7 @@ TEST(Supervisor, HungWorkerIsDetectedByItsHeartbeat) {
       Flags(dir, {"--max-restarts", "2", "--heartbeat-timeout", "6", "--inject-fault", "hang:rank=0:step=5"}));
   EXPECT_NE(r.err.find("(hung)"), std::string::npos) << r.err;
   ExpectRecovered(dir, r, want, "no heartbeat from rank-0");
+  ExpectResumedIfCommitted(dir, r, 5, 0);
 }
 
 // Bad input is not a failure to retry: one line, exit 2, no restart.

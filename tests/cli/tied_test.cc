@@ -5,6 +5,8 @@
 // `lockstep eval` of it gives the run's own validation loss.
 #include <gtest/gtest.h>
 
+#include <ostream>
+
 #include <nlohmann/json.hpp>
 
 #include "cli_test_util.h"
@@ -27,31 +29,40 @@ std::vector<std::string> Tied(const std::string& out, int steps, std::vector<std
   return a;
 }
 
-std::string LayoutName(const ::testing::TestParamInfo<std::vector<std::string>>& i) {
-  static const char* const kNames[] = {"tp2", "pp2", "zero3", "tp2pp2", "dp2pp2zero2", "dp2pp2zero3"};
-  return kNames[i.index];
-}
+struct TiedCase {
+  const char* name;
+  std::vector<std::string> flags;
+  const char* ran;  // WhatRan
+};
 
-class TiedLayout : public ::testing::TestWithParam<std::vector<std::string>> {};
+void PrintTo(const TiedCase& c, std::ostream* os) { *os << c.name; }
+
+class TiedLayout : public ::testing::TestWithParam<TiedCase> {};
 
 TEST_P(TiedLayout, MatchesOneWorkerBitForBit) {
   const std::string one = CachedDoneHash(Tied("{out}", 4, {}));
   ASSERT_EQ(one.size(), 16u);
   const std::string dir = MakeTempDir("tied");
-  CommandResult r = RunLockstep(Tied(dir, 4, GetParam()));
+  CommandResult r = RunLockstep(Tied(dir, 4, GetParam().flags));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(DoneHash(dir), one);
+  EXPECT_EQ(WhatRan(dir), GetParam().ran);
 }
 
 INSTANTIATE_TEST_SUITE_P(
     Layouts, TiedLayout,
-    ::testing::Values(std::vector<std::string>{"--nproc", "2", "--layout", "tp=2"},
-                      std::vector<std::string>{"--nproc", "2", "--layout", "pp=2"},
-                      std::vector<std::string>{"--nproc", "2", "--zero", "3"},
-                      std::vector<std::string>{"--nproc", "4", "--layout", "tp=2,pp=2"},
-                      std::vector<std::string>{"--nproc", "4", "--layout", "dp=2,pp=2", "--zero", "2"},
-                      std::vector<std::string>{"--nproc", "4", "--layout", "dp=2,pp=2", "--zero", "3"}),
-    LayoutName);
+    ::testing::Values(
+        TiedCase{"tp2", {"--nproc", "2", "--layout", "tp=2"}, "dp=1,tp=2,pp=1 zero=0 world=2 threads"},
+        TiedCase{"pp2", {"--nproc", "2", "--layout", "pp=2"}, "dp=1,tp=1,pp=2 zero=0 world=2 threads 1f1b"},
+        TiedCase{"zero3", {"--nproc", "2", "--zero", "3"}, "dp=2,tp=1,pp=1 zero=3 world=2 threads"},
+        TiedCase{"tp2pp2", {"--nproc", "4", "--layout", "tp=2,pp=2"}, "dp=1,tp=2,pp=2 zero=0 world=4 threads 1f1b"},
+        TiedCase{"dp2pp2zero2",
+                 {"--nproc", "4", "--layout", "dp=2,pp=2", "--zero", "2"},
+                 "dp=2,tp=1,pp=2 zero=2 world=4 threads 1f1b"},
+        TiedCase{"dp2pp2zero3",
+                 {"--nproc", "4", "--layout", "dp=2,pp=2", "--zero", "3"},
+                 "dp=2,tp=1,pp=2 zero=3 world=4 threads 1f1b"}),
+    [](const ::testing::TestParamInfo<TiedCase>& i) { return std::string(i.param.name); });
 
 TEST(Tied, PipelineCheckpointResumesInOneWorkerAndEvaluates) {
   const std::string one = CachedDoneHash(Tied("{out}", 4, {}));

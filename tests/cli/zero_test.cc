@@ -66,6 +66,7 @@ TEST(Zero1, DefaultModeEqualsTheReplicatedRun) {
   const std::string dp = TrainTiny("zero-dp2", kSteps, 4, {"--nproc", "2"});
   const std::string z1 = TrainTiny("zero-z2", kSteps, 4, {"--nproc", "2", "--zero", "1"});
   EXPECT_EQ(DoneHash(z1), DoneHash(dp));
+  EXPECT_EQ(WhatRan(z1), "dp=2,tp=1,pp=1 zero=1 world=2 threads");
 }
 
 TEST(Zero1, MpiTwoRanksMatchOneWorker) {
@@ -73,6 +74,7 @@ TEST(Zero1, MpiTwoRanksMatchOneWorker) {
   const std::string mpi =
       TrainTiny("zero-mpi", kSteps, 4, With(kDet, {"--backend", "mpi", "--nproc", "2", "--zero", "1"}));
   EXPECT_EQ(DoneHash(mpi), DoneHash(one));
+  EXPECT_EQ(WhatRan(mpi), "dp=2,tp=1,pp=1 zero=1 world=2 mpi");
 }
 
 // ZeRO-2 shards the gradients too, ZeRO-3 the parameters as well: the rank's persistent bytes
@@ -107,8 +109,11 @@ TEST(Zero23, ShardGradientsAndParametersAndMatchOneWorker) {
 // order as the allreduce does, so ZeRO-2/3 equal the replicated run bit for bit.
 TEST(Zero23, DefaultModeEqualsTheReplicatedRun) {
   const std::string dp = TrainTiny("zero23-dp2", kSteps, 4, {"--nproc", "2"});
-  EXPECT_EQ(DoneHash(TrainTiny("zero23-z2d", kSteps, 4, {"--nproc", "2", "--zero", "2"})), DoneHash(dp));
-  EXPECT_EQ(DoneHash(TrainTiny("zero23-z3d", kSteps, 4, {"--nproc", "2", "--zero", "3"})), DoneHash(dp));
+  for (const char* zero : {"2", "3"}) {
+    const std::string z = TrainTiny("zero23-default", kSteps, 4, {"--nproc", "2", "--zero", zero});
+    EXPECT_EQ(DoneHash(z), DoneHash(dp)) << "zero " << zero;
+    EXPECT_EQ(WhatRan(z), std::string("dp=2,tp=1,pp=1 zero=") + zero + " world=2 threads");
+  }
 }
 
 // The 10k test images end in a batch of 16 split over 2 workers of 32 rows each: rank 1's
@@ -118,8 +123,8 @@ TEST(Zero23, DefaultModeEqualsTheReplicatedRun) {
 TEST(Zero23, AValidationShareOfOnlyPaddingStillJoinsTheGathers) {
   auto run = [](const std::string& prefix, const std::vector<std::string>& extra) {
     const std::string dir = MakeTempDir(prefix);
-    std::vector<std::string> args = {"train", "--config", "configs/cnn-fashion.toml", "--nproc", "2",
-                                     "--steps", "2", "--set", "train.threads=1", "--out", dir};
+    std::vector<std::string> args = {"train", "--config", "configs/cnn-fashion.toml", "--nproc", "2", "--steps",
+                                     "2",     "--set",    "train.threads=1",          "--out",   dir};
     args.insert(args.end(), extra.begin(), extra.end());
     CommandResult r = RunLockstep(args);
     EXPECT_EQ(r.exit_code, 0) << r.err;
@@ -159,6 +164,14 @@ TEST(MemLimit, RefusesWhatDoesNotFitAndZero3TrainsUnderIt) {
   EXPECT_EQ(unlimited.exit_code, 0) << unlimited.err;
   EXPECT_EQ(DoneHash(limited).size(), 16u);
   EXPECT_EQ(DoneHash(limited), DoneHash(free));
+  // And it really ran under the limit: every rank's memory rows say so, and what they held.
+  int ranks_seen = 0;
+  for (const nlohmann::json& row : Events(limited, "memory")) {
+    EXPECT_EQ(row["mem_limit"].get<int64_t>(), 13 << 20) << row.dump();
+    EXPECT_LE(row["peak_bytes"].get<int64_t>(), 13 << 20) << row.dump();
+    ranks_seen |= 1 << row["rank"].get<int>();
+  }
+  EXPECT_EQ(ranks_seen, 0b1111);
 }
 
 }  // namespace

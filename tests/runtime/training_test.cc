@@ -80,7 +80,7 @@ TEST(StepReporter, WritesEachRowOnceInOrderWithTheDoneRowLast) {
   auto r = StepReporter::Open(setup, 0, /*keep_rows=*/false, RowUnits{32, true, false}, {"h0", "h1"});
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   StepReporter& rep = **r;
-  ASSERT_TRUE(rep.Started({{"event", "start"}, {"step", 0}}).ok());
+  ASSERT_TRUE(rep.Started({{"event", "start"}, {"step", 0}}, parallel::PipeSchedule::k1F1B).ok());
   ASSERT_TRUE(rep.Step(Figures(1), Gathered(5.5, {10, 10})).ok());
   ASSERT_TRUE(rep.Skipped(2, "wte.weight on rank 1", 1, "step 2: skipped").ok());
   ASSERT_TRUE(rep.Validation(2, 4.25, NAN, 512).ok());
@@ -118,7 +118,7 @@ TEST(StepReporter, AResumeKeepsTheRowsUpToItsStep) {
   setup.resume_dir = dir + "/checkpoints/step-00000003";
   auto r = StepReporter::Open(setup, 3, /*keep_rows=*/true, RowUnits{}, {"h0"});
   ASSERT_TRUE(r.ok()) << r.status().ToString();
-  ASSERT_TRUE((*r)->Started({{"event", "start"}, {"step", 3}}).ok());
+  ASSERT_TRUE((*r)->Started({{"event", "start"}, {"step", 3}}, parallel::PipeSchedule::k1F1B).ok());
   const std::vector<nlohmann::json> rows = Rows(dir);
   ASSERT_EQ(rows.size(), 5u);
   EXPECT_EQ(rows[2]["step"], 3);

@@ -34,6 +34,7 @@ class PipelineRunner {
  public:
   // pp: the pipeline group (rank = stage index). model outlives the runner.
   PipelineRunner(parallel::StageModel* model, std::shared_ptr<comm::Communicator> pp, parallel::PipeSchedule schedule);
+  parallel::PipeSchedule schedule() const { return schedule_; }  // the one it runs
 
   struct Hooks {
     std::function<void(int micro)> before_backward;  // may be empty

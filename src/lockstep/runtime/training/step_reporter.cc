@@ -28,7 +28,7 @@ StepReporter::StepReporter(const RunSetup& setup, int64_t start_step, MetricsLog
       hosts_(std::move(hosts)),
       stragglers_(setup.run.train.straggler_ratio, setup.run.train.straggler_steps) {}
 
-Status StepReporter::Started(const nlohmann::json& start_row) {
+Status StepReporter::Started(const nlohmann::json& start_row, parallel::PipeSchedule schedule) {
   LS_RETURN_IF_ERROR(metrics_.Write(start_row));
   if (start_step_ > 0) {
     LS_LOG(INFO) << "resumed from " << setup_.resume_dir << " at step " << start_step_;
@@ -39,13 +39,13 @@ Status StepReporter::Started(const nlohmann::json& start_row) {
   const parallel::StagePartition& p = layout.partition;
   const double formula = parallel::BubbleFormula(layout.dims.pp, layout.pp_micros);
   LS_LOG(INFO) << "pipeline: " << parallel::DescribePartition(p) << "; " << layout.pp_micros << " micro-batches, "
-               << parallel::PipeScheduleName(layout.schedule) << ", bubble (p-1)/(m+p-1) = " << formula;
+               << parallel::PipeScheduleName(schedule) << ", bubble (p-1)/(m+p-1) = " << formula;
   return metrics_.Write({{"event", "pipeline"},
                          {"stages", p.begin},
                          {"cost", p.cost},
                          {"imbalance", p.imbalance},
                          {"micro_batches", layout.pp_micros},
-                         {"schedule", parallel::PipeScheduleName(layout.schedule)},
+                         {"schedule", parallel::PipeScheduleName(schedule)},
                          {"bubble_formula", formula}});
 }
 

@@ -16,6 +16,7 @@
 
 #include "lockstep/core/result.h"
 #include "lockstep/parallel/data_parallel.h"
+#include "lockstep/parallel/pipeline_schedule.h"
 #include "lockstep/runtime/metrics/metrics_log.h"
 #include "lockstep/runtime/metrics/progress.h"
 #include "lockstep/runtime/metrics/step_stats.h"
@@ -50,8 +51,8 @@ class StepReporter {
                                                     RowUnits units, std::vector<std::string> hosts);
 
   // The rows of a start: `start_row`, a resume row when the run resumed, and with a pipeline
-  // its partition, micro-batches and schedule.
-  Status Started(const nlohmann::json& start_row);
+  // its partition, micro-batches and `schedule` (the one the pipeline runner runs).
+  Status Started(const nlohmann::json& start_row, parallel::PipeSchedule schedule);
 
   // A training step: its row, the progress line, then the straggler and stage-balance watch.
   Status Step(const StepFigures& f, const GatheredStep& gathered);

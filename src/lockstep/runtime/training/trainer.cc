@@ -226,7 +226,7 @@ Status Trainer::Setup() {
     LS_ASSIGN_OR_RETURN(reporter_, StepReporter::Open(setup_, start_step_, keep_rows, units, std::move(hosts)));
     for (const std::string& line : setup_.config_warnings) LS_LOG(WARN) << line;
     LogStart();
-    LS_RETURN_IF_ERROR(reporter_->Started(StartRow()));
+    LS_RETURN_IF_ERROR(reporter_->Started(StartRow(), pipeline_ ? pipeline_->schedule() : setup_.layout.schedule));
   }
   return Status::Ok();
 }
