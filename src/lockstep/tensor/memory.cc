@@ -46,6 +46,8 @@ const char* MemoryTagName(MemoryTag tag) {
       return "bf16 parameter copy";
     case MemoryTag::kWorkspace:
       return "workspace";
+    case MemoryTag::kContribution:
+      return "gradient contribution";
   }
   return "?";
 }

@@ -15,8 +15,19 @@ namespace lockstep::tensor {
 // kParameterCopy: the bf16 copy of the weights that mixed precision makes once per step.
 // kWorkspace: buffers a kernel keeps between calls (a convolution plan's operands in oneDNN's
 // blocked layouts), sized by the shapes it runs, not by what a step saves.
-enum class MemoryTag : uint8_t { kParameter, kGradient, kOptimizer, kActivation, kOther, kParameterCopy, kWorkspace };
-inline constexpr int kNumMemoryTags = 7;
+// kContribution: deterministic mode's per-shard gradient copies (one gradient buffer for each
+// canonical shard a rank computes), summed in the fixed tree after the passes.
+enum class MemoryTag : uint8_t {
+  kParameter,
+  kGradient,
+  kOptimizer,
+  kActivation,
+  kOther,
+  kParameterCopy,
+  kWorkspace,
+  kContribution
+};
+inline constexpr int kNumMemoryTags = 8;
 const char* MemoryTagName(MemoryTag tag);
 
 class MemoryTracker {

@@ -89,7 +89,7 @@ Status Trainer::SumContributions(const float* shard_losses, double* loss) {
 // (docs/deterministic-data-parallel.md).
 Status Trainer::DeterministicStep(StepCompute* c) {
   const TrainSection& t = setup_.run.train;
-  const int64_t per_rank = t.det_shards / dims().dp, shard = t.batch_size / t.det_shards;
+  const int64_t per_rank = t.det_shards / dims().dp, shard = MicroRows();
   const int64_t n = local_numel();
   nn::ParameterStore& params = model_->params();
   tape_.SetParamReadyHook(nullptr);

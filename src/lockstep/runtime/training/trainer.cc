@@ -30,6 +30,7 @@ Trainer::Trainer(const RunSetup& setup, std::shared_ptr<comm::Communicator> worl
 
 Trainer::~Trainer() {
   if (optimizer_reserved_ > 0) memory_->Release(optimizer_reserved_, tensor::MemoryTag::kOptimizer);
+  if (contributions_reserved_ > 0) memory_->Release(contributions_reserved_, tensor::MemoryTag::kContribution);
 }
 
 namespace {
@@ -72,16 +73,20 @@ Status Trainer::CheckMemoryLimit() {
   int micro_in_flight = 1;
   int64_t rows = 0;
   const int64_t activations = setup_.layout.gpt ? ActivationEstimate(&micro_in_flight, &rows).total() : 0;
-  const int64_t total = params + grads + optimizer + in_flight + activations;
+  // Deterministic mode keeps one gradient per canonical shard of the rank (Setup()).
+  const int64_t contributions =
+      setup_.options.deterministic ? 4 * numel * (setup_.run.train.det_shards / dims().dp) : 0;
+  const int64_t total = params + grads + optimizer + in_flight + activations + contributions;
   if (total <= limit) return Status::Ok();
-  return Status::InvalidArgument("--mem-limit " + Megabytes(limit) + ": worker " + std::to_string(rank_) + " needs " +
-                                 Megabytes(total) + " (parameters " + Megabytes(params) + ", gradients " +
-                                 Megabytes(grads) + ", optimizer " + Megabytes(optimizer) +
-                                 (in_flight ? ", layers in flight " + Megabytes(in_flight) : std::string()) +
-                                 (activations ? ", activations " + Megabytes(activations) : std::string()) +
-                                 " with --zero " + std::to_string(zero_) + " over dp=" + std::to_string(dims().dp) +
-                                 "); shard them with a higher --zero over more workers, recompute activations "
-                                 "(train.recompute = \"block\"), or raise the limit");
+  return Status::InvalidArgument(
+      "--mem-limit " + Megabytes(limit) + ": worker " + std::to_string(rank_) + " needs " + Megabytes(total) +
+      " (parameters " + Megabytes(params) + ", gradients " + Megabytes(grads) + ", optimizer " + Megabytes(optimizer) +
+      (in_flight ? ", layers in flight " + Megabytes(in_flight) : std::string()) +
+      (activations ? ", activations " + Megabytes(activations) : std::string()) +
+      (contributions ? ", deterministic gradient contributions " + Megabytes(contributions) : std::string()) +
+      " with --zero " + std::to_string(zero_) + " over dp=" + std::to_string(dims().dp) +
+      "); shard them with a higher --zero over more workers, recompute activations "
+      "(train.recompute = \"block\"), or raise the limit");
 }
 
 // The rank's part of the model: its pipeline stage of the GPT split over its tp group, or the
@@ -212,6 +217,14 @@ Status Trainer::Setup() {
   }
   if (setup_.options.deterministic) {
     const int64_t per_rank = setup_.run.train.det_shards / dims().dp;
+    // One gradient per canonical shard this rank computes: as large as the model's gradients
+    // times the shards, so counted (and limited) under a name of its own.
+    const int64_t bytes = per_rank * numel * static_cast<int64_t>(sizeof(float));
+    if (!memory_->Reserve(bytes, tensor::MemoryTag::kContribution))
+      return Status::InvalidArgument("--mem-limit " + Megabytes(setup_.options.mem_limit) + ": no room for " +
+                                     Megabytes(bytes) + " of deterministic gradient contributions (" +
+                                     std::to_string(per_rank) + " shards) on worker " + std::to_string(rank_));
+    contributions_reserved_ = bytes;
     contributions_.assign(static_cast<size_t>(per_rank * numel), 0.0f);
     shard_losses_.assign(static_cast<size_t>(per_rank), 0.0f);
   }
@@ -298,7 +311,11 @@ nlohmann::json Trainer::StartRow() const {
 }
 
 int64_t Trainer::MicroRows() const {
-  return data_->train_rows() / (pipeline_ ? setup_.layout.pp_micros : setup_.run.train.accum_steps);
+  const TrainSection& t = setup_.run.train;
+  if (pipeline_) return data_->train_rows() / setup_.layout.pp_micros;
+  // Deterministic mode computes one canonical shard at a time, whatever accum_steps says.
+  if (setup_.options.deterministic) return t.batch_size / t.det_shards;
+  return data_->train_rows() / t.accum_steps;
 }
 
 // Validation sums of this rank's replica: the rows of its dp shard, through the pipeline when

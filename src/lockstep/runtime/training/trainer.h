@@ -190,12 +190,14 @@ class Trainer {
   std::unique_ptr<parallel::ShardedParamGather> gather_;  // ZeRO-1/2: re-assembles the parameters
   std::unique_ptr<parallel::ZeroUnits> zero_units_;       // ZeRO-2/3: unit-wise gradients (and parameters)
   tensor::MemoryTracker* memory_;
-  int64_t optimizer_reserved_ = 0;  // optimizer-state bytes counted in memory_ (optim/ uses plain vectors)
+  int64_t optimizer_reserved_ = 0;      // optimizer-state bytes counted in memory_ (optim/ uses plain vectors)
+  int64_t contributions_reserved_ = 0;  // contributions_ bytes counted in memory_
   // Activation bytes alive when the first backward of this start begins: what the forward
   // saved, measured before the pool holds any idle buffers (-1 until then; one stage only).
   int64_t saved_activation_bytes_ = -1;
-  // Rows of one micro-batch of the current local batch: train.accum_steps splits it, or the
-  // pipeline's micro-batches do.
+  // Rows of one forward/backward pass of the step: a pipeline micro-batch, a canonical shard
+  // (deterministic mode), or the local batch split by train.accum_steps. Validation compares
+  // its batches with it to know whether the step's pooled buffers fit them.
   int64_t MicroRows() const;
   void NoteSavedActivations() {
     if (saved_activation_bytes_ < 0) saved_activation_bytes_ = memory_->Current(tensor::MemoryTag::kActivation);

@@ -77,6 +77,7 @@ nlohmann::json Trainer::MemoryRow() {
   nlohmann::json row = MemoryRowOf(rank_, mine);
   row["bf16_weights_bytes"] = memory_->Current(tensor::MemoryTag::kParameterCopy);
   row["workspace_bytes"] = memory_->Peak(tensor::MemoryTag::kWorkspace);
+  row["contribution_bytes"] = memory_->Current(tensor::MemoryTag::kContribution);
   if (saved_activation_bytes_ >= 0) row["saved_activation_bytes"] = saved_activation_bytes_;
   // The process's resident set (all its rank threads): at the start of the workers and at its
   // peak so far, to hold the sums above against (docs/memory.md).
