@@ -80,6 +80,43 @@ TEST(MemoryRow, GPipeHoldsEveryMicroBatchOnTheLastStage) {
   EXPECT_GT(eight, 2 * two) << "2 micro-batches: " << two << " B, 8: " << eight << " B";
 }
 
+// Deterministic mode keeps one gradient per canonical shard of the rank: the row counts them
+// under their own name (det_shards/dp x the parameters, fp32), inside peak_bytes; default mode
+// has none.
+TEST(MemoryRow, DeterministicContributionsAreCountedUnderTheirName) {
+  const std::vector<std::string> model = {"--set", "model.layers=2", "--set", "train.det_shards=8"};
+  std::vector<std::string> det = model, two = model;
+  det.push_back("--deterministic");
+  two.insert(two.end(), {"--deterministic", "--nproc", "2"});
+  const nlohmann::json one = LastMemoryRow(TrainTiny("memory-det", 2, 0, det));
+  const nlohmann::json pair = LastMemoryRow(TrainTiny("memory-det2", 2, 0, two));
+  const nlohmann::json none = LastMemoryRow(TrainTiny("memory-default", 2, 0, model));
+  const int64_t params = one["parameters"].get<int64_t>();
+  EXPECT_EQ(one["contribution_bytes"].get<int64_t>(), 8 * params * 4) << one.dump();
+  EXPECT_EQ(pair["contribution_bytes"].get<int64_t>(), 4 * params * 4) << pair.dump();  // 4 shards a rank
+  EXPECT_EQ(none["contribution_bytes"].get<int64_t>(), 0) << none.dump();
+  EXPECT_GE(one["peak_bytes"].get<int64_t>(),
+            one["contribution_bytes"].get<int64_t>() + one["params_bytes"].get<int64_t>() +
+                one["grads_bytes"].get<int64_t>() + one["optimizer_bytes"].get<int64_t>())
+      << one.dump();
+}
+
+// A deterministic step computes one canonical shard (here 1 row) at a time; validation of a
+// batch of 8 rows must let go of the step's pooled buffers first, not pile its own on top:
+// with six layers the step's activations are the larger, so the peak after validation is the
+// first step's.
+TEST(MemoryRow, DeterministicValidationDoesNotStackOnTheStepsBuffers) {
+  const std::string dir = TrainTiny("memory-det-eval", 2, 0,
+                                    {"--deterministic", "--set", "model.layers=6", "--set", "model.width=64", "--set",
+                                     "model.context=64", "--set", "train.det_shards=8"});
+  std::vector<int64_t> peaks;
+  for (const nlohmann::json& j : Events(dir, "memory"))
+    if (j.value("rank", -1) == 0) peaks.push_back(j["peak_activation_bytes"].get<int64_t>());
+  ASSERT_EQ(peaks.size(), 2u);  // after the first step, and at the end (validation done)
+  EXPECT_GT(peaks[0], 0);
+  EXPECT_EQ(peaks[1], peaks[0]);
+}
+
 // The row carries the process's resident set: at the start of the workers (the binary, its
 // libraries and the job's data) and at its peak, which holds at least the model states the
 // row counts on top of that start (they are written, so resident).
