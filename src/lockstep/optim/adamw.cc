@@ -72,7 +72,7 @@ void AdamW::Step(float* params, const float* grads, float lr, float grad_scale, 
 }
 
 Status AdamW::UpdateRange(float* params, const float* grads, FlatRange range, float lr, float grad_scale,
-                         uint16_t* rounded) {
+                          uint16_t* rounded) {
   const double t = static_cast<double>(step());
   const double bc1 = 1.0 - std::pow(options_.beta1, t);
   const double bc2 = 1.0 - std::pow(options_.beta2, t);
@@ -96,11 +96,13 @@ Status AdamW::UpdateRange(float* params, const float* grads, FlatRange range, fl
       float *p = params + in_range + at, *m_at = m + at, *v_at = v + at;
       const float* g = grads + in_range + at;
       if (decay && any_decay)
-        ApplyLanes(len, [&](float* p, const float* g, float* m, float* v) { AdamWLanes<true>(p, g, m, v, s); }, p, g,
-                   m_at, v_at);
+        ApplyLanes(
+            len, [&](float* p, const float* g, float* m, float* v) { AdamWLanes<true>(p, g, m, v, s); }, p, g, m_at,
+            v_at);
       else
-        ApplyLanes(len, [&](float* p, const float* g, float* m, float* v) { AdamWLanes<false>(p, g, m, v, s); }, p, g,
-                   m_at, v_at);
+        ApplyLanes(
+            len, [&](float* p, const float* g, float* m, float* v) { AdamWLanes<false>(p, g, m, v, s); }, p, g, m_at,
+            v_at);
       RoundPiece(p, rounded, in_range + at, len);
     });
   });

@@ -21,6 +21,7 @@
 
 #include "lockstep/core/result.h"
 #include "lockstep/optim/flat_update.h"
+#include "lockstep/optim/optimizer.h"
 #include "lockstep/optim/param_groups.h"
 
 namespace lockstep::optim {
@@ -37,7 +38,7 @@ struct AdamWOptions {
 // names the config key (optim.beta1, ...).
 Status ValidateAdamWOptions(const AdamWOptions& options);
 
-class AdamW {
+class AdamW final : public Optimizer {
  public:
   // `groups` describe the whole flat buffer (offsets in flat coordinates); `owned` is the range
   // whose state this instance holds. m and v start at zero, step at 0.
@@ -50,7 +51,8 @@ class AdamW {
   // rounded != nullptr (laid out like params): each updated parameter's bf16 rounding is also
   // written there while its piece is still in cache (mixed precision's weight copy, without a
   // second pass over the parameters; the same bits as rounding them afterwards).
-  void Step(float* params, const float* grads, float lr, float grad_scale = 1.0f, uint16_t* rounded = nullptr);
+  void Step(float* params, const float* grads, float lr, float grad_scale, uint16_t* rounded) override;
+  using Optimizer::Step;
 
   // The same step in pieces: BeginStep() advances t once, then UpdateRange() is called on
   // disjoint sub-ranges of owned() that together cover what should be stepped (what an update
@@ -63,8 +65,8 @@ class AdamW {
                      uint16_t* rounded = nullptr);
 
   // Number of BeginStep()s so far: PyTorch's state["step"].
-  int64_t step() const { return range_.step(); }
-  FlatRange owned() const { return range_.owned(); }
+  int64_t step() const override { return range_.step(); }
+  FlatRange owned() const override { return range_.owned(); }
   const AdamWOptions& options() const { return options_; }
 
   // Checkpoint state: m and v for the owned range (element i is flat element owned().begin+i)
@@ -74,7 +76,8 @@ class AdamW {
   std::span<const float> v() const { return v_; }
   std::span<float> mutable_m() { return m_; }
   std::span<float> mutable_v() { return v_; }
-  void set_step(int64_t step) { range_.set_step(step); }
+  void set_step(int64_t step) override { range_.set_step(step); }
+  std::vector<NamedState> State() override { return {{"exp_avg", m_}, {"exp_avg_sq", v_}}; }
   Status ImportState(int64_t step, std::span<const float> m, std::span<const float> v);
 
  private:

@@ -64,7 +64,7 @@ void Sgd::Step(float* params, const float* grads, float lr, float grad_scale, ui
 }
 
 Status Sgd::UpdateRange(float* params, const float* grads, FlatRange range, float lr, float grad_scale,
-                         uint16_t* rounded) {
+                        uint16_t* rounded) {
   SgdScalars s;
   s.neg_lr = -lr;
   s.weight_decay = static_cast<float>(options_.weight_decay);
@@ -82,10 +82,12 @@ Status Sgd::UpdateRange(float* params, const float* grads, FlatRange range, floa
       float* p = params + in_range + at;
       const float* g = grads + in_range + at;
       if (seg.use_momentum)
-        ApplyLanes(len, [&](float* p, const float* g, float* b) { SgdLanes(p, g, b, seg); }, p, g,
-                   buf_.data() + in_state + at);
+        ApplyLanes(
+            len, [&](float* p, const float* g, float* b) { SgdLanes(p, g, b, seg); }, p, g,
+            buf_.data() + in_state + at);
       else
-        ApplyLanes(len, [&](float* p, const float* g) { SgdLanes(p, g, nullptr, seg); }, p, g);
+        ApplyLanes(
+            len, [&](float* p, const float* g) { SgdLanes(p, g, nullptr, seg); }, p, g);
       RoundPiece(p, rounded, in_range + at, len);
     });
   });

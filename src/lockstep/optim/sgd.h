@@ -15,6 +15,7 @@
 
 #include "lockstep/core/result.h"
 #include "lockstep/optim/flat_update.h"
+#include "lockstep/optim/optimizer.h"
 #include "lockstep/optim/param_groups.h"
 
 namespace lockstep::optim {
@@ -31,7 +32,7 @@ struct SgdOptions {
 // dampening 0. The error names the config key (optim.momentum, ...).
 Status ValidateSgdOptions(const SgdOptions& options);
 
-class Sgd {
+class Sgd final : public Optimizer {
  public:
   static Result<Sgd> Create(const SgdOptions& options, const std::vector<ParamGroupSpan>& groups, FlatRange owned);
 
@@ -39,19 +40,25 @@ class Sgd {
   // (params[0] is flat element owned().begin for Step, range.begin for UpdateRange).
   // grad_scale and rounded: as AdamW::Step's (the clipping factor applied as each gradient is
   // read; the bf16 rounding of the updated parameters written beside them).
-  void Step(float* params, const float* grads, float lr, float grad_scale = 1.0f, uint16_t* rounded = nullptr);
+  void Step(float* params, const float* grads, float lr, float grad_scale, uint16_t* rounded) override;
+  using Optimizer::Step;
   void BeginStep() { range_.BeginStep(); }
   Status UpdateRange(float* params, const float* grads, FlatRange range, float lr, float grad_scale = 1.0f,
                      uint16_t* rounded = nullptr);
 
-  int64_t step() const { return range_.step(); }
-  FlatRange owned() const { return range_.owned(); }
+  int64_t step() const override { return range_.step(); }
+  FlatRange owned() const override { return range_.owned(); }
   const SgdOptions& options() const { return options_; }
 
   // Checkpoint state: the momentum buffer (empty when momentum == 0) and the step.
   std::span<const float> momentum_buffer() const { return buf_; }
   std::span<float> mutable_momentum_buffer() { return buf_; }
-  void set_step(int64_t step) { range_.set_step(step); }
+  void set_step(int64_t step) override { range_.set_step(step); }
+  // The momentum buffer, or nothing with momentum 0.
+  std::vector<NamedState> State() override {
+    if (buf_.empty()) return {};
+    return {{"momentum", buf_}};
+  }
   Status ImportState(int64_t step, std::span<const float> momentum_buffer);
 
  private:
