@@ -6,7 +6,9 @@ include(GoogleTest)
 function(lockstep_layer name)
   cmake_parse_arguments(L "" "" "DEPS" ${ARGN})
   file(GLOB_RECURSE srcs CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/lockstep/${name}/*.cc)
-  set(includes $<BUILD_INTERFACE:${CMAKE_SOURCE_DIR}/src> $<INSTALL_INTERFACE:include>)
+  # include/: the public headers (installed as they are); src/: every layer's own headers.
+  set(includes $<BUILD_INTERFACE:${CMAKE_SOURCE_DIR}/include> $<BUILD_INTERFACE:${CMAKE_SOURCE_DIR}/src>
+               $<INSTALL_INTERFACE:include>)
   if(srcs)
     add_library(lockstep_${name} ${srcs})
     target_include_directories(lockstep_${name} PUBLIC ${includes})

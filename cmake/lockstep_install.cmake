@@ -1,29 +1,15 @@
-# `cmake --install build --prefix P`: the lockstep package. Installs the public headers (the
-# list below: lockstep/lockstep.h and what it includes, docs/api.md), the layer libraries
+# `cmake --install build --prefix P`: the lockstep package. Installs the public headers
+# (include/lockstep/, docs/api.md), the layer libraries
 # (static by default, shared with -DBUILD_SHARED_LIBS=ON) behind one target lockstep::lockstep,
 # the `lockstep` command, lockstepConfig.cmake + lockstepConfigVersion.cmake (find_package
 # finds the dependencies itself) and lockstep.pc for pkg-config.
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
-# Public headers, relative to src/ (the generated version.h is added below). Internal headers
-# (comm/, parallel/, checkpoint/, most of runtime/, cli/) are not installed.
-set(LOCKSTEP_PUBLIC_HEADERS
-  lockstep/lockstep.h
-  lockstep/api/train.h
-  lockstep/autograd/buffer_pool.h lockstep/autograd/tape.h lockstep/autograd/variable.h
-  lockstep/core/config.h lockstep/core/result.h lockstep/core/rng.h lockstep/core/sample_layout.h lockstep/core/status.h
-  lockstep/data/data_source.h lockstep/data/distributed_sampler.h lockstep/data/loader_state.h
-  lockstep/nn/activation.h lockstep/nn/attention.h lockstep/nn/cnn.h lockstep/nn/conv2d.h
-  lockstep/nn/cross_entropy.h lockstep/nn/embedding.h lockstep/nn/gpt.h lockstep/nn/inputs.h
-  lockstep/nn/layer_norm.h lockstep/nn/linear.h lockstep/nn/max_pool.h lockstep/nn/model.h
-  lockstep/nn/mse_loss.h lockstep/nn/parameter_store.h lockstep/nn/shape_ops.h
-  lockstep/runtime/setup/builtin_job.h lockstep/runtime/setup/job.h lockstep/runtime/setup/train_options.h
-  lockstep/tensor/check.h lockstep/tensor/conv.h lockstep/tensor/memory.h lockstep/tensor/tensor.h)
-foreach(header ${LOCKSTEP_PUBLIC_HEADERS})
-  get_filename_component(dir ${header} DIRECTORY)
-  install(FILES ${CMAKE_SOURCE_DIR}/src/${header} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/${dir})
-endforeach()
+# Public headers: everything under include/lockstep/ (the library's one include lockstep.h, the
+# training entry points, and the headers a program's own model is written with), installed as
+# they are; the layers' own headers stay in src/ and are not installed.
+install(DIRECTORY ${CMAKE_SOURCE_DIR}/include/lockstep DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(FILES ${CMAKE_BINARY_DIR}/generated/lockstep/core/version.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/lockstep/core)
 
 # lockstep::lockstep: every layer (each brings its own dependencies).

@@ -33,37 +33,39 @@ INCLUDE = re.compile(r'\s*#\s*include\s*"([^"]+)"')
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def includes(root):
-    """Yields (file, line, header as written, header's path under root) for every quoted
-    include of a file under root, resolved as the compiler does: the including file's own
-    folder first, then src/ (where lockstep/... lives)."""
-    for folder, dirs, files in os.walk(root):
-        dirs.sort()
-        for name in sorted(f for f in files if f.endswith(EXTENSIONS)):
-            path = os.path.join(folder, name)
-            with open(path, encoding="utf-8", errors="replace") as f:
-                for number, text in enumerate(f, 1):
-                    match = INCLUDE.match(text)
-                    if not match:
-                        continue
-                    header = match.group(1)
-                    beside = os.path.normpath(os.path.join(folder, header))
-                    if os.path.isfile(beside):
-                        target = os.path.relpath(beside, root)  # ../ if outside root
-                    elif header.startswith(PREFIX):
-                        target = header[len(PREFIX):]  # may be generated (core/version.h)
-                    else:
-                        continue  # a third-party or test header
-                    if not target.startswith(".."):
-                        yield path, number, header, target.replace(os.sep, "/")
+def includes(roots):
+    """Yields (file, its path under its root, line, header as written, header's path under
+    the roots) for every quoted include of a file under the roots, resolved as the compiler
+    does: the including file's own folder first, then the include path (where lockstep/...
+    lives: src/ and include/, two roots of one tree)."""
+    for root in roots:
+        for folder, dirs, files in os.walk(root):
+            dirs.sort()
+            for name in sorted(f for f in files if f.endswith(EXTENSIONS)):
+                path = os.path.join(folder, name)
+                with open(path, encoding="utf-8", errors="replace") as f:
+                    for number, text in enumerate(f, 1):
+                        match = INCLUDE.match(text)
+                        if not match:
+                            continue
+                        header = match.group(1)
+                        beside = os.path.normpath(os.path.join(folder, header))
+                        if os.path.isfile(beside):
+                            target = os.path.relpath(beside, root)  # ../ if outside root
+                        elif header.startswith(PREFIX):
+                            target = header[len(PREFIX):]  # may be generated (core/version.h)
+                        else:
+                            continue  # a third-party or test header
+                        if not target.startswith(".."):
+                            yield path, os.path.relpath(path, root), number, header, target.replace(os.sep, "/")
 
 
-def folder_edges(root):
+def folder_edges(roots):
     """{(F, X, Y): ["file:line -> header", ...]} for every include crossing from child
     folder X of F into child folder Y of F, F the deepest folder holding both files."""
     edges = defaultdict(list)
-    for path, number, header, target in includes(root):
-        src, dst = os.path.relpath(path, root).split(os.sep)[:-1], target.split("/")[:-1]
+    for path, relative, number, header, target in includes(roots):
+        src, dst = relative.split(os.sep)[:-1], target.split("/")[:-1]
         depth = 0
         while depth < min(len(src), len(dst)) and src[depth] == dst[depth]:
             depth += 1
@@ -128,8 +130,11 @@ def main():
     cmake = args.cmake or (None if args.root else "CMakeLists.txt")
     if not os.path.isdir(root):
         sys.exit(f"check_layers: {root} is not a folder")
+    # The public headers (include/lockstep/<layer>/...) belong to the layers of src/lockstep/.
+    roots = [root] + (
+        ["include/lockstep"] if not args.root and os.path.isdir("include/lockstep") else [])
 
-    edges = folder_edges(root)
+    edges = folder_edges(roots)
     graphs = defaultdict(lambda: defaultdict(set))
     for f, x, y in edges:
         graphs[f][x].add(y)
@@ -149,7 +154,7 @@ def main():
                 unlinked.append(f"{x}/ includes {y}/ but {x}/ {why} in {cmake}:")
                 unlinked += [f"  {example}" for example in examples]
 
-    folders = sum(len(dirs) for _, dirs, _ in os.walk(root))
+    folders = len({os.path.relpath(d, r) for r in roots for d, _, _ in os.walk(r)} - {"."})
     summary = f"layers: {folders} folders, {len(edges)} include edges"
     if cycles or unlinked:
         print("\n".join(cycles + unlinked))

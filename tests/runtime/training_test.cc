@@ -22,7 +22,7 @@
 #include "lockstep/parallel/stage_model.h"
 #include "lockstep/runtime/launch/train.h"
 #include "lockstep/runtime/recovery/rank_checkpoints.h"
-#include "lockstep/runtime/setup/builtin_job.h"
+#include "lockstep/builtin_job.h"
 #include "lockstep/runtime/training/step_reporter.h"
 
 namespace lockstep::runtime {

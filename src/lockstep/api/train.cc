@@ -1,4 +1,4 @@
-#include "lockstep/api/train.h"
+#include "lockstep/train.h"
 
 #include <cstdint>
 #include <cstdio>

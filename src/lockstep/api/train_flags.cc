@@ -6,7 +6,7 @@
 namespace lockstep::api {
 
 void AddTrainFlags(CLI::App* t, FlagValues* f) {
-  runtime::TrainOptions& o = f->options;
+  TrainOptions& o = f->options;
   t->add_option("--config", o.config_path, "TOML config file");
   t->add_option("--set", f->sets, "override a config key: section.key=value (repeatable)");
   f->nproc_option = t->add_option("--nproc", o.nproc, "number of workers")->check(CLI::Range(1, 4096));

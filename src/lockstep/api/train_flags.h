@@ -9,13 +9,13 @@
 #include <vector>
 
 #include "lockstep/core/status.h"
-#include "lockstep/runtime/setup/job.h"
-#include "lockstep/runtime/setup/train_options.h"
+#include "lockstep/job.h"
+#include "lockstep/train_options.h"
 
 namespace lockstep::api {
 
 struct FlagValues {
-  runtime::TrainOptions options;        // starts as the program's defaults; flags overwrite fields
+  TrainOptions options;        // starts as the program's defaults; flags overwrite fields
   std::vector<std::string> sets;        // --set, appended to options.overrides by FinishTrainFlags
   std::string mem_limit;                // --mem-limit text (K/M/G)
   CLI::Option* nproc_option = nullptr;  // set by AddTrainFlags: was --nproc given?
@@ -33,6 +33,6 @@ namespace lockstep::api {
 
 // `lockstep train`: lockstep::Train's launch, returning the command's exit status (mpirun's
 // own when the run was relaunched under it).
-int RunTrainCommand(const runtime::Job& job, const runtime::TrainOptions& options);
+int RunTrainCommand(const Job& job, const TrainOptions& options);
 
 }  // namespace lockstep::api

@@ -5,7 +5,7 @@
 #include <cstdio>
 #include <string>
 
-#include "lockstep/api/train.h"
+#include "lockstep/train.h"
 #include "lockstep/api/train_flags.h"
 #include "lockstep/cli/bench_comm.h"
 #include "lockstep/cli/evaluate.h"
@@ -17,7 +17,7 @@
 #include "lockstep/cli/tokens_command.h"
 #include "lockstep/core/config.h"
 #include "lockstep/core/version.h"
-#include "lockstep/runtime/setup/builtin_job.h"
+#include "lockstep/builtin_job.h"
 
 namespace lockstep::cli {
 namespace {
@@ -50,7 +50,7 @@ int Main(int argc, char** argv) {
   api::FlagValues train_flags;
   CLI::App* t = app.add_subcommand("train", "train a model from a TOML config");
   api::AddTrainFlags(t, &train_flags);
-  const runtime::TrainOptions& train = train_flags.options;
+  const TrainOptions& train = train_flags.options;
 
   EvalOptions eval;
   CLI::App* e = app.add_subcommand("eval", "evaluate a checkpoint on the validation set");
@@ -111,7 +111,7 @@ int Main(int argc, char** argv) {
     train_flags.options.command = {"lockstep", "train"};
     // The same launch as lockstep::Train (print-config, supervisor, mpirun, the trainer), with
     // the built-in models and data sets.
-    return api::RunTrainCommand(runtime::BuiltinJob(), train);
+    return api::RunTrainCommand(BuiltinJob(), train);
   }
   if (e->parsed()) {
     if (!require(!eval.config_path.empty(), "--config") || !require(!eval.checkpoint_dir.empty(), "--checkpoint"))

@@ -9,7 +9,7 @@
 #include "lockstep/nn/model.h"
 #include "lockstep/optim/optim_config.h"
 #include "lockstep/runtime/recovery/checkpointing.h"
-#include "lockstep/runtime/setup/builtin_job.h"
+#include "lockstep/builtin_job.h"
 #include "lockstep/runtime/setup/config_keys.h"
 #include "lockstep/runtime/setup/rank_data.h"
 #include "lockstep/runtime/setup/run_config.h"
@@ -18,7 +18,6 @@
 
 namespace lockstep::cli {
 
-using runtime::DataSources;
 using runtime::EvalSums;
 using runtime::RankData;
 using runtime::RunConfig;
@@ -33,7 +32,7 @@ Status RunEvaluate(const EvalOptions& options) {
   for (const std::string& line : ignored) LS_LOG(WARN) << line;
   LS_ASSIGN_OR_RETURN(const std::string dir, checkpoint::ResolveCheckpointPath(options.checkpoint_dir));
   LS_ASSIGN_OR_RETURN(nlohmann::json extra, runtime::LoadParameters(dir, &model->params()));
-  LS_ASSIGN_OR_RETURN(DataSources sources, runtime::BuiltinData(config));
+  LS_ASSIGN_OR_RETURN(DataSources sources, BuiltinData(config));
   LS_RETURN_IF_ERROR(model->CheckLayout(sources.val->layout()));
   LS_ASSIGN_OR_RETURN(auto data, RankData::Create(sources, run, 0, 1));
   LS_ASSIGN_OR_RETURN(EvalSums sums,

@@ -85,7 +85,7 @@ Result<std::vector<Candidate>> Enumerate(const PlanSetup& s, int world, bool one
     const int base = d.pp > 1 ? d.pp : 1;
     for (int zero = 0; zero <= (d.dp > 1 && !one_worker ? 3 : 0); ++zero) {
       for (int factor : {1, 2, 4}) {
-        runtime::TrainOptions o;
+        TrainOptions o;
         o.layout = d.ToString();
         o.zero = zero;
         runtime::RunConfig run = s.run;

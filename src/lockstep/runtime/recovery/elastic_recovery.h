@@ -24,7 +24,7 @@
 #include "lockstep/core/result.h"
 #include "lockstep/runtime/setup/elastic_worlds.h"
 #include "lockstep/runtime/setup/hosts.h"
-#include "lockstep/runtime/setup/train_options.h"
+#include "lockstep/train_options.h"
 
 namespace lockstep::runtime {
 

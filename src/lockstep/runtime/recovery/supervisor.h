@@ -21,8 +21,8 @@
 #pragma once
 
 #include "lockstep/core/result.h"
-#include "lockstep/runtime/setup/builtin_job.h"
-#include "lockstep/runtime/setup/train_options.h"
+#include "lockstep/builtin_job.h"
+#include "lockstep/train_options.h"
 
 namespace lockstep::runtime {
 

@@ -1,4 +1,4 @@
-#include "lockstep/runtime/setup/builtin_job.h"
+#include "lockstep/builtin_job.h"
 
 #include "lockstep/data/byte_corpus.h"
 #include "lockstep/data/idx_dataset.h"
@@ -7,10 +7,10 @@
 #include "lockstep/data/token_corpus.h"
 #include "lockstep/runtime/setup/run_config.h"
 
-namespace lockstep::runtime {
+namespace lockstep {
 
 Result<DataSources> BuiltinData(const Config& config) {
-  LS_ASSIGN_OR_RETURN(RunConfig run, ReadRunConfig(config, /*builtin_data=*/true));
+  LS_ASSIGN_OR_RETURN(runtime::RunConfig run, runtime::ReadRunConfig(config, /*builtin_data=*/true));
   DataSources d;
   if (run.data.kind == data::DatasetKind::kText) {
     LS_ASSIGN_OR_RETURN(int64_t context, config.GetInt("model.context", 128));
@@ -67,4 +67,4 @@ Job BuiltinJob() {
   return job;
 }
 
-}  // namespace lockstep::runtime
+}  // namespace lockstep

@@ -14,7 +14,7 @@
 
 #include "lockstep/core/config.h"
 #include "lockstep/core/result.h"
-#include "lockstep/runtime/setup/job.h"
+#include "lockstep/job.h"
 
 namespace lockstep::runtime {
 

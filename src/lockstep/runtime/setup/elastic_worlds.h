@@ -13,10 +13,10 @@
 
 #include "lockstep/core/config.h"
 #include "lockstep/core/result.h"
-#include "lockstep/runtime/setup/builtin_job.h"
-#include "lockstep/runtime/setup/job.h"
+#include "lockstep/builtin_job.h"
+#include "lockstep/job.h"
 #include "lockstep/runtime/setup/run_config.h"
-#include "lockstep/runtime/setup/train_options.h"
+#include "lockstep/train_options.h"
 
 namespace lockstep::runtime {
 

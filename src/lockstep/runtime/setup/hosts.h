@@ -10,7 +10,7 @@
 
 #include "lockstep/comm/mpi/launch.h"
 #include "lockstep/core/result.h"
-#include "lockstep/runtime/setup/train_options.h"
+#include "lockstep/train_options.h"
 
 namespace lockstep::runtime {
 

@@ -9,7 +9,7 @@
 
 #include "lockstep/data/source_loader.h"
 #include "lockstep/nn/model.h"
-#include "lockstep/runtime/setup/job.h"
+#include "lockstep/job.h"
 #include "lockstep/runtime/setup/run_config.h"
 
 namespace lockstep::runtime {

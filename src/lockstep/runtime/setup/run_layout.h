@@ -15,7 +15,7 @@
 #include "lockstep/parallel/mesh.h"
 #include "lockstep/parallel/pipeline_schedule.h"
 #include "lockstep/runtime/setup/run_config.h"
-#include "lockstep/runtime/setup/train_options.h"
+#include "lockstep/train_options.h"
 
 namespace lockstep::runtime {
 

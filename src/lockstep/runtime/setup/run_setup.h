@@ -12,10 +12,10 @@
 #include "lockstep/optim/optim_config.h"
 #include "lockstep/parallel/canonical.h"
 #include "lockstep/runtime/setup/fault_spec.h"
-#include "lockstep/runtime/setup/job.h"
+#include "lockstep/job.h"
 #include "lockstep/runtime/setup/run_config.h"
 #include "lockstep/runtime/setup/run_layout.h"
-#include "lockstep/runtime/setup/train_options.h"
+#include "lockstep/train_options.h"
 
 namespace lockstep::runtime {
 

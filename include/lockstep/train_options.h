@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-namespace lockstep::runtime {
+namespace lockstep {
 
 // Public API (docs/api.md): lockstep::Train() takes these, from flags (ParseTrainFlags), a
 // TOML file or text, --set strings, or code.
@@ -43,4 +43,4 @@ struct TrainOptions {
   std::string init_from;      // "hf:DIR" | "llmc:FILE" | "lockstep:CHECKPOINT": starting weights
 };
 
-}  // namespace lockstep::runtime
+}  // namespace lockstep

@@ -13,7 +13,7 @@
 // of src/lockstep/ is internal.
 #pragma once
 
-#include "lockstep/api/train.h"
+#include "lockstep/train.h"
 #include "lockstep/autograd/tape.h"
 #include "lockstep/autograd/variable.h"
 #include "lockstep/core/config.h"
@@ -37,9 +37,9 @@
 #include "lockstep/nn/mse_loss.h"
 #include "lockstep/nn/parameter_store.h"
 #include "lockstep/nn/shape_ops.h"
-#include "lockstep/runtime/setup/builtin_job.h"
-#include "lockstep/runtime/setup/job.h"
-#include "lockstep/runtime/setup/train_options.h"
+#include "lockstep/builtin_job.h"
+#include "lockstep/job.h"
+#include "lockstep/train_options.h"
 #include "lockstep/tensor/tensor.h"
 
 namespace lockstep {
@@ -53,9 +53,5 @@ using nn::EvalResult;
 using nn::Model;
 using nn::ModelInput;
 using nn::ParameterStore;
-using runtime::BuiltinData;
-using runtime::BuiltinJob;
-using runtime::DataSources;
-using runtime::JobConfigKey;
 
 }  // namespace lockstep

@@ -17,7 +17,7 @@
 #include "lockstep/nn/gpt.h"
 #include "lockstep/nn/model.h"
 
-namespace lockstep::runtime {
+namespace lockstep {
 
 struct DataSources {
   std::shared_ptr<const data::DataSource> train;  // sampled, shuffled each epoch
@@ -51,4 +51,4 @@ struct Job {
   std::vector<JobConfigKey> config_keys;
 };
 
-}  // namespace lockstep::runtime
+}  // namespace lockstep

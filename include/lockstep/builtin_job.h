@@ -5,9 +5,9 @@
 // examples/custom_data). Public API (docs/api.md).
 #pragma once
 
-#include "lockstep/runtime/setup/job.h"
+#include "lockstep/job.h"
 
-namespace lockstep::runtime {
+namespace lockstep {
 
 Job BuiltinJob();
 
@@ -15,4 +15,4 @@ Job BuiltinJob();
 // model.vocab bounds the token files' ids).
 Result<DataSources> BuiltinData(const Config& config);
 
-}  // namespace lockstep::runtime
+}  // namespace lockstep

@@ -7,13 +7,10 @@
 #include <string>
 
 #include "lockstep/core/result.h"
-#include "lockstep/runtime/setup/job.h"
-#include "lockstep/runtime/setup/train_options.h"
+#include "lockstep/job.h"
+#include "lockstep/train_options.h"
 
 namespace lockstep {
-
-using runtime::Job;
-using runtime::TrainOptions;
 
 // Trains `job` as `options` say, and returns when the run is over: Ok, InvalidArgument (bad
 // options, config, data or checkpoint: the message names it), NonFinite (a NaN/inf gradient
