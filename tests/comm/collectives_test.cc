@@ -18,7 +18,7 @@ using testing::RunRanks;
 
 using Bytes = std::vector<unsigned char>;
 
-const DType kAllTypes[] = {DType::kF32, DType::kBF16, DType::kI32, DType::kI64, DType::kBytes};
+const DType kAllTypes[] = {DType::kF32, DType::kBF16, DType::kI32, DType::kI64, DType::kU8};
 const ReduceOp kAllOps[] = {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMax, ReduceOp::kMin};
 
 std::vector<size_t> Sizes(int world) { return {0, 1, 7, 13, 1000, 4099, static_cast<size_t>(world) * 37 + 1}; }
@@ -158,7 +158,7 @@ TEST_P(CollectivesTest, Allreduce) {
   RunRanks(GetParam(), [](Communicator& c) {
     uint64_t salt = 1;
     for (DType dt : kAllTypes) {
-      if (dt == DType::kBytes) continue;
+      if (dt == DType::kU8) continue;
       for (size_t n : Sizes(c.size())) {
         for (ReduceOp op : kAllOps) {
           CheckAllreduce(c, dt, op, n, false, Algorithm::kAuto, salt++);
@@ -182,7 +182,7 @@ TEST_P(CollectivesTest, ReduceScatter) {
   RunRanks(GetParam(), [](Communicator& c) {
     uint64_t salt = 100000;
     for (DType dt : kAllTypes) {
-      if (dt == DType::kBytes) continue;
+      if (dt == DType::kU8) continue;
       for (size_t n : Sizes(c.size())) {
         for (ReduceOp op : kAllOps) CheckReduceScatter(c, dt, op, n, false, salt++);
         CheckReduceScatter(c, dt, ReduceOp::kSum, n, true, salt++);
@@ -214,7 +214,7 @@ TEST_P(CollectivesTest, ReduceAndSendRecvAndBarrier) {
     uint64_t salt = 300000;
     for (DType dt : kAllTypes) {
       for (size_t n : Sizes(c.size())) {
-        if (dt != DType::kBytes) {
+        if (dt != DType::kU8) {
           CheckReduce(c, dt, ReduceOp::kSum, n, 0, false, salt++);
           CheckReduce(c, dt, ReduceOp::kMin, n, c.size() - 1, false, salt++);
           CheckReduce(c, dt, ReduceOp::kAvg, n, c.size() / 2, true, salt++);

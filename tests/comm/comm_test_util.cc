@@ -55,7 +55,7 @@ void Store(DType dtype, void* buf, size_t i, int64_t v) {
     case DType::kI64:
       static_cast<int64_t*>(buf)[i] = v;
       break;
-    case DType::kBytes:
+    case DType::kU8:
       static_cast<uint8_t*>(buf)[i] = static_cast<uint8_t>(v);
       break;
   }
@@ -71,7 +71,7 @@ std::string ElementString(DType dtype, const void* buf, size_t i) {
       return std::to_string(static_cast<const int32_t*>(buf)[i]);
     case DType::kI64:
       return std::to_string(static_cast<const int64_t*>(buf)[i]);
-    case DType::kBytes:
+    case DType::kU8:
       return std::to_string(static_cast<const uint8_t*>(buf)[i]);
   }
   return "?";
@@ -106,7 +106,7 @@ int64_t TestValue(int rank, uint64_t index, uint64_t salt) {
 
 void FillTestValues(DType dtype, void* buf, size_t count, int rank, uint64_t index_base, uint64_t salt) {
   for (size_t i = 0; i < count; ++i) {
-    if (dtype == DType::kBytes) {
+    if (dtype == DType::kU8) {
       static_cast<uint8_t*>(buf)[i] = static_cast<uint8_t>(Hash(rank, index_base + i, salt));
     } else {
       Store(dtype, buf, i, IntValue(dtype, rank, index_base + i, salt));

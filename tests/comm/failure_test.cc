@@ -156,7 +156,7 @@ TEST(Errors, InvalidArgumentsAreLocalAndKeepCommunicatorUsable) {
   RunRanks(2, [](Communicator& c) {
     std::vector<int32_t> buf(4, c.rank() + 1);
     EXPECT_EQ(c.Broadcast(buf.data(), 4, DType::kI32, 2)->Wait().code(), StatusCode::kInvalidArgument);
-    EXPECT_EQ(c.Allreduce(buf.data(), buf.data(), 4, DType::kBytes, ReduceOp::kSum)->Wait().code(),
+    EXPECT_EQ(c.Allreduce(buf.data(), buf.data(), 4, DType::kU8, ReduceOp::kSum)->Wait().code(),
               StatusCode::kInvalidArgument);
     EXPECT_EQ(c.Allreduce(nullptr, buf.data(), 4, DType::kI32, ReduceOp::kSum)->Wait().code(),
               StatusCode::kInvalidArgument);

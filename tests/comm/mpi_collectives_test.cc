@@ -23,7 +23,7 @@ using testing::PoisonedBuffer;
 
 const size_t kSizes[] = {0, 1, 7, 13, 1000, 4099};
 const DType kReduceTypes[] = {DType::kF32, DType::kBF16, DType::kI32, DType::kI64};
-const DType kAllTypes[] = {DType::kF32, DType::kBF16, DType::kI32, DType::kI64, DType::kBytes};
+const DType kAllTypes[] = {DType::kF32, DType::kBF16, DType::kI32, DType::kI64, DType::kU8};
 const ReduceOp kOps[] = {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMax, ReduceOp::kMin};
 const Algorithm kAlgos[] = {Algorithm::kAuto, Algorithm::kRing, Algorithm::kDirect};
 
@@ -63,7 +63,7 @@ void CheckAllreduce(Communicator& c) {
   }
   // Bytes cannot be reduced: a local argument error, no sequence number consumed.
   unsigned char b[4] = {0};
-  Status s = c.Allreduce(b, b, 4, DType::kBytes, ReduceOp::kSum)->Wait();
+  Status s = c.Allreduce(b, b, 4, DType::kU8, ReduceOp::kSum)->Wait();
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
 }
 
@@ -135,7 +135,7 @@ void CheckBroadcastAndReduce(Communicator& c) {
         ASSERT_TRUE(s.ok()) << s.ToString();
         EXPECT_EQ("", DescribeMismatch(dt, buf.data(), want.data(), count))
             << "broadcast root=" << root << " dtype=" << DTypeName(dt) << " count=" << count;
-        if (dt == DType::kBytes) continue;
+        if (dt == DType::kU8) continue;
         for (ReduceOp op : kOps) {
           ++salt;
           std::vector<unsigned char> send(count * es + 1);

@@ -161,5 +161,16 @@ TEST(TensorDeathTest, MisuseAborts) {
   EXPECT_DEATH(t.dim(2), "dim");
 }
 
+// Tensors compute with f32, bf16 and i32; the wider DType of comm/ and checkpoint/ is refused
+// at creation, with its name.
+TEST(Tensor, RefusesTypesItDoesNotComputeWith) {
+  for (DType t : {DType::kI64, DType::kU8}) {
+    Result<Tensor> r = Tensor::TryEmpty({2}, t);
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(r.status().message().find(DTypeName(t)), std::string::npos) << r.status().message();
+  }
+  EXPECT_TRUE(Tensor::TryEmpty({2}, DType::kI32).ok());
+}
+
 }  // namespace
 }  // namespace lockstep::tensor

@@ -15,18 +15,18 @@
 #include <type_traits>
 #include <vector>
 
+#include "lockstep/core/dtype.h"
 #include "lockstep/core/result.h"
 #include "lockstep/tensor/check.h"
 #include "lockstep/tensor/memory.h"
 
 namespace lockstep::tensor {
 
-// kBF16 is a storage format (communication, checkpoints, the operands of mixed-precision
-// GEMMs, precision.h); kernels compute in fp32.
-// kI32 holds token ids, targets and pooling indices.
-enum class DType : uint8_t { kF32, kBF16, kI32 };
-size_t DTypeSize(DType d);
-const char* DTypeName(DType d);
+// Tensors hold f32, bf16 (a storage format: the operands of mixed-precision GEMMs,
+// precision.h; kernels compute in fp32) or i32 (token ids, targets, pooling indices).
+using lockstep::DType;
+using lockstep::DTypeName;
+using lockstep::DTypeSize;
 
 using Shape = std::vector<int64_t>;
 int64_t NumElements(const Shape& s);

@@ -46,8 +46,8 @@ Status CollectShards(Env* env, const std::string& dir, int64_t step, int world, 
         t.numel = internal::NumElements(e.global_shape, DTypeSize(e.dtype)).value_or(0);
       } else if (t.dtype != e.dtype || t.shape != e.global_shape) {
         return Status::InvalidArgument("tensor " + internal::Quote(e.tensor) + ": " + path + " stores it as " +
-                                       DTypeName(e.dtype) + " " + internal::ShapeString(e.global_shape) +
-                                       ", another shard as " + DTypeName(t.dtype) + " " +
+                                       StoredDTypeName(e.dtype) + " " + internal::ShapeString(e.global_shape) +
+                                       ", another shard as " + StoredDTypeName(t.dtype) + " " +
                                        internal::ShapeString(t.shape));
       }
       t.shards.push_back(

@@ -2,7 +2,7 @@
 
 namespace lockstep::checkpoint {
 
-const char* DTypeName(DType dtype) {
+const char* StoredDTypeName(DType dtype) {
   switch (dtype) {
     case DType::kF32:
       return "F32";
@@ -18,25 +18,9 @@ const char* DTypeName(DType dtype) {
   return "?";
 }
 
-int64_t DTypeSize(DType dtype) {
-  switch (dtype) {
-    case DType::kF32:
-      return 4;
-    case DType::kBF16:
-      return 2;
-    case DType::kI32:
-      return 4;
-    case DType::kI64:
-      return 8;
-    case DType::kU8:
-      return 1;
-  }
-  return 1;
-}
-
-std::optional<DType> ParseDType(std::string_view name) {
+std::optional<DType> ParseStoredDType(std::string_view name) {
   for (DType d : {DType::kF32, DType::kBF16, DType::kI32, DType::kI64, DType::kU8}) {
-    if (name == DTypeName(d)) return d;
+    if (name == StoredDTypeName(d)) return d;
   }
   return std::nullopt;
 }

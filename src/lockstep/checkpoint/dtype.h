@@ -1,19 +1,20 @@
-// DType: the element types a checkpoint stores, named as in safetensors.
+// The element types a checkpoint stores (core/dtype.h), named as in safetensors.
 #pragma once
 
 #include <cstdint>
 #include <optional>
 #include <string_view>
 
+#include "lockstep/core/dtype.h"
+
 namespace lockstep::checkpoint {
 
-enum class DType : uint8_t { kF32, kBF16, kI32, kI64, kU8 };
+using lockstep::DType;
+using lockstep::DTypeSize;
 
 // The safetensors name: "F32", "BF16", "I32", "I64", "U8".
-const char* DTypeName(DType dtype);
-// Bytes per element (4, 2, 4, 8, 1).
-int64_t DTypeSize(DType dtype);
+const char* StoredDTypeName(DType dtype);
 // Exact, case-sensitive match of a safetensors name; nullopt for anything else.
-std::optional<DType> ParseDType(std::string_view name);
+std::optional<DType> ParseStoredDType(std::string_view name);
 
 }  // namespace lockstep::checkpoint

@@ -62,7 +62,7 @@ Status InspectToStream(const std::string& dir, std::ostream& os, Env* env) {
         errors.push_back(s);
     }
     total_bytes += t.bytes();
-    rows.push_back({internal::Printable(t.name, 60), DTypeName(t.dtype), internal::ShapeString(t.shape),
+    rows.push_back({internal::Printable(t.name, 60), StoredDTypeName(t.dtype), internal::ShapeString(t.shape),
                     std::to_string(t.shards.size()), std::to_string(t.bytes()), ChecksumCell(t, st)});
   }
   size_t w[5] = {0, 0, 0, 0, 0};

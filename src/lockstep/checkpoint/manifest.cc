@@ -76,7 +76,7 @@ Status ParseShard(const json& s, const std::string& where, const TensorInfo& t,
   }
   if (bytes != (out->end - out->begin) * DTypeSize(t.dtype)) {
     return Status::Corruption(where + ": bytes " + std::to_string(bytes) + " does not match range of " +
-                              std::to_string(out->end - out->begin) + " " + DTypeName(t.dtype) + " elements");
+                              std::to_string(out->end - out->begin) + " " + StoredDTypeName(t.dtype) + " elements");
   }
   if (offset < 8 || static_cast<uint64_t>(offset) > f->second || static_cast<uint64_t>(bytes) > f->second - offset) {
     return Status::Corruption(where + ": bytes [" + std::to_string(offset) + ", +" + std::to_string(bytes) +
@@ -101,7 +101,7 @@ Status ParseTensors(const json& arr, Manifest* m) {
     if (!names.insert(t.name).second) return Status::Corruption(where + ": listed twice");
     std::string dtype;
     LS_RETURN_IF_ERROR(internal::GetString(arr[i], "dtype", where, &dtype));
-    std::optional<DType> d = ParseDType(dtype);
+    std::optional<DType> d = ParseStoredDType(dtype);
     if (!d) return Status::Corruption(where + ": unknown dtype " + Quote(dtype));
     t.dtype = *d;
     LS_RETURN_IF_ERROR(internal::GetDims(arr[i], "shape", where, &t.shape));
@@ -197,7 +197,8 @@ Result<std::string> SerializeManifest(const Manifest& m) {
                           {"bytes", s.bytes},
                           {"xxh64", HexU64(s.xxh64)}});
       }
-      json line = {{"name", t.name}, {"dtype", DTypeName(t.dtype)}, {"shape", t.shape}, {"shards", std::move(shards)}};
+      json line = {
+          {"name", t.name}, {"dtype", StoredDTypeName(t.dtype)}, {"shape", t.shape}, {"shards", std::move(shards)}};
       text += (i ? ",\n  " : "\n  ") + line.dump();
     }
     text += "\n ]\n}\n";

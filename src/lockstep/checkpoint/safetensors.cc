@@ -44,8 +44,9 @@ Result<std::string> EncodeShardHeader(int64_t step, int64_t rank, int64_t world,
     e.data_begin = offset;
     offset += static_cast<uint64_t>((e.end - e.begin) * DTypeSize(e.dtype));
     e.data_end = offset;
-    header[e.key] = {
-        {"dtype", DTypeName(e.dtype)}, {"shape", LocalShape(e, numel)}, {"data_offsets", {e.data_begin, e.data_end}}};
+    header[e.key] = {{"dtype", StoredDTypeName(e.dtype)},
+                     {"shape", LocalShape(e, numel)},
+                     {"data_offsets", {e.data_begin, e.data_end}}};
     meta[MetaKey(e.key, "tensor")] = e.tensor;
     meta[MetaKey(e.key, "global_shape")] = internal::JoinInts(e.global_shape);
     meta[MetaKey(e.key, "range")] = std::to_string(e.begin) + "," + std::to_string(e.end);
@@ -106,7 +107,7 @@ Result<ShardHeader> ParseShardHeader(std::string_view header_json) {
     if (e.key.empty() || !t.is_object()) return Bad(where + ": entry is not an object");
     std::string dtype;
     LS_RETURN_IF_ERROR(internal::GetString(t, "dtype", where, &dtype));
-    std::optional<DType> d = ParseDType(dtype);
+    std::optional<DType> d = ParseStoredDType(dtype);
     if (!d) return Status::Corruption(where + ": unknown dtype " + Quote(dtype));
     e.dtype = *d;
     std::vector<int64_t> shape;

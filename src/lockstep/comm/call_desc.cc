@@ -77,7 +77,7 @@ Status ValidateCall(const CallDesc& d, int rank, int size, const void* send, con
   auto fail = [&](const std::string& what) {
     return Status::InvalidArgument("rank " + std::to_string(rank) + ": " + Describe(d) + ": " + what);
   };
-  if (IsReduction(d.kind) && d.dtype == DType::kBytes) {
+  if (IsReduction(d.kind) && d.dtype == DType::kU8) {
     return fail("dtype bytes cannot be reduced (only moved); use i32/i64/f32/bf16");
   }
   if (d.kind == OpKind::kDeterministicAllreduce && d.dtype != DType::kF32) {

@@ -16,7 +16,7 @@ namespace lockstep::comm {
 
 struct CallDesc {
   OpKind kind = OpKind::kBarrier;
-  DType dtype = DType::kBytes;
+  DType dtype = DType::kU8;
   ReduceOp op = ReduceOp::kSum;            // meaningful for reductions only
   int32_t root = -1;                       // broadcast/reduce root, send/recv peer, else -1
   uint64_t count = 0;                      // the count argument as the caller passed it

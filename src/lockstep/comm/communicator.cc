@@ -7,38 +7,6 @@
 
 namespace lockstep::comm {
 
-size_t DTypeSize(DType dtype) {
-  switch (dtype) {
-    case DType::kF32:
-      return 4;
-    case DType::kBF16:
-      return 2;
-    case DType::kI32:
-      return 4;
-    case DType::kI64:
-      return 8;
-    case DType::kBytes:
-      return 1;
-  }
-  return 1;
-}
-
-const char* DTypeName(DType dtype) {
-  switch (dtype) {
-    case DType::kF32:
-      return "f32";
-    case DType::kBF16:
-      return "bf16";
-    case DType::kI32:
-      return "i32";
-    case DType::kI64:
-      return "i64";
-    case DType::kBytes:
-      return "bytes";
-  }
-  return "?";
-}
-
 const char* ReduceOpName(ReduceOp op) {
   switch (op) {
     case ReduceOp::kSum:

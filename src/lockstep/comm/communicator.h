@@ -28,17 +28,19 @@
 #include <cstdint>
 #include <memory>
 
+#include "lockstep/core/dtype.h"
 #include "lockstep/core/result.h"
 #include "lockstep/core/status.h"
 
 namespace lockstep::comm {
 
-// Element types. bf16 reduces in fp32 and rounds the result to nearest-even; kBytes supports
-// only movement (all-gather, broadcast, all-to-all, send/recv, reduce-scatter/allreduce/reduce
-// are InvalidArgument). Average of integers is the sum divided by size() truncating toward 0.
-enum class DType { kF32, kBF16, kI32, kI64, kBytes };
-size_t DTypeSize(DType dtype);       // 4, 2, 4, 8, 1
-const char* DTypeName(DType dtype);  // "f32", "bf16", "i32", "i64", "bytes"
+// Element types (core/dtype.h). bf16 reduces in fp32 and rounds the result to nearest-even;
+// kU8 is raw bytes and supports only movement (all-gather, broadcast, all-to-all, send/recv;
+// reduce-scatter/allreduce/reduce are InvalidArgument). Average of integers is the sum divided
+// by size() truncating toward 0.
+using lockstep::DType;
+using lockstep::DTypeName;
+using lockstep::DTypeSize;
 
 enum class ReduceOp { kSum, kAvg, kMax, kMin };
 const char* ReduceOpName(ReduceOp op);  // "sum", "avg", "max", "min"

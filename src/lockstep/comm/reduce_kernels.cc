@@ -170,7 +170,7 @@ void ReduceRange(DType dtype, ReduceOp op, const void* const* inputs, int n_inpu
     case DType::kI64:
       return ReduceIntRange<int64_t, uint64_t>(op, inputs, n_inputs, outputs, n_outputs, begin, end, avg_divisor,
                                                stream);
-    case DType::kBytes:
+    case DType::kU8:
       return;  // rejected by ValidateCall
   }
 }

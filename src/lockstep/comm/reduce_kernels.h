@@ -17,7 +17,7 @@ namespace lockstep::comm {
 // For i in [begin, end): r = op(inputs[0][i], ..., inputs[n_inputs-1][i]) and, for avg,
 // r = r / avg_divisor; then outputs[k][i] = r for every k < n_outputs. Indices are elements of
 // `dtype`. Safe when outputs alias inputs at the same index (in place): each block of
-// elements is read from every input before any output is written. `dtype` must not be kBytes.
+// elements is read from every input before any output is written. `dtype` must not be kU8 (raw bytes).
 void ReduceRange(DType dtype, ReduceOp op, const void* const* inputs, int n_inputs, void* const* outputs, int n_outputs,
                  size_t begin, size_t end, int avg_divisor);
 

@@ -51,7 +51,7 @@ Result<CanonicalTensors> GatherCanonical(comm::Communicator& world, const std::v
     for (const LocalPiece& p : mine) values.insert(values.end(), p.data, p.data + p.count);
     const int64_t sizes[2] = {static_cast<int64_t>(header.size()), static_cast<int64_t>(values.size())};
     LS_RETURN_IF_ERROR(world.Send(sizes, 2, comm::DType::kI64, 0, 21)->Wait());
-    LS_RETURN_IF_ERROR(world.Send(header.data(), header.size(), comm::DType::kBytes, 0, 22)->Wait());
+    LS_RETURN_IF_ERROR(world.Send(header.data(), header.size(), comm::DType::kU8, 0, 22)->Wait());
     LS_RETURN_IF_ERROR(world.Send(values.data(), values.size(), comm::DType::kF32, 0, 23)->Wait());
     return out;
   }
@@ -61,7 +61,7 @@ Result<CanonicalTensors> GatherCanonical(comm::Communicator& world, const std::v
     LS_RETURN_IF_ERROR(world.Recv(sizes, 2, comm::DType::kI64, r, 21)->Wait());
     std::string header(static_cast<size_t>(sizes[0]), '\0');
     std::vector<float> values(static_cast<size_t>(sizes[1]));
-    LS_RETURN_IF_ERROR(world.Recv(header.data(), header.size(), comm::DType::kBytes, r, 22)->Wait());
+    LS_RETURN_IF_ERROR(world.Recv(header.data(), header.size(), comm::DType::kU8, r, 22)->Wait());
     LS_RETURN_IF_ERROR(world.Recv(values.data(), values.size(), comm::DType::kF32, r, 23)->Wait());
     int64_t at = 0;
     for (const nlohmann::json& e : nlohmann::json::parse(header)) {

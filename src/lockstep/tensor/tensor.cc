@@ -5,30 +5,6 @@
 
 namespace lockstep::tensor {
 
-size_t DTypeSize(DType d) {
-  switch (d) {
-    case DType::kF32:
-      return 4;
-    case DType::kBF16:
-      return 2;
-    case DType::kI32:
-      return 4;
-  }
-  return 0;
-}
-
-const char* DTypeName(DType d) {
-  switch (d) {
-    case DType::kF32:
-      return "f32";
-    case DType::kBF16:
-      return "bf16";
-    case DType::kI32:
-      return "i32";
-  }
-  return "?";
-}
-
 int64_t NumElements(const Shape& s) {
   int64_t n = 1;
   for (int64_t d : s) {
@@ -67,6 +43,8 @@ std::shared_ptr<Storage> Storage::Allocate(size_t bytes, MemoryTag tag) {
 Storage::~Storage() { AlignedFree(data_, bytes_, tag_); }
 
 Result<Tensor> Tensor::TryEmpty(Shape shape, DType dtype, MemoryTag tag) {
+  if (dtype != DType::kF32 && dtype != DType::kBF16 && dtype != DType::kI32)
+    return Status::InvalidArgument(std::string("a tensor holds f32, bf16 or i32, not ") + DTypeName(dtype));
   int64_t n = NumElements(shape);
   size_t bytes = static_cast<size_t>(n) * DTypeSize(dtype);
   auto storage = Storage::Allocate(bytes, tag);

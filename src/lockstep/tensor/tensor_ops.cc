@@ -164,6 +164,9 @@ void Tensor::Fill(float value) {
       for (int64_t i = 0; i < n; ++i) p[i] = v;
       break;
     }
+    case DType::kI64:
+    case DType::kU8:
+      LS_CHECK(false) << "a tensor of " << DTypeName(dtype_);  // TryEmpty makes none
   }
   if (!is_contiguous()) CopyFrom(c);
 }
@@ -184,6 +187,9 @@ std::vector<float> Tensor::ToVector() const {
       for (int64_t i = 0; i < numel_; ++i) out[i] = static_cast<float>(p[i]);
       break;
     }
+    case DType::kI64:
+    case DType::kU8:
+      LS_CHECK(false) << "a tensor of " << DTypeName(dtype_);  // TryEmpty makes none
   }
   return out;
 }

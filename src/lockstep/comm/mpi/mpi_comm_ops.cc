@@ -69,7 +69,7 @@ WorkHandle MpiCommunicator::AllToAll(const void* send, void* recv, size_t count_
 }
 
 WorkHandle MpiCommunicator::Barrier(const CollectiveOptions& opts) {
-  CallDesc d = Desc(OpKind::kBarrier, DType::kBytes, ReduceOp::kSum, -1, 0, 0, opts.algorithm);
+  CallDesc d = Desc(OpKind::kBarrier, DType::kU8, ReduceOp::kSum, -1, 0, 0, opts.algorithm);
   return Issue(d, nullptr, nullptr, opts, false, [](ExecContext& ctx) { return RunBarrier(ctx); });
 }
 
@@ -83,7 +83,7 @@ WorkHandle MpiCommunicator::DeterministicAllreduceF32(const float* contributions
 }
 
 Result<std::shared_ptr<Communicator>> MpiCommunicator::Split(int color, int key, const CollectiveOptions& opts) {
-  CallDesc d = Desc(OpKind::kSplit, DType::kBytes, ReduceOp::kSum, -1, 0, 0, opts.algorithm);
+  CallDesc d = Desc(OpKind::kSplit, DType::kU8, ReduceOp::kSum, -1, 0, 0, opts.algorithm);
   auto result = std::make_shared<std::shared_ptr<Communicator>>();
   const MpiOptions options = options_;
   WorkHandle w = Issue(d, nullptr, nullptr, opts, false, [=, this](ExecContext& ctx) -> Status {

@@ -129,7 +129,7 @@ MPI_Datatype ElementType(DType dtype) {
       return MPI_INT32_T;
     case DType::kI64:
       return MPI_INT64_T;
-    case DType::kBytes:
+    case DType::kU8:
       return MPI_BYTE;
   }
   return MPI_BYTE;

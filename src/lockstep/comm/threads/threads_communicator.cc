@@ -72,7 +72,7 @@ class ThreadsCommunicator final : public Communicator {
     return Issue(d, nullptr, buf, opts, count);
   }
   WorkHandle Barrier(const CollectiveOptions& opts) override {
-    return Issue(Desc(OpKind::kBarrier, 0, DType::kBytes), nullptr, nullptr, opts, 0);
+    return Issue(Desc(OpKind::kBarrier, 0, DType::kU8), nullptr, nullptr, opts, 0);
   }
   WorkHandle DeterministicAllreduceF32(const float* contributions, float* out, size_t count,
                                        int64_t total_contributions, const CollectiveOptions& opts) override {

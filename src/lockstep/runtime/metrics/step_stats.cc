@@ -13,7 +13,7 @@ Result<std::vector<T>> AllGatherPod(comm::Communicator& comm, const T& mine) {
     all[0] = mine;
     return all;
   }
-  LS_RETURN_IF_ERROR(comm.AllGather(&mine, all.data(), sizeof(T), comm::DType::kBytes)->Wait());
+  LS_RETURN_IF_ERROR(comm.AllGather(&mine, all.data(), sizeof(T), comm::DType::kU8)->Wait());
   return all;
 }
 

@@ -254,7 +254,7 @@ Result<std::vector<std::string>> Trainer::GatherHosts() {
   if (world_ == 1)
     std::copy(mine, mine + kName, all.begin());
   else
-    LS_RETURN_IF_ERROR(world_comm_->AllGather(mine, all.data(), kName, comm::DType::kBytes)->Wait());
+    LS_RETURN_IF_ERROR(world_comm_->AllGather(mine, all.data(), kName, comm::DType::kU8)->Wait());
   std::vector<std::string> hosts;
   if (!lead()) return hosts;
   for (int r = 0; r < world_; ++r) {
@@ -364,11 +364,11 @@ Status Trainer::WriteTrace() {
     int64_t size = static_cast<int64_t>(mine.size());
     if (rank_ == r) {
       LS_RETURN_IF_ERROR(world_comm_->Send(&size, 1, comm::DType::kI64, 0, 7)->Wait());
-      LS_RETURN_IF_ERROR(world_comm_->Send(mine.data(), mine.size(), comm::DType::kBytes, 0, 8)->Wait());
+      LS_RETURN_IF_ERROR(world_comm_->Send(mine.data(), mine.size(), comm::DType::kU8, 0, 8)->Wait());
     } else if (lead()) {
       LS_RETURN_IF_ERROR(world_comm_->Recv(&size, 1, comm::DType::kI64, r, 7)->Wait());
       all[r].resize(static_cast<size_t>(size));
-      LS_RETURN_IF_ERROR(world_comm_->Recv(all[r].data(), all[r].size(), comm::DType::kBytes, r, 8)->Wait());
+      LS_RETURN_IF_ERROR(world_comm_->Recv(all[r].data(), all[r].size(), comm::DType::kU8, r, 8)->Wait());
     }
   }
   if (!lead()) return Status::Ok();

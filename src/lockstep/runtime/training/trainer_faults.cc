@@ -91,7 +91,7 @@ std::string Trainer::NonFiniteWhere() {
   });
   if (world_ == 1) return mine;
   std::vector<char> all(kName * static_cast<size_t>(world_));
-  if (!world_comm_->AllGather(mine, all.data(), kName, comm::DType::kBytes)->Wait().ok()) return "";
+  if (!world_comm_->AllGather(mine, all.data(), kName, comm::DType::kU8)->Wait().ok()) return "";
   for (int r = 0; r < world_; ++r) {
     const char* name = all.data() + kName * static_cast<size_t>(r);
     if (name[0] != 0) return std::string(name, strnlen(name, kName));
