@@ -75,14 +75,17 @@ class Model {
   virtual Status CheckLayout(const SampleLayout& layout) const { return Status::Ok(); }
 };
 
-// Builds the model named by config key model.kind ("gpt" or "cnn"). Keys read: model.kind;
-// for gpt model.vocab, model.context, model.layers, model.heads, model.width,
-// model.mlp_ratio; for both model.init_seed (default 0). Errors are one-line
+// Builds the model named by config key model.kind ("gpt", "llama" or "cnn") from its model.*
+// keys (docs/models.md), model.init_seed (default 0) for all. Errors are one-line
 // InvalidArgument messages naming the key.
 Result<std::unique_ptr<Model>> MakeModel(const Config& cfg);
 
 struct GptConfig;
 // The model.* keys of a GPT (model.kind = "gpt"), validated.
 Result<GptConfig> ReadGptConfig(const Config& cfg);
+
+struct LlamaConfig;
+// The model.* keys of a Llama (model.kind = "llama"), validated.
+Result<LlamaConfig> ReadLlamaConfig(const Config& cfg);
 
 }  // namespace lockstep::nn

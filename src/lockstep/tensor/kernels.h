@@ -51,6 +51,27 @@ void LayerNormForward(float* out, float* mean, float* rstd, const float* inp, co
 void LayerNormBackward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                        const float* weight, const float* mean, const float* rstd, int64_t n, int64_t c);
 
+// RMSNorm over rows of c (transformers' LlamaRMSNorm, fp32): out = (inp rstd) weight with
+// rstd = (mean(inp^2) + eps)^-1/2, saved per row (nullable). Backward accumulates into dinp and
+// dweight (nullable).
+void RmsNormForward(float* out, float* rstd, const float* inp, const float* weight, int64_t n, int64_t c, float eps);
+void RmsNormBackward(float* dinp, float* dweight, const float* dout, const float* inp, const float* weight,
+                     const float* rstd, int64_t n, int64_t c);
+
+// Rotary position embedding and grouped-query attention's head mapping, into the packed
+// [rows, 3 * heads * d] layout AttentionForward reads: q [rows, heads*d] and k [rows,
+// kv_heads*d] rotated (rotate_half: element i pairs with i + d/2) by cos/sin [T, d/2] of the
+// row's position (row % T), query head h taking key/value head h / (heads / kv_heads); v copied
+// the same way. Backward is its transpose and accumulates (dq, dk, dv nullable).
+void PackRotaryQkv(float* packed, const float* q, const float* k, const float* v, const float* cos, const float* sin,
+                   int64_t rows, int64_t T, int64_t heads, int64_t kv_heads, int64_t d);
+void PackRotaryQkvBackward(float* dq, float* dk, float* dv, const float* dpacked, const float* cos, const float* sin,
+                           int64_t rows, int64_t T, int64_t heads, int64_t kv_heads, int64_t d);
+
+// SwiGLU's gate: out = silu(gate) up, silu(g) = g sigmoid(g). Backward accumulates (nullable).
+void SwiGluForward(float* out, const float* gate, const float* up, int64_t n);
+void SwiGluBackward(float* dgate, float* dup, const float* dout, const float* gate, const float* up, int64_t n);
+
 // GELU, tanh approximation (PyTorch approximate='tanh'). out may alias inp.
 void GeluForward(float* out, const float* inp, int64_t n);
 // dinp (+)= gelu'(inp) * dout: accumulates, or overwrites when !accumulate.
