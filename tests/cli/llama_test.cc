@@ -4,6 +4,9 @@
 // config it cannot represent, are one line and exit 2.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <fstream>
+
 #include <nlohmann/json.hpp>
 
 #include "cli_test_util.h"
@@ -85,6 +88,52 @@ TEST(LlamaCli, BadConfigIsOneLine) {
     for (char ch : r.err) lines += ch == '\n';
     EXPECT_EQ(lines, 1u) << r.err;
   }
+}
+
+std::string Bytes(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+}
+
+// lockstep -> HF -> lockstep through the CLI: a trained model's export, imported by a run in
+// another layout (ZeRO-3 over 2 workers) that takes a step too small to change an fp32 weight
+// (lr 1e-30: Adam's update is ~lr, decay lr*wd), exports to the same bytes; the run starts from
+// exactly the exported weights (its done hash is the source's).
+TEST(LlamaCli, HfRoundTripThroughAnotherLayoutGivesTheSameBytes) {
+  const std::string src = MakeTempDir("llama-src"), hf = MakeTempDir("llama-hf"), dst = MakeTempDir("llama-dst"),
+                    hf2 = MakeTempDir("llama-hf2");
+  ASSERT_EQ(RunLockstep(Llama(src, 3, {})).exit_code, 0);
+  CommandResult e = RunLockstep({"export", src, "--format", "hf", "--out", hf});
+  ASSERT_EQ(e.exit_code, 0) << e.err;
+  const nlohmann::json config = nlohmann::json::parse(Bytes(hf + "/config.json"));
+  EXPECT_EQ(config["architectures"], nlohmann::json({"LlamaForCausalLM"}));
+  EXPECT_EQ(config["num_key_value_heads"], 2);
+  CommandResult t = RunLockstep(Llama(dst, 1,
+                                      {"--init-from", "hf:" + hf, "--nproc", "2", "--zero", "3", "--set",
+                                       "optim.lr=1e-30", "--set", "optim.min_lr=1e-30"}));
+  ASSERT_EQ(t.exit_code, 0) << t.err;
+  EXPECT_EQ(WhatRan(dst), "dp=2,tp=1,pp=1 zero=3 world=2 threads");
+  EXPECT_EQ(DoneHash(dst), DoneHash(src));
+  ASSERT_EQ(RunLockstep({"export", dst, "--format", "hf", "--out", hf2}).exit_code, 0);
+  EXPECT_EQ(Bytes(hf2 + "/model.safetensors"), Bytes(hf + "/model.safetensors"));
+  // llm.c holds GPT-2s only: one line, exit 2.
+  CommandResult llmc = RunLockstep({"export", src, "--format", "llmc", "--out", hf2 + "/model.bin"});
+  EXPECT_EQ(llmc.exit_code, 2);
+  EXPECT_NE(llmc.err.find("is a Llama"), std::string::npos) << llmc.err;
+}
+
+TEST(LlamaCli, AnHfConfigOfAnotherArchitectureIsOneLine) {
+  const std::string src = MakeTempDir("llama-src"), hf = MakeTempDir("llama-hf");
+  ASSERT_EQ(RunLockstep(Llama(src, 1, {})).exit_code, 0);
+  ASSERT_EQ(RunLockstep({"export", src, "--format", "hf", "--out", hf}).exit_code, 0);
+  {
+    std::ofstream f(hf + "/config.json", std::ios::trunc);
+    f << R"({"model_type": "mistral", "architectures": ["MistralForCausalLM"], "sliding_window": 4096})";
+  }
+  CommandResult r = RunLockstep(Llama(MakeTempDir("llama-dst"), 1, {"--init-from", "hf:" + hf}));
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("MistralForCausalLM"), std::string::npos) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
 }
 
 }  // namespace

@@ -8,6 +8,8 @@
 
 #include "lockstep/interop/gpt_weights.h"
 #include "lockstep/interop/hf_format.h"
+#include "lockstep/interop/llama_hf.h"
+#include "lockstep/interop/llama_weights.h"
 #include "lockstep/interop/llmc_format.h"
 #include "lockstep/interop/safetensors_io.h"
 
@@ -32,11 +34,11 @@ std::string Padded5(int n) {
 
 // HF's layout: model.safetensors, or model-0000k-of-0000K.safetensors shards (in state-dict
 // order, a new shard when the next tensor would pass max_bytes) with model.safetensors.index.json.
-Status WriteHf(const GptWeights& w, const std::string& dir, StDType dtype, int64_t max_bytes) {
+Status WriteHf(const std::vector<HfTensor>& hf, const nlohmann::json& config, const std::string& dir, StDType dtype,
+               int64_t max_bytes) {
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) return Status::InvalidArgument("--out " + dir + ": cannot create the directory: " + ec.message());
-  const std::vector<HfTensor> hf = ToHf(w);
   std::vector<std::vector<StTensorOut>> shards(1);
   int64_t in_shard = 0, total = 0;
   for (const HfTensor& t : hf) {
@@ -65,9 +67,54 @@ Status WriteHf(const GptWeights& w, const std::string& dir, StDType dtype, int64
     LS_RETURN_IF_ERROR(WriteText(dir + "/model.safetensors.index.json", index.dump(2) + "\n"));
     std::printf("wrote %s/model.safetensors.index.json\n", dir.c_str());
   }
-  LS_RETURN_IF_ERROR(WriteText(dir + "/config.json", HfConfigJson(w.config, dtype).dump(2) + "\n"));
+  LS_RETURN_IF_ERROR(WriteText(dir + "/config.json", config.dump(2) + "\n"));
   std::printf("wrote %s/config.json\n", dir.c_str());
   return Status::Ok();
+}
+
+struct HfDir {
+  nlohmann::json config;
+  std::map<std::string, StTensorIn> tensors;
+};
+
+// config.json and the tensors of model.safetensors, or of the shards an index names.
+Result<HfDir> ReadHfDir(const std::string& spec, const std::string& path) {
+  HfDir d;
+  std::ifstream cfg(path + "/config.json");
+  if (!cfg) return Status::NotFound("--init-from " + spec + ": no " + path + "/config.json");
+  d.config = nlohmann::json::parse(cfg, nullptr, false);
+  if (d.config.is_discarded()) return Status::InvalidArgument(path + "/config.json is not valid JSON");
+  std::vector<std::string> files;
+  if (std::ifstream index(path + "/model.safetensors.index.json"); index) {
+    const nlohmann::json j = nlohmann::json::parse(index, nullptr, false);
+    if (j.is_discarded() || !j.contains("weight_map"))
+      return Status::InvalidArgument(path + "/model.safetensors.index.json has no weight_map");
+    std::set<std::string> unique;
+    for (const auto& [name, file] : j["weight_map"].items()) unique.insert(file.get<std::string>());
+    files.assign(unique.begin(), unique.end());
+  } else {
+    files.push_back("model.safetensors");
+  }
+  for (const std::string& f : files) {
+    LS_ASSIGN_OR_RETURN(auto part, ReadSafetensors(path + "/" + f));
+    d.tensors.merge(part);
+  }
+  return d;
+}
+
+struct InitSpec {
+  std::string kind, path;
+};
+
+Result<InitSpec> ParseInitSpec(const std::string& spec) {
+  const size_t colon = spec.find(':');
+  InitSpec s;
+  s.kind = colon == std::string::npos ? "" : spec.substr(0, colon);
+  s.path = colon == std::string::npos ? "" : spec.substr(colon + 1);
+  if (s.path.empty() || (s.kind != "hf" && s.kind != "llmc" && s.kind != "lockstep"))
+    return Status::InvalidArgument("--init-from: expected hf:DIR, llmc:FILE or lockstep:CHECKPOINT, got \"" + spec +
+                                   "\"");
+  return s;
 }
 
 // The fresh model's tensors: what rows a source lacks start from.
@@ -114,63 +161,93 @@ parallel::CanonicalTensors Adapt(const GptWeights& src, const nn::GptConfig& dst
 }  // namespace
 
 Status RunExport(const ExportOptions& o) {
+  if (o.config_path.empty()) {
+    LS_ASSIGN_OR_RETURN(const std::string kind, CheckpointModelKind(o.checkpoint));
+    if (kind == "llama") {
+      LS_ASSIGN_OR_RETURN(LlamaWeights w, LoadLlamaCheckpoint(o.checkpoint));
+      return ExportWeights(w, o);
+    }
+  }
   LS_ASSIGN_OR_RETURN(GptWeights w, LoadGptCheckpoint(o.checkpoint, o.config_path, o.overrides));
   return ExportWeights(w, o);
 }
 
-Status ExportWeights(const GptWeights& w, const ExportOptions& o) {
+namespace {
+
+Status CheckExportOptions(const ExportOptions& o) {
   if (o.format != "hf" && o.format != "llmc")
     return Status::InvalidArgument("--format: expected hf or llmc, got \"" + o.format + "\"");
   if (o.out.empty()) return Status::InvalidArgument("--out is required");
-  LS_ASSIGN_OR_RETURN(StDType dtype, ParseStDType(o.dtype));
+  return ParseStDType(o.dtype).status();
+}
+
+int64_t MaxShardBytes(const ExportOptions& o) { return o.max_shard_bytes > 0 ? o.max_shard_bytes : int64_t{5} << 30; }
+
+}  // namespace
+
+Status ExportWeights(const GptWeights& w, const ExportOptions& o) {
+  LS_RETURN_IF_ERROR(CheckExportOptions(o));
+  const StDType dtype = *ParseStDType(o.dtype);
   if (o.format == "llmc") {
     LS_RETURN_IF_ERROR(WriteLlmcModel(o.out, w, dtype));
     std::printf("wrote %s (llm.c GPT-2 model, version %d, %lld parameters)\n", o.out.c_str(),
                 dtype == StDType::kF32 ? 3 : 5, static_cast<long long>(nn::GptParamCount(w.config)));
     return Status::Ok();
   }
-  const int64_t max_bytes = o.max_shard_bytes > 0 ? o.max_shard_bytes : int64_t{5} << 30;
-  return WriteHf(w, o.out, dtype, max_bytes);
+  return WriteHf(ToHf(w), HfConfigJson(w.config, dtype), o.out, dtype, MaxShardBytes(o));
+}
+
+Status ExportWeights(const LlamaWeights& w, const ExportOptions& o) {
+  LS_RETURN_IF_ERROR(CheckExportOptions(o));
+  if (o.format == "llmc")
+    return Status::InvalidArgument("--format llmc: llm.c files hold GPT-2 models; " + w.source +
+                                   " is a Llama (export it with --format hf)");
+  const StDType dtype = *ParseStDType(o.dtype);
+  return WriteHf(LlamaToHf(w), LlamaHfConfigJson(w.config, dtype), o.out, dtype, MaxShardBytes(o));
 }
 
 Result<parallel::CanonicalTensors> LoadInitWeights(const std::string& spec, const nn::GptConfig& target) {
-  const size_t colon = spec.find(':');
-  const std::string kind = colon == std::string::npos ? "" : spec.substr(0, colon);
-  const std::string path = colon == std::string::npos ? "" : spec.substr(colon + 1);
-  if (path.empty() || (kind != "hf" && kind != "llmc" && kind != "lockstep"))
-    return Status::InvalidArgument("--init-from: expected hf:DIR, llmc:FILE or lockstep:CHECKPOINT, got \"" + spec +
-                                   "\"");
-  if (kind == "lockstep" || kind == "llmc") {
-    LS_ASSIGN_OR_RETURN(GptWeights w, kind == "lockstep" ? LoadGptCheckpoint(path) : ReadLlmcModel(path));
+  LS_ASSIGN_OR_RETURN(const InitSpec s, ParseInitSpec(spec));
+  if (s.kind == "lockstep" || s.kind == "llmc") {
+    LS_ASSIGN_OR_RETURN(GptWeights w, s.kind == "lockstep" ? LoadGptCheckpoint(s.path) : ReadLlmcModel(s.path));
     LS_RETURN_IF_ERROR(SameArchitecture(w.config, target, "--init-from " + spec));
     return Adapt(w, target);
   }
-  std::ifstream cfg(path + "/config.json");
-  if (!cfg) return Status::NotFound("--init-from " + spec + ": no " + path + "/config.json");
-  const nlohmann::json config = nlohmann::json::parse(cfg, nullptr, false);
-  if (config.is_discarded()) return Status::InvalidArgument(path + "/config.json is not valid JSON");
-  LS_ASSIGN_OR_RETURN(nn::GptConfig src, GptConfigFromHf(config, path + "/config.json"));
+  LS_ASSIGN_OR_RETURN(HfDir hf, ReadHfDir(spec, s.path));
+  LS_ASSIGN_OR_RETURN(nn::GptConfig src, GptConfigFromHf(hf.config, s.path + "/config.json"));
   LS_RETURN_IF_ERROR(SameArchitecture(src, target, "--init-from " + spec));
-  // One file, or the shards an index names.
-  std::vector<std::string> files;
-  if (std::ifstream index(path + "/model.safetensors.index.json"); index) {
-    const nlohmann::json j = nlohmann::json::parse(index, nullptr, false);
-    if (j.is_discarded() || !j.contains("weight_map"))
-      return Status::InvalidArgument(path + "/model.safetensors.index.json has no weight_map");
-    std::set<std::string> unique;
-    for (const auto& [name, file] : j["weight_map"].items()) unique.insert(file.get<std::string>());
-    files.assign(unique.begin(), unique.end());
-  } else {
-    files.push_back("model.safetensors");
-  }
-  std::map<std::string, StTensorIn> tensors;
-  for (const std::string& f : files) {
-    LS_ASSIGN_OR_RETURN(auto part, ReadSafetensors(path + "/" + f));
-    tensors.merge(part);
-  }
   // A tied export has no lm_head.weight; some writers store it anyway (equal to wte).
-  const bool hf_tied = src.tie_embeddings || tensors.count("lm_head.weight") == 0;
-  return FromHf(target, tensors, hf_tied, Fresh(target), "--init-from " + spec);
+  const bool hf_tied = src.tie_embeddings || hf.tensors.count("lm_head.weight") == 0;
+  return FromHf(target, hf.tensors, hf_tied, Fresh(target), "--init-from " + spec);
+}
+
+Result<parallel::CanonicalTensors> LoadInitWeights(const std::string& spec, const nn::LlamaConfig& target) {
+  LS_ASSIGN_OR_RETURN(const InitSpec s, ParseInitSpec(spec));
+  const std::string where = "--init-from " + spec;
+  if (s.kind == "llmc")
+    return Status::InvalidArgument(where + ": llm.c files hold GPT-2 models; a Llama starts from hf: or lockstep:");
+  if (s.kind == "lockstep") {
+    LS_ASSIGN_OR_RETURN(LlamaWeights w, LoadLlamaCheckpoint(s.path));
+    LS_RETURN_IF_ERROR(SameLlamaArchitecture(w.config, target, where));
+    // Real-vocabulary rows always, padding rows when both pad alike, an untied target's head
+    // from the embedding when the source is tied.
+    parallel::CanonicalTensors out = FreshLlama(target);
+    const int64_t keep_rows =
+        w.config.padded_vocab() == target.padded_vocab() ? target.padded_vocab() : target.vocab;
+    for (auto& [name, values] : out) {
+      const bool vocab_rows = name == "embed_tokens.weight" || name == "lm_head.weight";
+      const std::string from = name == "lm_head.weight" && w.config.tie_embeddings ? "embed_tokens.weight" : name;
+      const std::vector<float>& src = w.tensors.at(from);
+      const size_t n = vocab_rows ? static_cast<size_t>(keep_rows * target.width) : values.size();
+      std::copy(src.begin(), src.begin() + static_cast<std::ptrdiff_t>(n), values.begin());
+    }
+    return out;
+  }
+  LS_ASSIGN_OR_RETURN(HfDir hf, ReadHfDir(spec, s.path));
+  LS_ASSIGN_OR_RETURN(nn::LlamaConfig src, LlamaConfigFromHf(hf.config, s.path + "/config.json"));
+  LS_RETURN_IF_ERROR(SameLlamaArchitecture(src, target, where));
+  const bool hf_tied = src.tie_embeddings || hf.tensors.count("lm_head.weight") == 0;
+  return LlamaFromHf(target, hf.tensors, hf_tied, FreshLlama(target), where);
 }
 
 }  // namespace lockstep::interop

@@ -1,4 +1,4 @@
-// `lockstep export` and `lockstep train --init-from`: a GPT's weights to and from Hugging Face
+// `lockstep export` and `lockstep train --init-from`: a GPT's or a Llama's weights to and from Hugging Face
 // (hf_format.h) and llm.c (llmc_format.h) files, and from another lockstep checkpoint.
 #pragma once
 
@@ -8,6 +8,7 @@
 
 #include "lockstep/core/result.h"
 #include "lockstep/nn/gpt.h"
+#include "lockstep/nn/llama.h"
 #include "lockstep/parallel/canonical.h"
 
 namespace lockstep::interop {
@@ -26,12 +27,17 @@ struct ExportOptions {
 Status RunExport(const ExportOptions& options);
 
 struct GptWeights;
-// The same for weights already in memory (options.checkpoint, config_path unused).
+struct LlamaWeights;
+// The same for weights already in memory (options.checkpoint, config_path unused). A Llama
+// exports to hf only.
 Status ExportWeights(const GptWeights& w, const ExportOptions& options);
+Status ExportWeights(const LlamaWeights& w, const ExportOptions& options);
 
 // --init-from hf:DIR | llmc:FILE | lockstep:CHECKPOINT: the canonical tensors of `target`
 // (full, by lockstep name), read from the source and checked against the model; rows the
 // source lacks (vocabulary padding dropped by HF) keep target's initial values.
 Result<parallel::CanonicalTensors> LoadInitWeights(const std::string& spec, const nn::GptConfig& target);
+// A Llama's: hf:DIR or lockstep:CHECKPOINT (llm.c files are GPT-2s). The context may differ.
+Result<parallel::CanonicalTensors> LoadInitWeights(const std::string& spec, const nn::LlamaConfig& target);
 
 }  // namespace lockstep::interop

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "lockstep/data/distributed_sampler.h"
+#include "lockstep/nn/llama.h"
 #include "lockstep/nn/model.h"
 #include "lockstep/runtime/setup/config_keys.h"
 #include "lockstep/runtime/setup/rank_data.h"
@@ -85,7 +86,8 @@ Result<RunSetup> SetUpRun(const Job& job, const TrainOptions& options, int world
   if (!gpt && setup.run.train.recompute != "none")
     return Status::InvalidArgument("config key 'train.recompute' = \"" + setup.run.train.recompute +
                                    "\" needs model.kind = \"gpt\" (its transformer blocks are what is recomputed)");
-  LS_ASSIGN_OR_RETURN(setup.layout, ResolveLayout(options, setup.run, world, gpt, probe ? probe->name() : "gpt"));
+  const std::string model_name = probe ? probe->name() : "gpt";
+  LS_ASSIGN_OR_RETURN(setup.layout, ResolveLayout(options, setup.run, world, gpt, model_name));
   const int dp = setup.layout.dims.dp;
   const TrainSection& t = setup.run.train;
 
@@ -125,9 +127,16 @@ Result<RunSetup> SetUpRun(const Job& job, const TrainOptions& options, int world
   setup.out_dir = OutDirFor(options);
   LS_ASSIGN_OR_RETURN(setup.fault, ParseFaultSpec(options.inject_fault, world, setup.total_steps));
   if (!options.init_from.empty()) {
-    if (!setup.layout.gpt)
-      return Status::InvalidArgument("--init-from: only a GPT (model.kind = \"gpt\") can start from other weights");
-    LS_ASSIGN_OR_RETURN(parallel::CanonicalTensors w, interop::LoadInitWeights(options.init_from, *setup.layout.gpt));
+    parallel::CanonicalTensors w;
+    if (setup.layout.gpt) {
+      LS_ASSIGN_OR_RETURN(w, interop::LoadInitWeights(options.init_from, *setup.layout.gpt));
+    } else if (model_name == "llama") {
+      LS_ASSIGN_OR_RETURN(nn::LlamaConfig llama, nn::ReadLlamaConfig(setup.config));
+      LS_ASSIGN_OR_RETURN(w, interop::LoadInitWeights(options.init_from, llama));
+    } else {
+      return Status::InvalidArgument("--init-from: only a GPT or a Llama (model.kind = \"gpt\" or \"llama\") can "
+                                     "start from other weights");
+    }
     setup.init_weights = std::make_shared<const parallel::CanonicalTensors>(std::move(w));
   }
   if (options.print_config) return setup;  // nothing is written
