@@ -136,5 +136,24 @@ TEST(LlamaCli, AnHfConfigOfAnotherArchitectureIsOneLine) {
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
 }
 
+// The commands that read a model beside train: sample draws from a Llama checkpoint (the same
+// seed, the same text; a byte-level prompt echoed first), plan profiles it (once crashed: it
+// fed the Llama a CNN's batch without targets).
+TEST(LlamaCli, SamplesAndPlans) {
+  const std::string dir = MakeTempDir("llama-sample");
+  ASSERT_EQ(RunLockstep(Llama(dir, 2, {})).exit_code, 0);
+  CommandResult a = RunLockstep({"sample", "--checkpoint", dir, "--prompt", "ab", "--tokens", "12", "--seed", "7"});
+  ASSERT_EQ(a.exit_code, 0) << a.err;
+  EXPECT_EQ(a.out.substr(0, 2), "ab");
+  EXPECT_EQ(a.out.size(), 2u + 12u + 1u) << a.out;
+  CommandResult b = RunLockstep({"sample", "--checkpoint", dir, "--prompt", "ab", "--tokens", "12", "--seed", "7"});
+  EXPECT_EQ(a.out, b.out);
+  CommandResult plan = RunLockstep({"plan", "--config", "configs/llama-tiny.toml", "--set", "model.layers=2", "--set",
+                                    "model.width=32", "--set", "model.ffn_hidden=96", "--set", "model.context=32",
+                                    "--set", "train.batch_size=8", "--nproc", "2", "--out", dir + "/plan"});
+  ASSERT_EQ(plan.exit_code, 0) << plan.err;
+  EXPECT_NE(plan.out.find("verdict: train dp=2"), std::string::npos) << plan.out;
+}
+
 }  // namespace
 }  // namespace lockstep::testing

@@ -9,6 +9,7 @@
 
 #include "lockstep/planner/planner.h"
 #include "lockstep/planner/profile.h"
+#include "lockstep/planner/profile_cache.h"
 #include "lockstep/planner/step_model.h"
 #include "planner/planner_test_util.h"
 
@@ -84,6 +85,25 @@ Result<PlanSetup> TinyPlanSetup(int world) {
   Result<PlanSetup> setup = ReadPlanSetup(path, {}, world);
   std::remove(path.c_str());
   return setup;
+}
+
+// The profile cache's key names the whole model: a Llama shrunk by --set is another model, and
+// its plan must measure it rather than read the full one's figures (it once did: the key of any
+// model other than the GPT was its kind alone).
+TEST(PlanProfile, CacheKeyNamesEveryModelKey) {
+  const std::string path = ::testing::TempDir() + "/plan_key_" + std::to_string(getpid()) + ".toml";
+  std::ofstream(path) << "[model]\nkind = \"llama\"\nvocab = 16\ncontext = 8\nlayers = 2\nheads = 2\n"
+                         "kv_heads = 1\nwidth = 16\nffn_hidden = 32\n[data]\nkind = \"text\"\n[train]\nbatch_size = 4\n"
+                         "steps = 1\n";
+  Result<PlanSetup> full = ReadPlanSetup(path, {}, 1);
+  Result<PlanSetup> narrow = ReadPlanSetup(path, {"model.width=8"}, 1);
+  Result<PlanSetup> kv = ReadPlanSetup(path, {"model.kv_heads=2"}, 1);
+  Result<PlanSetup> again = ReadPlanSetup(path, {}, 1);
+  std::remove(path.c_str());
+  ASSERT_TRUE(full.ok() && narrow.ok() && kv.ok() && again.ok()) << full.status().ToString();
+  EXPECT_NE(ProfileKey(*full), ProfileKey(*narrow));
+  EXPECT_NE(ProfileKey(*full), ProfileKey(*kv));
+  EXPECT_EQ(ProfileKey(*full), ProfileKey(*again));
 }
 
 // The evaluation's activations: the largest piece's measured peak, except that with tp = 1 the

@@ -77,6 +77,11 @@ class Llama : public Model {
   // Logits [batch*seq, padded_vocab()] for tokens [batch, seq], seq <= context.
   autograd::Variable Logits(autograd::Tape& tape, const int32_t* tokens, int64_t batch, int64_t seq);
 
+  // `n_tokens` tokens after `prompt` (non-empty), each from the logits of the last
+  // min(context, length) tokens through nn::TokenSampler.
+  std::vector<int32_t> GenerateTokens(const std::vector<int32_t>& prompt, int n_tokens, float temperature,
+                                      uint64_t seed, int top_k = 0);
+
   const LlamaConfig& config() const { return c_; }
 
  private:

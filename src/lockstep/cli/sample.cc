@@ -1,9 +1,12 @@
 #include "lockstep/cli/sample.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 
 #include "lockstep/interop/gpt_weights.h"
+#include "lockstep/interop/llama_weights.h"
 
 namespace lockstep::cli {
 namespace {
@@ -33,23 +36,45 @@ Status RunSample(const SampleOptions& o) {
   if (o.top_k < 0) return Status::InvalidArgument("--top-k: expected >= 0");
   if (!o.prompt.empty() && !o.prompt_tokens.empty())
     return Status::InvalidArgument("--prompt and --prompt-tokens exclude each other");
-  LS_ASSIGN_OR_RETURN(interop::GptWeights w, interop::LoadGptCheckpoint(o.checkpoint, o.config_path, o.overrides));
-  const bool bytes = w.config.vocab == 256;
+  // The model the checkpoint describes (a GPT when it says nothing: written before 0.7).
+  std::string kind;
+  if (o.config_path.empty()) {
+    LS_ASSIGN_OR_RETURN(kind, interop::CheckpointModelKind(o.checkpoint));
+  }
+  std::optional<interop::GptWeights> gpt;
+  std::optional<interop::LlamaWeights> llama;
+  int64_t vocab = 0;
+  if (kind == "llama") {
+    LS_ASSIGN_OR_RETURN(llama, interop::LoadLlamaCheckpoint(o.checkpoint));
+    vocab = llama->config.vocab;
+  } else {
+    LS_ASSIGN_OR_RETURN(gpt, interop::LoadGptCheckpoint(o.checkpoint, o.config_path, o.overrides));
+    vocab = gpt->config.vocab;
+  }
+  const bool bytes = vocab == 256;
   std::vector<int32_t> prompt;
   if (!o.prompt_tokens.empty()) {
-    LS_ASSIGN_OR_RETURN(prompt, ParseTokens(o.prompt_tokens, w.config.vocab));
+    LS_ASSIGN_OR_RETURN(prompt, ParseTokens(o.prompt_tokens, vocab));
   } else if (!o.prompt.empty()) {
     if (!bytes)
       return Status::InvalidArgument("--prompt needs a byte-level model (model.vocab = 256); this one has " +
-                                     std::to_string(w.config.vocab) + " tokens: pass --prompt-tokens");
+                                     std::to_string(vocab) + " tokens: pass --prompt-tokens");
     for (unsigned char c : o.prompt) prompt.push_back(c);
   } else {
     // Byte models start from a newline, GPT-2 from <|endoftext|>, others from token 0.
-    prompt.push_back(bytes ? '\n' : w.config.vocab == 50257 ? 50256 : 0);
+    prompt.push_back(bytes ? '\n' : vocab == 50257 ? 50256 : 0);
   }
-  nn::Gpt gpt(w.config, nn::Gpt::InferenceOnly{});
-  interop::CopyInto(w, &gpt);
-  const std::vector<int32_t> out = gpt.GenerateTokens(prompt, o.tokens, o.temperature, o.seed, o.top_k);
+  std::vector<int32_t> out;
+  if (llama) {
+    nn::Llama model(llama->config, nn::Llama::InferenceOnly{});
+    float* flat = model.params().flat_params();
+    for (const nn::ParamInfo& p : model.params()) std::copy_n(llama->tensors.at(p.name).data(), p.numel, flat + p.offset);
+    out = model.GenerateTokens(prompt, o.tokens, o.temperature, o.seed, o.top_k);
+  } else {
+    nn::Gpt model(gpt->config, nn::Gpt::InferenceOnly{});
+    interop::CopyInto(*gpt, &model);
+    out = model.GenerateTokens(prompt, o.tokens, o.temperature, o.seed, o.top_k);
+  }
   if (bytes) {
     std::string text(prompt.begin(), prompt.end());
     for (int32_t t : out) text.push_back(static_cast<char>(t));

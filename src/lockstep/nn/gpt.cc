@@ -3,14 +3,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <functional>
-#include <limits>
 
-#include "lockstep/core/rng.h"
 #include "lockstep/nn/activation.h"
 #include "lockstep/nn/cross_entropy.h"
 #include "lockstep/nn/shape_ops.h"
 #include "lockstep/nn/tied_weight.h"
+#include "lockstep/nn/token_sampler.h"
 
 namespace lockstep::nn {
 
@@ -180,45 +178,15 @@ std::vector<int32_t> Gpt::GenerateTokens(const std::vector<int32_t>& prompt, int
                                          uint64_t seed, int top_k) {
   LS_CHECK(!prompt.empty()) << "Gpt::GenerateTokens: empty prompt";
   std::vector<int32_t> ctx = prompt;
-  Rng rng(seed, 0);
+  TokenSampler sampler(c_.vocab, temperature, top_k, seed);
   std::vector<int32_t> out;
-  const int64_t V = c_.vocab, Vp = c_.padded_vocab();  // padding columns are never candidates
-  std::vector<double> probs(static_cast<size_t>(V));
-  std::vector<float> kth;
   for (int i = 0; i < n_tokens; ++i) {
     const int64_t seq = std::min<int64_t>(static_cast<int64_t>(ctx.size()), c_.context);
-    const int32_t* window = ctx.data() + ctx.size() - seq;
     int32_t next = 0;
     {
       Tape::NoGradGuard no_grad(eval_tape_);
-      Variable logits = Logits(eval_tape_, window, 1, seq);
-      const float* row = logits.data() + (seq - 1) * Vp;
-      if (temperature <= 0.0f) {
-        next = static_cast<int32_t>(std::max_element(row, row + V) - row);
-      } else {
-        // top-k: logits below the k-th largest are out.
-        float floor = -std::numeric_limits<float>::infinity();
-        if (top_k > 0 && top_k < V) {
-          kth.assign(row, row + V);
-          std::nth_element(kth.begin(), kth.begin() + (top_k - 1), kth.end(), std::greater<float>());
-          floor = kth[static_cast<size_t>(top_k - 1)];
-        }
-        const float mx = *std::max_element(row, row + V);
-        double sum = 0.0;
-        for (int64_t j = 0; j < V; ++j) {
-          probs[j] = row[j] < floor ? 0.0 : std::exp(static_cast<double>(row[j] - mx) / temperature);
-          sum += probs[j];
-        }
-        double u = static_cast<double>(rng.Uniform()) * sum;
-        next = static_cast<int32_t>(V - 1);
-        for (int64_t j = 0; j < V; ++j) {
-          u -= probs[j];
-          if (u < 0.0) {
-            next = static_cast<int32_t>(j);
-            break;
-          }
-        }
-      }
+      Variable logits = Logits(eval_tape_, ctx.data() + ctx.size() - seq, 1, seq);
+      next = sampler.Next(logits.data() + (seq - 1) * c_.padded_vocab());
     }
     eval_tape_.Clear();
     ctx.push_back(next);

@@ -1,5 +1,6 @@
 #include "lockstep/nn/llama.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "lockstep/nn/activation.h"
@@ -7,6 +8,7 @@
 #include "lockstep/nn/cross_entropy.h"
 #include "lockstep/nn/shape_ops.h"
 #include "lockstep/nn/tied_weight.h"
+#include "lockstep/nn/token_sampler.h"
 #include "lockstep/tensor/check.h"
 
 namespace lockstep::nn {
@@ -158,6 +160,27 @@ EvalResult Llama::Evaluate(const ModelInput& in) {
   }
   eval_tape_.Clear();
   return r;
+}
+
+std::vector<int32_t> Llama::GenerateTokens(const std::vector<int32_t>& prompt, int n_tokens, float temperature,
+                                           uint64_t seed, int top_k) {
+  LS_CHECK(!prompt.empty()) << "Llama::GenerateTokens: empty prompt";
+  std::vector<int32_t> ctx = prompt;
+  TokenSampler sampler(c_.vocab, temperature, top_k, seed);
+  std::vector<int32_t> out;
+  for (int i = 0; i < n_tokens; ++i) {
+    const int64_t seq = std::min<int64_t>(static_cast<int64_t>(ctx.size()), c_.context);
+    int32_t next = 0;
+    {
+      Tape::NoGradGuard no_grad(eval_tape_);
+      Variable logits = Logits(eval_tape_, ctx.data() + ctx.size() - seq, 1, seq);
+      next = sampler.Next(logits.data() + (seq - 1) * c_.padded_vocab());
+    }
+    eval_tape_.Clear();
+    ctx.push_back(next);
+    out.push_back(next);
+  }
+  return out;
 }
 
 }  // namespace lockstep::nn

@@ -21,6 +21,7 @@ namespace {
 
 using probe::Batch;
 using probe::MakeBatch;
+using probe::WholeModelBatch;
 using probe::MeasureZero;
 using probe::Median;
 using probe::Oversubscription;
@@ -122,7 +123,12 @@ WorkerResult MeasureOnWorker(const ProfileRequest& req, int tp_degree, const std
         r.status = model.status();
         return r;
       }
-      batches.push_back(std::make_unique<Batch>(MakeBatch(n, 0, 0, 28 * 28)));
+      Result<Batch> batch = WholeModelBatch(req.config, n);
+      if (!batch.ok()) {
+        r.status = batch.status();
+        return r;
+      }
+      batches.push_back(std::make_unique<Batch>(std::move(*batch)));
       models.push_back(std::make_unique<parallel::WholeModel>(std::move(*model)));
       runs.push_back(std::make_unique<PieceRun>(models.back().get(), &batches.back()->in));
     }

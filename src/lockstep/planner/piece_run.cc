@@ -5,6 +5,8 @@
 #include <thread>
 
 #include "lockstep/core/clock.h"
+#include "lockstep/nn/llama.h"
+#include "lockstep/nn/model.h"
 #include "lockstep/tensor/precision.h"
 #include "lockstep/tensor/threads.h"
 
@@ -44,6 +46,15 @@ Batch MakeBatch(int64_t rows, int64_t seq, int64_t vocab, int64_t image_floats) 
   b.in.batch = rows;
   b.in.seq = seq > 0 ? seq : 1;
   return b;
+}
+
+Result<Batch> WholeModelBatch(const Config& config, int64_t rows) {
+  LS_ASSIGN_OR_RETURN(const std::string kind, config.GetString("model.kind", ""));
+  if (kind == "llama") {
+    LS_ASSIGN_OR_RETURN(const nn::LlamaConfig c, nn::ReadLlamaConfig(config));
+    return MakeBatch(rows, c.context, c.vocab, 0);
+  }
+  return MakeBatch(rows, 0, 0, 28 * 28);
 }
 
 double ThreadCpuMs() {

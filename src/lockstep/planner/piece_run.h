@@ -32,6 +32,9 @@ struct Batch {
   nn::ModelInput in;
 };
 Batch MakeBatch(int64_t rows, int64_t seq, int64_t vocab, int64_t image_floats);
+// A batch of `rows` for a whole model built from `config`: token windows for a Llama, images
+// (28 x 28) for the CNN.
+Result<Batch> WholeModelBatch(const Config& config, int64_t rows);
 
 // The GPT's pieces as stage models: 0 the embeddings, 1 one transformer block, 2 the head.
 parallel::GptShardOptions PieceOptions(const nn::GptConfig& c, int piece);

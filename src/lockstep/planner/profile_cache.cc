@@ -79,20 +79,33 @@ nlohmann::json LoadCache(const std::string& path, const std::string& key) {
 std::string ProfileKey(const PlanSetup& s) {
   char host[256] = {};
   gethostname(host, sizeof(host) - 1);
-  char model[256];
+  std::string model;
   if (s.gpt) {
     const nn::GptConfig& g = *s.gpt;
-    std::snprintf(model, sizeof(model), "gpt vocab %lld context %lld layers %lld heads %lld width %lld mlp %lld",
+    char text[256];
+    std::snprintf(text, sizeof(text), "gpt vocab %lld context %lld layers %lld heads %lld width %lld mlp %lld",
                   static_cast<long long>(g.vocab), static_cast<long long>(g.context), static_cast<long long>(g.layers),
                   static_cast<long long>(g.heads), static_cast<long long>(g.width),
                   static_cast<long long>(g.mlp_ratio));
+    model = text;
   } else {
-    Result<std::string> kind = s.config.GetString("model.kind", "");
-    std::snprintf(model, sizeof(model), "model %s", kind.ok() ? kind->c_str() : "");
+    // Any other model: every model.* key as the config gives it (llama-tiny shrunk with --set
+    // is another model, whose measurements the full one's must not stand in for).
+    model = "model";
+    for (const std::string& k : s.config.Keys())
+      if (k.rfind("model.", 0) == 0) {
+        model += ' ';
+        model += k.substr(6);
+        model += ' ';
+        model += s.config.ValueText(k);
+      }
   }
-  char key[768];
-  std::snprintf(key, sizeof(key), "lockstep %s profile 10 on %s, %s, optimizer %s", LOCKSTEP_VERSION, host, model,
-                optim::OptimizerName(s.optim.kind));
+  std::string key = "lockstep " LOCKSTEP_VERSION " profile 10 on ";
+  key += host;
+  key += ", ";
+  key += model;
+  key += ", optimizer ";
+  key += optim::OptimizerName(s.optim.kind);
   return key;
 }
 

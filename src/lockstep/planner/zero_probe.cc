@@ -99,6 +99,7 @@ void PoolZeroCosts(const std::vector<int64_t>& rows, const std::function<PieceCo
 
 using probe::Batch;
 using probe::MakeBatch;
+using probe::WholeModelBatch;
 using probe::MeasureZero;
 using probe::PieceOptions;
 using probe::PieceRun;
@@ -122,7 +123,8 @@ Result<ZeroProbe> MeasureZeroOverRanks(const ProfileRequest& req, const std::vec
     LS_RETURN_IF_ERROR(dp->Allreduce(&over, &over, 1, comm::DType::kI64, comm::ReduceOp::kMax)->Wait());
     if (over) break;
     measured.push_back(n);
-    Batch batch = req.gpt ? MakeBatch(n, req.gpt->context, req.gpt->vocab, 0) : MakeBatch(n, 0, 0, 28 * 28);
+    LS_ASSIGN_OR_RETURN(Batch batch, req.gpt ? Result<Batch>(MakeBatch(n, req.gpt->context, req.gpt->vocab, 0))
+                                             : WholeModelBatch(req.config, n));
     std::unique_ptr<parallel::StageModel> model;
     if (req.gpt) {
       LS_ASSIGN_OR_RETURN(model, parallel::GptShard::Create(PieceOptions(*req.gpt, 1), &ctx));
