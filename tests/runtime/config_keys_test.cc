@@ -30,10 +30,11 @@ const char* kGptAdamwCosine =
 const char* kCnnSgd =
     "[model]\nkind = \"cnn\"\n[data]\nkind = \"fashion-mnist\"\n[optim]\nname = \"sgd\"\n[train]\nepochs = 1\n";
 const char* kGptTokens = "[model]\nkind = \"gpt\"\n[data]\nkind = \"tokens\"\ntrain = \"t.bin\"\n[train]\nsteps = 10\n";
+const char* kLlama = "[model]\nkind = \"llama\"\n[data]\nkind = \"text\"\n[train]\nsteps = 10\n";
 
 TEST(ConfigKeys, EveryKeyReadIsRegisteredWithTheReadersDefault) {
   std::set<std::string> checked;
-  for (const char* toml : {kGptAdamwCosine, kCnnSgd, kGptTokens}) {
+  for (const char* toml : {kGptAdamwCosine, kCnnSgd, kGptTokens, kLlama}) {
     Config c = ReadAll(toml);
     for (const std::string& key : c.ReadKeys()) {
       const ConfigKey* k = FindConfigKey(key);
