@@ -99,6 +99,20 @@ Canonical RandomCanonical(const nn::GptConfig& c, uint64_t seed) {
   return out;
 }
 
+Canonical RandomCanonical(const nn::LlamaConfig& c, uint64_t seed) {
+  nn::Llama llama(c, nn::Llama::InferenceOnly{});  // for the names and shapes
+  Canonical out;
+  for (const nn::ParamInfo& p : llama.params()) {
+    std::vector<float>& v = out[p.name];
+    v.resize(static_cast<size_t>(p.numel));
+    const bool norm = p.name.find("norm") != std::string::npos;
+    nn::InitValues(v.data(), p.numel, nn::Init::Uniform(norm ? 0.3f : 0.5f), p.name, seed);
+    if (norm)
+      for (float& x : v) x += 1.0f;
+  }
+  return out;
+}
+
 void RankMerge::Add(const StageModel& m, const float* flat) {
   for (int i = 0; i < m.params().size(); ++i) {
     const TensorPlacement& p = m.placements()[i];

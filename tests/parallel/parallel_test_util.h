@@ -13,6 +13,7 @@
 
 #include "lockstep/comm/communicator.h"
 #include "lockstep/nn/gpt.h"
+#include "lockstep/nn/llama.h"
 #include "lockstep/parallel/stage_model.h"
 
 namespace lockstep::parallel::testing {
@@ -39,6 +40,8 @@ void LoadCanonical(const Canonical& c, StageModel& m);
 // Random full tensors for every tensor name of the model: U(-0.5, 0.5), LayerNorm weights
 // 1 + U(-0.3, 0.3) (the GPT-2 init is nearly linear and would test little).
 Canonical RandomCanonical(const nn::GptConfig& c, uint64_t seed);
+// The same for a Llama (its RMSNorm weights 1 + U(-0.3, 0.3)).
+Canonical RandomCanonical(const nn::LlamaConfig& c, uint64_t seed);
 
 // Full tensors assembled from the ranks of a layout, each element from every rank that holds
 // it: replicated elements (tp-replicated tensors, or the same element on several ranks) must

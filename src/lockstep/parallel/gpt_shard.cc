@@ -119,6 +119,11 @@ GptShard::GptShard(const GptShardOptions& options, TpContext* tp) : o_(options),
   if (o_.flat_params) InitValues(c.init_seed);
 }
 
+int GptShard::TiedParam() const {
+  if (!o_.model.tie_embeddings || o_.has_embedding == o_.has_head) return -1;
+  return o_.has_embedding ? wte_ : head_;
+}
+
 // Each local run takes the values the whole tensor has at those global elements.
 void GptShard::InitValues(uint64_t seed) {
   for (int i = 0; i < ps_.size(); ++i) {

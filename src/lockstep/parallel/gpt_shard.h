@@ -63,6 +63,7 @@ class GptShard : public StageModel {
   void set_eval_pool(autograd::BufferPool* pool) override { eval_tape_.BorrowPool(pool); }
   std::string name() const override { return "gpt"; }
   double TrainFlopsPerSample() const override { return nn::GptTrainFlopsPerSample(o_.model); }
+  int TiedParam() const override;
 
  private:
   struct Block {

@@ -63,6 +63,9 @@ class StageModel {
   virtual void set_eval_pool(autograd::BufferPool* pool) = 0;
 
   virtual std::string name() const = 0;
+  // The local tensor tied across the pipeline (a tied embedding on the first stage, its copy
+  // on the last), whose gradient the trainer sums between the two stages; -1 for none.
+  virtual int TiedParam() const { return -1; }
   // Forward + backward FLOPs of one sample of the WHOLE model (throughput figures).
   virtual double TrainFlopsPerSample() const = 0;
 };

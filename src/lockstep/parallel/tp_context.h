@@ -53,6 +53,8 @@ class TpContext {
 
   const Status& status() const { return status_; }
   comm::Communicator& comm() { return *comm_; }
+  // The group, for a second context over it with other slices (LlamaShard's key/value heads).
+  std::shared_ptr<comm::Communicator> shared_comm() const { return comm_; }
 
  private:
   void Check(const comm::WorkHandle& work);

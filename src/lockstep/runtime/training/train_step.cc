@@ -182,17 +182,9 @@ Status Trainer::AllreduceGrads(float* grads, int64_t n) {
   return Status::Ok();
 }
 
-// The local tensor tied across the pipeline: wte on the first stage, its copy on the last
-// (gpt_shard.h), or -1 (pp = 1, untied, a middle stage).
-int Trainer::TiedParam() const {
-  if (dims().pp == 1 || !setup_.layout.gpt || !setup_.layout.gpt->tie_embeddings) return -1;
-  const nn::ParameterStore& ps = model_->params();
-  for (int i = 0; i < ps.size(); ++i) {
-    const parallel::TensorPlacement& p = model_->placements()[i];
-    if ((model_->first_stage() && p.name == "wte.weight") || (model_->last_stage() && p.tied_copy)) return i;
-  }
-  return -1;
-}
+// The local tensor tied across the pipeline: the embedding on the first stage, its copy on
+// the last (gpt_shard.h, llama_shard.h), or -1 (pp = 1, untied, a middle stage).
+int Trainer::TiedParam() const { return dims().pp == 1 ? -1 : model_->TiedParam(); }
 
 // Tied embeddings over a pipeline: the first stage's wte gradient (the embedding's part) and
 // the last stage's copy's (the head's part) become their sum on both, so both tensors take the
