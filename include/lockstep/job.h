@@ -1,6 +1,6 @@
 // Job: what a run trains — how to build the model and where its samples come from. The
 // trainer behind `lockstep train` and the library's lockstep::Train() take one; the command's
-// built-in GPT and CNN are BuiltinJob() (builtin_job.h), a program's own model is a Job of its
+// built-in GPT, Llama and CNN are BuiltinJob() (builtin_job.h), a program's own model is a Job of its
 // own. Public API (docs/api.md).
 #pragma once
 
@@ -15,6 +15,7 @@
 #include "lockstep/data/data_source.h"
 #include "lockstep/data/distributed_sampler.h"
 #include "lockstep/nn/gpt.h"
+#include "lockstep/nn/llama.h"
 #include "lockstep/nn/model.h"
 
 namespace lockstep {
@@ -48,6 +49,8 @@ struct Job {
   // over tensor- and pipeline-parallel ranks (--layout tp=,pp=); any model trains
   // data-parallel and with ZeRO. Unset or nullopt: the model trains whole on every replica.
   std::function<Result<std::optional<nn::GptConfig>>(const Config& config)> gpt;
+  // Optional, the same for lockstep's Llama (nn/llama.h): split over tp and pp ranks too.
+  std::function<Result<std::optional<nn::LlamaConfig>>(const Config& config)> llama;
   std::vector<JobConfigKey> config_keys;
 };
 

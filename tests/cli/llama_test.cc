@@ -1,7 +1,8 @@
 // model.kind = "llama" end to end: llama-tiny's shape shrunk trains (its validation loss
-// falls), and with --deterministic data parallelism and ZeRO 1-3 end with the one-worker
-// weights, bit for bit, each run showing what ran; a layout the family cannot run yet, and a
-// config it cannot represent, are one line and exit 2.
+// falls), and with --deterministic every layout (data parallel, ZeRO 1-3, tensor and pipeline
+// parallel and their mix) ends with the one-worker weights, bit for bit, tied or untied, each
+// run showing what ran; a layout the model cannot be split into, and a config it cannot
+// represent, are one line and exit 2.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -54,7 +55,7 @@ TEST(LlamaCli, TrainsAndItsValidationLossFalls) {
   EXPECT_EQ(start["model"], "llama");
 }
 
-TEST(LlamaCli, DeterministicDataParallelAndZeroMatchOneWorker) {
+TEST(LlamaCli, DeterministicEveryLayoutMatchesOneWorker) {
   const std::string one = MakeTempDir("llama-one");
   ASSERT_EQ(RunLockstep(Llama(one, 6, {"--deterministic"})).exit_code, 0);
   ASSERT_EQ(DoneHash(one).size(), 16u);
@@ -64,7 +65,10 @@ TEST(LlamaCli, DeterministicDataParallelAndZeroMatchOneWorker) {
   } cases[] = {{{"--nproc", "2"}, "dp=2,tp=1,pp=1 zero=0 world=2 threads"},
                {{"--nproc", "4", "--zero", "1"}, "dp=4,tp=1,pp=1 zero=1 world=4 threads"},
                {{"--nproc", "2", "--zero", "2"}, "dp=2,tp=1,pp=1 zero=2 world=2 threads"},
-               {{"--nproc", "4", "--zero", "3"}, "dp=4,tp=1,pp=1 zero=3 world=4 threads"}};
+               {{"--nproc", "4", "--zero", "3"}, "dp=4,tp=1,pp=1 zero=3 world=4 threads"},
+               {{"--nproc", "2", "--layout", "tp=2"}, "dp=1,tp=2,pp=1 zero=0 world=2 threads"},
+               {{"--nproc", "4", "--layout", "tp=2,pp=2", "--zero", "1"}, "dp=1,tp=2,pp=2 zero=1 world=4 threads 1f1b"},
+               {{"--nproc", "4", "--layout", "dp=2,tp=2", "--zero", "3"}, "dp=2,tp=2,pp=1 zero=3 world=4 threads"}};
   for (const auto& c : cases) {
     const std::string dir = MakeTempDir("llama-layout");
     std::vector<std::string> flags = c.flags;
@@ -76,12 +80,39 @@ TEST(LlamaCli, DeterministicDataParallelAndZeroMatchOneWorker) {
   }
 }
 
+// Tied: the head reads embed_tokens on one stage, and a pipeline's last stage keeps a copy whose
+// gradient is summed with the first stage's.
+TEST(LlamaCli, DeterministicTiedPipelineMatchesOneWorker) {
+  const std::vector<std::string> tied = {"--deterministic", "--set", "model.tie_embeddings=true"};
+  const std::string one = MakeTempDir("llama-tied-one");
+  ASSERT_EQ(RunLockstep(Llama(one, 6, tied)).exit_code, 0);
+  for (const std::vector<std::string>& layout : std::vector<std::vector<std::string>>{
+           {"--nproc", "2", "--layout", "pp=2", "--zero", "2"}, {"--nproc", "4", "--layout", "tp=2,pp=2"}}) {
+    const std::string dir = MakeTempDir("llama-tied");
+    std::vector<std::string> flags = tied;
+    flags.insert(flags.end(), layout.begin(), layout.end());
+    CommandResult r = RunLockstep(Llama(dir, 6, flags));
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(DoneHash(dir), DoneHash(one)) << WhatRan(dir);
+  }
+}
+
 TEST(LlamaCli, BadConfigIsOneLine) {
-  for (const auto& [set, needle] :
-       std::vector<std::pair<std::string, std::string>>{{"model.kv_heads=3", "model.kv_heads"},
-                                                        {"model.rope_scaling=yarn", "\"yarn\" is not implemented"},
-                                                        {"model.head_dim=3", "even head dimension"}}) {
-    CommandResult r = RunLockstep(Llama(MakeTempDir("llama-bad"), 1, {"--set", set}));
+  const struct {
+    std::vector<std::string> flags;
+    std::string needle;
+  } cases[] = {
+      {{"--set", "model.kv_heads=3"}, "model.kv_heads"},
+      {{"--set", "model.rope_scaling=yarn"}, "\"yarn\" is not implemented"},
+      {{"--set", "model.head_dim=3"}, "even head dimension"},
+      // 4 heads over 3 tensor-parallel ranks; 2 kv heads over 4 (split, never replicated).
+      {{"--nproc", "3", "--layout", "tp=3"}, "model.heads = 4 is not divisible by the tensor-parallel degree tp = 3"},
+      {{"--nproc", "4", "--layout", "tp=4"}, "model.kv_heads = 2 is not divisible by the tensor-parallel degree tp = 4"},
+      {{"--nproc", "2", "--layout", "tp=2", "--set", "train.recompute=block"}, "train.recompute"},
+  };
+  for (const auto& [flags, needle] : cases) {
+    const std::string set = flags.back();
+    CommandResult r = RunLockstep(Llama(MakeTempDir("llama-bad"), 1, flags));
     EXPECT_EQ(r.exit_code, 2) << set << "\n" << r.err;
     EXPECT_NE(r.err.find(needle), std::string::npos) << r.err;
     size_t lines = 0;
@@ -96,7 +127,7 @@ std::string Bytes(const std::string& path) {
 }
 
 // lockstep -> HF -> lockstep through the CLI: a trained model's export, imported by a run in
-// another layout (ZeRO-3 over 2 workers) that takes a step too small to change an fp32 weight
+// another layout (tensor and pipeline parallel, ZeRO-1, 4 workers) that takes a step too small to change an fp32 weight
 // (lr 1e-30: Adam's update is ~lr, decay lr*wd), exports to the same bytes; the run starts from
 // exactly the exported weights (its done hash is the source's).
 TEST(LlamaCli, HfRoundTripThroughAnotherLayoutGivesTheSameBytes) {
@@ -109,10 +140,10 @@ TEST(LlamaCli, HfRoundTripThroughAnotherLayoutGivesTheSameBytes) {
   EXPECT_EQ(config["architectures"], nlohmann::json({"LlamaForCausalLM"}));
   EXPECT_EQ(config["num_key_value_heads"], 2);
   CommandResult t = RunLockstep(Llama(dst, 1,
-                                      {"--init-from", "hf:" + hf, "--nproc", "2", "--zero", "3", "--set",
+                                      {"--init-from", "hf:" + hf, "--nproc", "4", "--layout", "tp=2,pp=2", "--zero", "1", "--set",
                                        "optim.lr=1e-30", "--set", "optim.min_lr=1e-30"}));
   ASSERT_EQ(t.exit_code, 0) << t.err;
-  EXPECT_EQ(WhatRan(dst), "dp=2,tp=1,pp=1 zero=3 world=2 threads");
+  EXPECT_EQ(WhatRan(dst), "dp=1,tp=2,pp=2 zero=1 world=4 threads 1f1b");
   EXPECT_EQ(DoneHash(dst), DoneHash(src));
   ASSERT_EQ(RunLockstep({"export", dst, "--format", "hf", "--out", hf2}).exit_code, 0);
   EXPECT_EQ(Bytes(hf2 + "/model.safetensors"), Bytes(hf + "/model.safetensors"));

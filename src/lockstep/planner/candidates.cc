@@ -96,7 +96,7 @@ Result<std::vector<Candidate>> Enumerate(const PlanSetup& s, int world, bool one
         } else {
           run.train.accum_steps = micros;
         }
-        Result<runtime::RunLayout> lp = runtime::ResolveLayout(o, run, world, s.gpt, kind);
+        Result<runtime::RunLayout> lp = runtime::ResolveLayout(o, run, world, runtime::ModelShape{s.gpt, std::nullopt, kind});
         if (!lp.ok()) {
           if (first_error.empty()) first_error = d.ToString() + ": " + lp.status().message();
           continue;

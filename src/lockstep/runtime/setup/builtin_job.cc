@@ -64,6 +64,12 @@ Job BuiltinJob() {
     LS_ASSIGN_OR_RETURN(nn::GptConfig c, nn::ReadGptConfig(config));
     return std::optional<nn::GptConfig>(c);
   };
+  job.llama = [](const Config& config) -> Result<std::optional<nn::LlamaConfig>> {
+    LS_ASSIGN_OR_RETURN(std::string kind, config.GetString("model.kind", ""));
+    if (kind != "llama") return std::optional<nn::LlamaConfig>();
+    LS_ASSIGN_OR_RETURN(nn::LlamaConfig c, nn::ReadLlamaConfig(config));
+    return std::optional<nn::LlamaConfig>(c);
+  };
   return job;
 }
 

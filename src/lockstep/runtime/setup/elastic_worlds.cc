@@ -24,7 +24,7 @@ Result<ElasticWorlds> ElasticWorlds::Create(const TrainOptions& options, const J
   TrainOptions probe = options;
   probe.print_config = true;
   LS_ASSIGN_OR_RETURN(RunSetup setup, SetUpRun(job, probe, options.nproc));
-  p.gpt_ = setup.layout.gpt;
+  p.model_ = ModelShape{setup.layout.gpt, setup.layout.llama, "the model"};
   p.total_steps_ = setup.total_steps;
   LS_ASSIGN_OR_RETURN(parallel::ParallelDims d,
                       parallel::ParallelDims::Parse(options.layout, options.nproc, options.zero));
@@ -43,7 +43,7 @@ std::string ElasticWorlds::Refusal(int nproc) const {
   TrainOptions o = options_;
   o.nproc = nproc;
   o.layout = layout_without_dp_;
-  Result<RunLayout> layout = ResolveLayout(o, run_, nproc, gpt_, "the model");
+  Result<RunLayout> layout = ResolveLayout(o, run_, nproc, model_);
   return layout.ok() ? "" : layout.status().message();
 }
 

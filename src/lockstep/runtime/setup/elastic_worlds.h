@@ -16,6 +16,7 @@
 #include "lockstep/builtin_job.h"
 #include "lockstep/job.h"
 #include "lockstep/runtime/setup/run_config.h"
+#include "lockstep/runtime/setup/run_layout.h"
 #include "lockstep/train_options.h"
 
 namespace lockstep::runtime {
@@ -44,7 +45,7 @@ class ElasticWorlds {
   TrainOptions options_;
   Config config_;
   RunConfig run_;
-  std::optional<nn::GptConfig> gpt_;  // the job's GPT shape (tp/pp possible), else none
+  ModelShape model_;  // the job's GPT or Llama shape (tp/pp possible), else neither
   int tp_ = 1, pp_ = 1;
   std::string layout_without_dp_;
   int64_t total_steps_ = 0;

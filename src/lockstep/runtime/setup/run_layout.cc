@@ -2,6 +2,7 @@
 
 #include "lockstep/data/distributed_sampler.h"
 #include "lockstep/nn/model.h"
+#include "lockstep/parallel/llama_shard.h"
 
 namespace lockstep::runtime {
 namespace {
@@ -27,7 +28,24 @@ Status CheckGptSplits(const nn::GptConfig& c, int slices, const std::string& by)
   return check("model.mlp_ratio * model.width", c.mlp_ratio * c.width);
 }
 
+// The Llama's: the largest power of two <= 8 dividing the query heads, the SwiGLU width and
+// the vocabulary, whose key/value slices (min(slices, kv_heads)) nest with it.
+int AutoSlices(const nn::LlamaConfig& c) {
+  int s = 8;
+  while (s > 1 && !parallel::CheckLlamaSplits(c, s, 1, "").ok()) s /= 2;
+  return s;
+}
+
 }  // namespace
+
+GptStageCosts EstimateLlamaStageCosts(const nn::LlamaConfig& c) {
+  const double C = static_cast<double>(c.width), T = static_cast<double>(c.context);
+  const double D = static_cast<double>(c.head_size()), H = static_cast<double>(c.heads);
+  const double KV = static_cast<double>(c.kv_heads), F = static_cast<double>(c.ffn_hidden);
+  const double V = static_cast<double>(c.padded_vocab());
+  const double layer = 2.0 * (C * H * D + 2.0 * C * KV * D + H * D * C + 3.0 * C * F) + 2.0 * (T + 1.0) * H * D;
+  return {layer, 0.0, 2.0 * C * V + 5.0 * V};
+}
 
 GptStageCosts EstimateGptStageCosts(const nn::GptConfig& c) {
   const nn::GptFlopsPerToken f = nn::GptForwardFlopsPerToken(c);
@@ -35,31 +53,38 @@ GptStageCosts EstimateGptStageCosts(const nn::GptConfig& c) {
 }
 
 Result<RunLayout> ResolveLayout(const TrainOptions& options, const RunConfig& run, int world,
-                                const std::optional<nn::GptConfig>& gpt, const std::string& model_name) {
+                                const ModelShape& model) {
   RunLayout lp;
   LS_ASSIGN_OR_RETURN(lp.dims, parallel::ParallelDims::Parse(options.layout, world, options.zero));
   const parallel::ParallelDims& d = lp.dims;
-  lp.gpt = gpt;
-  if (!gpt && (d.tp > 1 || d.pp > 1)) {
+  lp.gpt = model.gpt;
+  lp.llama = model.llama;
+  if (!lp.sharded() && (d.tp > 1 || d.pp > 1)) {
     return Bad("--layout " + d.ToString() +
-               ": tensor and pipeline parallelism need model.kind = \"gpt\" (lockstep's GPT; \"" + model_name +
+               ": tensor and pipeline parallelism need model.kind = \"gpt\" or \"llama\" (\"" + model.name +
                "\" trains data-parallel, with any --zero, only)");
   }
   const TrainSection& t = run.train;
   lp.tp_slices = d.tp;
-  if (lp.gpt) {
+  if (lp.sharded()) {
+    const std::string by_tp = "the tensor-parallel degree tp = " + std::to_string(d.tp);
     if (options.deterministic) {
-      lp.tp_slices = t.det_tp_slices > 0 ? static_cast<int>(t.det_tp_slices) : AutoSlices(*lp.gpt);
+      lp.tp_slices = t.det_tp_slices > 0    ? static_cast<int>(t.det_tp_slices)
+                     : lp.gpt.has_value() ? AutoSlices(*lp.gpt)
+                                          : AutoSlices(*lp.llama);
       if (lp.tp_slices % d.tp != 0)
         return Bad("--deterministic with tp=" + std::to_string(d.tp) + " needs train.det_tp_slices divisible by " +
                    std::to_string(d.tp) + ", got " + std::to_string(lp.tp_slices));
-      LS_RETURN_IF_ERROR(
-          CheckGptSplits(*lp.gpt, lp.tp_slices, "train.det_tp_slices = " + std::to_string(lp.tp_slices)));
-    } else {
-      LS_RETURN_IF_ERROR(CheckGptSplits(*lp.gpt, d.tp, "the tensor-parallel degree tp = " + std::to_string(d.tp)));
     }
-    const GptStageCosts k = EstimateGptStageCosts(*lp.gpt);
-    std::vector<double> blocks(static_cast<size_t>(lp.gpt->layers), k.block);
+    const std::string by = options.deterministic ? "train.det_tp_slices = " + std::to_string(lp.tp_slices) : by_tp;
+    if (lp.gpt) {
+      LS_RETURN_IF_ERROR(CheckGptSplits(*lp.gpt, lp.tp_slices, by));
+    } else {
+      LS_RETURN_IF_ERROR(parallel::CheckLlamaSplits(*lp.llama, lp.tp_slices, d.tp, by));
+    }
+    const GptStageCosts k = lp.gpt ? EstimateGptStageCosts(*lp.gpt) : EstimateLlamaStageCosts(*lp.llama);
+    const int64_t layers = lp.gpt ? lp.gpt->layers : lp.llama->layers;
+    std::vector<double> blocks(static_cast<size_t>(layers), k.block);
     Result<parallel::StagePartition> p = parallel::BalanceStages(blocks, k.embedding, k.head, d.pp);
     if (!p.ok()) return p.status();
     lp.partition = *p;

@@ -12,6 +12,7 @@
 
 #include "lockstep/core/config.h"
 #include "lockstep/nn/gpt.h"
+#include "lockstep/nn/llama.h"
 #include "lockstep/parallel/mesh.h"
 #include "lockstep/parallel/pipeline_schedule.h"
 #include "lockstep/runtime/setup/run_config.h"
@@ -24,14 +25,23 @@ struct RunLayout {
   int tp_slices = 1;  // canonical slices of split layers: train.det_tp_slices (deterministic) or tp
   int pp_micros = 1;  // micro-batches per step through the pipeline (pp > 1)
   parallel::PipeSchedule schedule = parallel::PipeSchedule::k1F1B;
-  parallel::StagePartition partition;  // pp stages over the GPT's blocks (always set for gpt)
-  std::optional<nn::GptConfig> gpt;    // model.kind = "gpt"
+  parallel::StagePartition partition;    // pp stages over the blocks (always set for gpt and llama)
+  std::optional<nn::GptConfig> gpt;      // model.kind = "gpt"
+  std::optional<nn::LlamaConfig> llama;  // model.kind = "llama"
+  // The model is split into stage shards (GptShard, LlamaShard) rather than trained whole.
+  bool sharded() const { return gpt.has_value() || llama.has_value(); }
 };
 
-// `gpt`: the model's shape when it is lockstep's GPT (only then can tp or pp exceed 1);
-// `model_name` names any other model in errors.
+// The model a layout is resolved for: lockstep's GPT or Llama (only they can be split over
+// tp and pp ranks), or another model, named in errors.
+struct ModelShape {
+  std::optional<nn::GptConfig> gpt;
+  std::optional<nn::LlamaConfig> llama;
+  std::string name;
+};
+
 Result<RunLayout> ResolveLayout(const TrainOptions& options, const RunConfig& run, int world,
-                                const std::optional<nn::GptConfig>& gpt, const std::string& model_name);
+                                const ModelShape& model);
 
 // Estimated forward FLOPs per token of one GPT block, of the embeddings and of the head:
 // the costs BalanceStages weighs.
@@ -39,5 +49,7 @@ struct GptStageCosts {
   double block = 0, embedding = 0, head = 0;
 };
 GptStageCosts EstimateGptStageCosts(const nn::GptConfig& c);
+// The same for a Llama layer, its embedding lookup and its head.
+GptStageCosts EstimateLlamaStageCosts(const nn::LlamaConfig& c);
 
 }  // namespace lockstep::runtime

@@ -74,20 +74,23 @@ Result<RunSetup> SetUpRun(const Job& job, const TrainOptions& options, int world
 
   // Validates the model before any thread starts (a GPT only by its keys: building a large
   // one here would cost the memory a sharded run exists to avoid).
-  std::optional<nn::GptConfig> gpt;
+  ModelShape shape;
   if (job.gpt) {
-    LS_ASSIGN_OR_RETURN(gpt, job.gpt(setup.config));
+    LS_ASSIGN_OR_RETURN(shape.gpt, job.gpt(setup.config));
+  }
+  if (!shape.gpt && job.llama) {
+    LS_ASSIGN_OR_RETURN(shape.llama, job.llama(setup.config));
   }
   std::unique_ptr<nn::Model> probe;
-  if (!gpt) {
+  if (!shape.gpt && !shape.llama) {
     LS_ASSIGN_OR_RETURN(probe, job.model(setup.config));
     if (probe == nullptr) return Status::InvalidArgument("the job's model function returned no model");
   }
-  if (!gpt && setup.run.train.recompute != "none")
+  if (!shape.gpt && setup.run.train.recompute != "none")
     return Status::InvalidArgument("config key 'train.recompute' = \"" + setup.run.train.recompute +
                                    "\" needs model.kind = \"gpt\" (its transformer blocks are what is recomputed)");
-  const std::string model_name = probe ? probe->name() : "gpt";
-  LS_ASSIGN_OR_RETURN(setup.layout, ResolveLayout(options, setup.run, world, gpt, model_name));
+  shape.name = probe ? probe->name() : shape.gpt ? "gpt" : "llama";
+  LS_ASSIGN_OR_RETURN(setup.layout, ResolveLayout(options, setup.run, world, shape));
   const int dp = setup.layout.dims.dp;
   const TrainSection& t = setup.run.train;
 
@@ -95,7 +98,9 @@ Result<RunSetup> SetUpRun(const Job& job, const TrainOptions& options, int world
   if (!setup.data.train || !setup.data.val)
     return Status::InvalidArgument("the job's data function returned no training or validation source");
   const SampleLayout layout = setup.data.train->layout();
-  LS_RETURN_IF_ERROR(gpt ? nn::CheckGptLayout(*gpt, layout) : probe->CheckLayout(layout));
+  LS_RETURN_IF_ERROR(shape.gpt     ? nn::CheckGptLayout(*shape.gpt, layout)
+                     : shape.llama ? nn::CheckLlamaLayout(*shape.llama, layout)
+                                   : probe->CheckLayout(layout));
   probe.reset();
 
   // Steps per epoch come from the sampler's view of the dataset (the same for every rank).
@@ -130,9 +135,8 @@ Result<RunSetup> SetUpRun(const Job& job, const TrainOptions& options, int world
     parallel::CanonicalTensors w;
     if (setup.layout.gpt) {
       LS_ASSIGN_OR_RETURN(w, interop::LoadInitWeights(options.init_from, *setup.layout.gpt));
-    } else if (model_name == "llama") {
-      LS_ASSIGN_OR_RETURN(nn::LlamaConfig llama, nn::ReadLlamaConfig(setup.config));
-      LS_ASSIGN_OR_RETURN(w, interop::LoadInitWeights(options.init_from, llama));
+    } else if (setup.layout.llama) {
+      LS_ASSIGN_OR_RETURN(w, interop::LoadInitWeights(options.init_from, *setup.layout.llama));
     } else {
       return Status::InvalidArgument("--init-from: only a GPT or a Llama (model.kind = \"gpt\" or \"llama\") can "
                                      "start from other weights");

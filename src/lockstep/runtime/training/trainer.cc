@@ -11,6 +11,7 @@
 #include "lockstep/core/version.h"
 #include "lockstep/nn/model.h"
 #include "lockstep/parallel/gpt_shard.h"
+#include "lockstep/parallel/llama_shard.h"
 #include "lockstep/runtime/recovery/fault_injection.h"
 #include "lockstep/runtime/setup/worker_env.h"
 #include "lockstep/runtime/training/eval_loop.h"
@@ -51,10 +52,9 @@ Status Trainer::CheckMemoryLimit() {
   const int64_t limit = setup_.options.mem_limit;
   if (limit <= 0) return Status::Ok();
   int64_t numel = 0, largest_unit = 0;
-  if (setup_.layout.gpt) {
-    parallel::GptShardOptions o = StageOptions();  // a dry shard: parameter shapes, no storage
-    o.flat_params = o.flat_grads = false;
-    LS_ASSIGN_OR_RETURN(std::unique_ptr<parallel::GptShard> dry, parallel::GptShard::Create(o, tp_.get()));
+  if (setup_.layout.sharded()) {
+    // A dry shard: parameter shapes, no storage.
+    LS_ASSIGN_OR_RETURN(std::unique_ptr<parallel::StageModel> dry, MakeStage(false, false));
     numel = dry->params().numel();
     for (const parallel::ParamUnit& u : dry->units()) {
       const nn::ParamInfo& last = dry->params().info(u.end_param - 1);
@@ -95,7 +95,7 @@ Status Trainer::BuildModel() {
   const RunLayout& lp = setup_.layout;
   // ZeRO-2 keeps no full gradient buffer, ZeRO-3 no full parameter buffer either.
   const bool flat_params = zero_ < 3, flat_grads = zero_ < 2;
-  if (!lp.gpt) {
+  if (!lp.sharded()) {
     LS_ASSIGN_OR_RETURN(std::unique_ptr<nn::Model> whole, setup_.job.model(config_));
     if (whole == nullptr) return Status::InvalidArgument("the job's model function returned no model");
     model_ = std::make_unique<parallel::WholeModel>(std::move(whole));
@@ -108,15 +108,34 @@ Status Trainer::BuildModel() {
     }
     return Status::Ok();
   }
-  parallel::GptShardOptions o = StageOptions();
-  o.flat_params = flat_params;
-  o.flat_grads = flat_grads;
-  LS_ASSIGN_OR_RETURN(std::unique_ptr<parallel::GptShard> shard, parallel::GptShard::Create(o, tp_.get()));
-  model_ = std::move(shard);
+  LS_ASSIGN_OR_RETURN(model_, MakeStage(flat_params, flat_grads));
   if (zero_ >= 2) {
-    LS_ASSIGN_OR_RETURN(zero_units_, parallel::ZeroUnits::Create(zero_, mesh_.dp, model_.get(), lp.gpt->init_seed));
+    const uint64_t seed = lp.gpt ? lp.gpt->init_seed : lp.llama->init_seed;
+    LS_ASSIGN_OR_RETURN(zero_units_, parallel::ZeroUnits::Create(zero_, mesh_.dp, model_.get(), seed));
   }
   return Status::Ok();
+}
+
+// This rank's stage of the GPT or the Llama, split over its tp group.
+Result<std::unique_ptr<parallel::StageModel>> Trainer::MakeStage(bool flat_params, bool flat_grads) const {
+  if (setup_.layout.gpt) {
+    parallel::GptShardOptions o = StageOptions();
+    o.flat_params = flat_params;
+    o.flat_grads = flat_grads;
+    LS_ASSIGN_OR_RETURN(std::unique_ptr<parallel::GptShard> shard, parallel::GptShard::Create(o, tp_.get()));
+    return std::unique_ptr<parallel::StageModel>(std::move(shard));
+  }
+  const int s = mesh_.coord.pp;
+  parallel::LlamaShardOptions o;
+  o.model = *setup_.layout.llama;
+  o.first_layer = setup_.layout.partition.begin[s];
+  o.end_layer = setup_.layout.partition.begin[s + 1];
+  o.has_embedding = s == 0;
+  o.has_head = s == dims().pp - 1;
+  o.flat_params = flat_params;
+  o.flat_grads = flat_grads;
+  LS_ASSIGN_OR_RETURN(std::unique_ptr<parallel::LlamaShard> shard, parallel::LlamaShard::Create(o, tp_.get()));
+  return std::unique_ptr<parallel::StageModel>(std::move(shard));
 }
 
 // This rank's pipeline stage of the GPT: its blocks of the partition, the embeddings on the
@@ -272,8 +291,15 @@ std::string Trainer::Bf16Note() const {
          (bf16_grads() ? ", bf16 gradient reduction" : "");
 }
 
+// The whole model's parameters (a shard holds only its part).
+int64_t Trainer::ModelParamCount() const {
+  if (setup_.layout.gpt) return nn::GptParamCount(*setup_.layout.gpt);
+  if (setup_.layout.llama) return nn::LlamaParamCount(*setup_.layout.llama);
+  return local_numel();
+}
+
 void Trainer::LogStart() {
-  const int64_t params = setup_.layout.gpt ? nn::GptParamCount(*setup_.layout.gpt) : local_numel();
+  const int64_t params = ModelParamCount();
   std::string layout;
   if (dims().tp > 1 || dims().pp > 1 || zero_ > 0)
     layout = " (" + dims().ToString() + ",zero=" + std::to_string(zero_) + ")";
@@ -287,7 +313,7 @@ void Trainer::LogStart() {
 // What `lockstep report` puts in its header: the run's config, layout, backend and machine. A
 // restarted run writes one per start (its step is where that start began).
 nlohmann::json Trainer::StartRow() const {
-  const int64_t params = setup_.layout.gpt ? nn::GptParamCount(*setup_.layout.gpt) : local_numel();
+  const int64_t params = ModelParamCount();
   return {{"event", "start"},
           {"step", start_step_},
           {"version", LOCKSTEP_VERSION},
@@ -383,7 +409,7 @@ bool Trainer::KeepsBf16Weights() {
     return false;
   // Deterministic GPT runs copy each canonical tensor-parallel slice of a weight before its
   // product (parallel/tp_linear.cc), so they round per product and a copy would go unread.
-  return !(setup_.options.deterministic && setup_.layout.gpt);
+  return !(setup_.options.deterministic && setup_.layout.sharded());
 }
 
 void Trainer::RefreshBf16Weights() {

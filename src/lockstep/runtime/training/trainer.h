@@ -150,6 +150,8 @@ class Trainer {
   float* OwnedParams();
   float* OwnedGrads();
   parallel::GptShardOptions StageOptions() const;
+  Result<std::unique_ptr<parallel::StageModel>> MakeStage(bool flat_params, bool flat_grads) const;
+  int64_t ModelParamCount() const;
   // GPT only: the activations this rank keeps for backward at its peak (one micro-batch's,
   // times the micro-batches a pipeline stage holds at once), by layer kind
   // (parallel/gpt_memory.h); `in_flight` and `rows` say how it was counted.

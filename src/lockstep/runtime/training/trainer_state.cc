@@ -8,7 +8,6 @@
 #include "lockstep/core/machine.h"
 #include "lockstep/interop/gpt_weights.h"
 #include "lockstep/interop/llama_weights.h"
-#include "lockstep/nn/llama.h"
 #include "lockstep/nn/gpt.h"
 #include "lockstep/runtime/training/trainer.h"
 #include "lockstep/tensor/precision.h"
@@ -47,9 +46,7 @@ CheckpointContents Trainer::Contents(int64_t step) {
   c.rng = {{"kind", "philox4x32-10"}, {"seed", setup_.run.train.seed}};
   c.layout = Layout();
   if (setup_.layout.gpt) c.model = interop::GptConfigToJson(*setup_.layout.gpt);
-  if (auto* whole = dynamic_cast<parallel::WholeModel*>(model_.get()))
-    if (const auto* llama = dynamic_cast<const nn::Llama*>(&whole->model()))
-      c.model = interop::LlamaConfigToJson(llama->config());
+  if (setup_.layout.llama) c.model = interop::LlamaConfigToJson(*setup_.layout.llama);
   return c;
 }
 
