@@ -5,6 +5,7 @@
 #include <string>
 #include <utility>
 
+#include "lockstep/autograd/recompute.h"
 #include "lockstep/nn/activation.h"
 #include "lockstep/nn/attention.h"
 #include "lockstep/nn/rms_norm.h"
@@ -181,7 +182,14 @@ Variable LlamaShard::Body(Tape& tape, const nn::ModelInput& in, const Variable& 
   }
   for (const Layer& L : layers_) {
     Enter(tape, unit);
-    x = LayerForward(tape, L, x);
+    if (o_.recompute) {
+      std::vector<Variable> params;
+      for (int i : {L.input_norm, L.q, L.k, L.v, L.o, L.post_norm, L.gate, L.up, L.down}) params.push_back(P(i));
+      x = autograd::Recompute(tape, x, params,
+                              [this, &L](Tape& t, const Variable& in) { return LayerForward(t, L, in); });
+    } else {
+      x = LayerForward(tape, L, x);
+    }
     Exit(tape, unit++);
   }
   return x;

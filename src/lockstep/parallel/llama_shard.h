@@ -43,6 +43,9 @@ struct LlamaShardOptions {
   bool has_head = true;
   bool flat_params = true;  // as GptShardOptions (ZeRO-2/3 bind their own storage)
   bool flat_grads = true;
+  // train.recompute = "block": each decoder layer keeps only its input for backward and runs
+  // its forward again inside backward (autograd/recompute.h), as GptShardOptions::recompute.
+  bool recompute = false;
 };
 
 // The key/value slices for `slices` query slices: min(slices, kv_heads).

@@ -86,9 +86,10 @@ Result<RunSetup> SetUpRun(const Job& job, const TrainOptions& options, int world
     LS_ASSIGN_OR_RETURN(probe, job.model(setup.config));
     if (probe == nullptr) return Status::InvalidArgument("the job's model function returned no model");
   }
-  if (!shape.gpt && setup.run.train.recompute != "none")
+  if (!shape.gpt && !shape.llama && setup.run.train.recompute != "none")
     return Status::InvalidArgument("config key 'train.recompute' = \"" + setup.run.train.recompute +
-                                   "\" needs model.kind = \"gpt\" (its transformer blocks are what is recomputed)");
+                                   "\" needs model.kind = \"gpt\" or \"llama\" (their transformer blocks are what is "
+                                   "recomputed)");
   shape.name = probe ? probe->name() : shape.gpt ? "gpt" : "llama";
   LS_ASSIGN_OR_RETURN(setup.layout, ResolveLayout(options, setup.run, world, shape));
   const int dp = setup.layout.dims.dp;

@@ -134,6 +134,7 @@ Result<std::unique_ptr<parallel::StageModel>> Trainer::MakeStage(bool flat_param
   o.has_head = s == dims().pp - 1;
   o.flat_params = flat_params;
   o.flat_grads = flat_grads;
+  o.recompute = setup_.run.train.recompute == "block";
   LS_ASSIGN_OR_RETURN(std::unique_ptr<parallel::LlamaShard> shard, parallel::LlamaShard::Create(o, tp_.get()));
   return std::unique_ptr<parallel::StageModel>(std::move(shard));
 }
