@@ -8,8 +8,12 @@
 # threads on both sides: fp32, bf16 (lockstep train.precision = bf16 against torch's bf16
 # autocast) and activation recompute (train.recompute = block against lockstep's own "none":
 # step time and the activation bytes of the memory row).
+# llama-tiny (configs/llama-tiny.toml, gpt-tiny's Llama twin) runs beside gpt-tiny against
+# shared/peers/torch_llama.py, and the last section is bench/llama_135m.sh (SmolLM2-135M's shape,
+# fp32 and bf16, 2 threads).
 # Usage: bench/engine_vs_torch.sh [gpt_steps=40] [cnn_steps=200] [threads=1] [small_steps=6] [rounds=3]
-#        [small_rounds=2]
+#        [small_rounds=2] [llama_135m_steps=6]
+# (llama_135m_steps=0 skips the 135M shape, about 4 minutes a round).
 # (small_steps=0 skips gpt-small, which takes about 7 minutes a round on a 2-core machine;
 # rounds / small_rounds: how many times the gpt-tiny and cnn-fashion pairs / the gpt-small
 # fp32 and bf16 pairs run, alternating the two sides).
@@ -22,6 +26,7 @@ THREADS=${3:-1}
 SMALL_STEPS=${4:-6}
 ROUNDS=${5:-3}
 SMALL_ROUNDS=${6:-2}
+LLAMA_135M_STEPS=${7:-6}
 SMALL_THREADS=2
 source bench/peer_lib.sh
 peer_setup
@@ -58,19 +63,29 @@ for round in $(seq 1 "$ROUNDS"); do
     --set eval.batches=1 --set checkpoint.keep=1 --out "$tmp/cnn")
   pt_cnn=$(peer_run "$THREADS" "$PEERS/torch_cnn.py" --epochs "$(python3 -c "print($CNN_STEPS*64/60000)")")
   peer_check_blas "$pt_cnn" >/dev/null
+  rm -rf "$tmp/llama"
+  ls_llama_rss=$(rss_run $LS train --config configs/llama-tiny.toml --steps "$GPT_STEPS" --set train.threads="$THREADS" \
+    --set eval.batches=1 --set checkpoint.keep=1 --out "$tmp/llama")
+  pt_llama=$(peer_run "$THREADS" "$PEERS/torch_llama.py" --steps "$GPT_STEPS")
+  peer_check_blas "$pt_llama" >/dev/null
   echo "$(metrics_median "$tmp/gpt/metrics.jsonl" tokens_per_s) $(peer_field "$pt_gpt" tokens/s)" \
     "$(metrics_median "$tmp/cnn/metrics.jsonl" samples_per_s) $(peer_field "$pt_cnn" images/s)" \
     "$ls_gpt_rss $(peer_field "$pt_gpt" peak_rss_kb) $ls_cnn_rss $(peer_field "$pt_cnn" peak_rss_kb)" \
     "$(metrics_median "$tmp/gpt/metrics.jsonl" gflops) $(metrics_median "$tmp/cnn/metrics.jsonl" gflops)" \
-    "$(sgemm_peak "$THREADS")" >>"$rounds_file"
+    "$(sgemm_peak "$THREADS")" \
+    "$(metrics_median "$tmp/llama/metrics.jsonl" tokens_per_s) $(peer_field "$pt_llama" tokens/s)" \
+    "$ls_llama_rss $(peer_field "$pt_llama" peak_rss_kb) $(metrics_median "$tmp/llama/metrics.jsonl" gflops)" \
+    >>"$rounds_file"
 done
 
 echo "peer: $(head -c 60 <<<"$pt_gpt" | cut -d' ' -f1-2), BLAS $blas; $THREADS compute thread(s) on both sides"
 python3 - "$rounds_file" <<'PY'
 import statistics, sys
 rounds = [list(map(float, l.split())) for l in open(sys.argv[1]) if l.strip()]
-for i, (lt, pt, li, pi, *_rest) in enumerate(rounds, 1):
-    print(f"round {i}: gpt-tiny {lt:.0f} vs {pt:.0f} t/s ({lt/pt:.2f}x), cnn-fashion {li:.0f} vs {pi:.0f} i/s ({li/pi:.2f}x)")
+for i, r in enumerate(rounds, 1):
+    lt, pt, li, pi, ll, pl = r[0], r[1], r[2], r[3], r[11], r[12]
+    print(f"round {i}: gpt-tiny {lt:.0f} vs {pt:.0f} t/s ({lt/pt:.2f}x), cnn-fashion {li:.0f} vs {pi:.0f} i/s ({li/pi:.2f}x), "
+          f"llama-tiny {ll:.0f} vs {pl:.0f} t/s ({ll/pl:.2f}x)")
 med = lambda k: statistics.median(r[k] for r in rounds)
 ratio = lambda a, b: statistics.median(r[a] / r[b] for r in rounds)
 lt, pt, li, pi, lgr, pgr, lcr, pcr = (med(k) for k in range(8))
@@ -78,12 +93,14 @@ print(f"median of {len(rounds)} rounds:")
 print(f"{'workload':<14}{'lockstep':>14}{'pytorch':>14}{'ratio':>8}{'RSS lockstep':>15}{'RSS pytorch':>13}{'ratio':>7}")
 print(f"{'gpt-tiny':<14}{lt:>10.0f} t/s{pt:>10.0f} t/s{ratio(0, 1):>7.2f}x{lgr/1024:>11.0f} MiB{pgr/1024:>9.0f} MiB{lgr/pgr:>6.2f}x")
 print(f"{'cnn-fashion':<14}{li:>10.0f} i/s{pi:>10.0f} i/s{ratio(2, 3):>7.2f}x{lcr/1024:>11.0f} MiB{pcr/1024:>9.0f} MiB{lcr/pcr:>6.2f}x")
-print(f"achieved GFLOP/s of the training step: gpt-tiny {med(8):.1f}, cnn-fashion {med(9):.1f}; "
-      f"dnnl_sgemm 1024^3 peak {med(10):.1f} -> {100*ratio(8, 10):.0f}% / {100*ratio(9, 10):.0f}% of peak "
-      f"(each round's step against that round's peak)")
+ll, pl, llr, plr = med(11), med(12), med(13), med(14)
+print(f"{'llama-tiny':<14}{ll:>10.0f} t/s{pl:>10.0f} t/s{ratio(11, 12):>7.2f}x{llr/1024:>11.0f} MiB{plr/1024:>9.0f} MiB{llr/plr:>6.2f}x")
+print(f"achieved GFLOP/s of the training step: gpt-tiny {med(8):.1f}, cnn-fashion {med(9):.1f}, llama-tiny {med(15):.1f}; "
+      f"dnnl_sgemm 1024^3 peak {med(10):.1f} -> {100*ratio(8, 10):.0f}% / {100*ratio(9, 10):.0f}% / "
+      f"{100*ratio(15, 10):.0f}% of peak (each round's step against that round's peak)")
 PY
 
-[ "$SMALL_STEPS" -gt 0 ] || exit 0
+if [ "$SMALL_STEPS" -gt 0 ]; then
 
 # gpt-small: one lockstep run per mode; prints "tokens/s gflops peak_rss_kb activation_bytes".
 small_run() {
@@ -162,3 +179,9 @@ if all(max(r[13], r[14]) > 0 for r in rounds):
     print(f"achieved GFLOP/s of the gpt-small bf16 step: {bgf:.1f}; bf16 GEMM 1024^3 peak (oneDNN, fp32 accumulation, "
           f"measured the same way) {bpeak:.1f} -> {bpct:.0f}% of peak; the bf16 peak is {bpeak/peak:.2f}x the sgemm peak")
 PY
+fi
+
+if [ "$LLAMA_135M_STEPS" -gt 0 ]; then
+  echo
+  LLAMA_135M_NO_MACHINE_LINE=1 bench/llama_135m.sh "$LLAMA_135M_STEPS" "$SMALL_ROUNDS" "$SMALL_THREADS"
+fi

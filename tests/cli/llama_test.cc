@@ -140,7 +140,8 @@ TEST(LlamaCli, BadConfigIsOneLine) {
       {{"--set", "model.head_dim=3"}, "even head dimension"},
       // 4 heads over 3 tensor-parallel ranks; 2 kv heads over 4 (split, never replicated).
       {{"--nproc", "3", "--layout", "tp=3"}, "model.heads = 4 is not divisible by the tensor-parallel degree tp = 3"},
-      {{"--nproc", "4", "--layout", "tp=4"}, "model.kv_heads = 2 is not divisible by the tensor-parallel degree tp = 4"},
+      {{"--nproc", "4", "--layout", "tp=4"},
+       "model.kv_heads = 2 is not divisible by the tensor-parallel degree tp = 4"},
   };
   for (const auto& [flags, needle] : cases) {
     const std::string set = flags.back();
@@ -172,8 +173,8 @@ TEST(LlamaCli, HfRoundTripThroughAnotherLayoutGivesTheSameBytes) {
   EXPECT_EQ(config["architectures"], nlohmann::json({"LlamaForCausalLM"}));
   EXPECT_EQ(config["num_key_value_heads"], 2);
   CommandResult t = RunLockstep(Llama(dst, 1,
-                                      {"--init-from", "hf:" + hf, "--nproc", "4", "--layout", "tp=2,pp=2", "--zero", "1", "--set",
-                                       "optim.lr=1e-30", "--set", "optim.min_lr=1e-30"}));
+                                      {"--init-from", "hf:" + hf, "--nproc", "4", "--layout", "tp=2,pp=2", "--zero",
+                                       "1", "--set", "optim.lr=1e-30", "--set", "optim.min_lr=1e-30"}));
   ASSERT_EQ(t.exit_code, 0) << t.err;
   EXPECT_EQ(WhatRan(dst), "dp=1,tp=2,pp=2 zero=1 world=4 threads 1f1b");
   EXPECT_EQ(DoneHash(dst), DoneHash(src));

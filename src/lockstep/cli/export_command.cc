@@ -6,7 +6,8 @@ namespace lockstep::cli {
 
 CLI::App* AddExportCommand(CLI::App& app, ExportArgs* a) {
   interop::ExportOptions& o = a->options;
-  CLI::App* c = app.add_subcommand("export", "write a GPT checkpoint as Hugging Face (GPT2LMHeadModel) or llm.c files");
+  CLI::App* c = app.add_subcommand(
+      "export", "write a checkpoint as Hugging Face files (GPT2LMHeadModel, LlamaForCausalLM) or a GPT as llm.c files");
   c->add_option("CHECKPOINT", o.checkpoint, "a checkpoint: step dir, checkpoints root, latest file or run dir")
       ->required();
   c->add_option("--format", o.format, "hf (a directory) or llm.c (a file)")

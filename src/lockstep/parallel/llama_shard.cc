@@ -20,9 +20,7 @@ using autograd::Tape;
 using autograd::Variable;
 using nn::Init;
 
-int KvSlices(const nn::LlamaConfig& c, int slices) {
-  return static_cast<int>(std::min<int64_t>(slices, c.kv_heads));
-}
+int KvSlices(const nn::LlamaConfig& c, int slices) { return static_cast<int>(std::min<int64_t>(slices, c.kv_heads)); }
 
 Status CheckLlamaSplits(const nn::LlamaConfig& c, int slices, int tp, const std::string& by) {
   auto check = [&](const std::string& what, int64_t v, int64_t s, const std::string& divisor) {
@@ -31,8 +29,8 @@ Status CheckLlamaSplits(const nn::LlamaConfig& c, int slices, int tp, const std:
   };
   LS_RETURN_IF_ERROR(check("model.heads", c.heads, slices, by));
   LS_RETURN_IF_ERROR(check("model.ffn_hidden", c.ffn_hidden, slices, by));
-  LS_RETURN_IF_ERROR(check(c.vocab_pad > 1 ? "the padded vocabulary (model.vocab_pad)" : "model.vocab",
-                           c.padded_vocab(), slices, by));
+  LS_RETURN_IF_ERROR(
+      check(c.vocab_pad > 1 ? "the padded vocabulary (model.vocab_pad)" : "model.vocab", c.padded_vocab(), slices, by));
   // The key/value heads are split, never replicated: each rank holds whole kv slices.
   const int kv = KvSlices(c, slices);
   LS_RETURN_IF_ERROR(check("model.kv_heads", c.kv_heads, tp,

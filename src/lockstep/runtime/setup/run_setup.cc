@@ -139,8 +139,9 @@ Result<RunSetup> SetUpRun(const Job& job, const TrainOptions& options, int world
     } else if (setup.layout.llama) {
       LS_ASSIGN_OR_RETURN(w, interop::LoadInitWeights(options.init_from, *setup.layout.llama));
     } else {
-      return Status::InvalidArgument("--init-from: only a GPT or a Llama (model.kind = \"gpt\" or \"llama\") can "
-                                     "start from other weights");
+      return Status::InvalidArgument(
+          "--init-from: only a GPT or a Llama (model.kind = \"gpt\" or \"llama\") can "
+          "start from other weights");
     }
     setup.init_weights = std::make_shared<const parallel::CanonicalTensors>(std::move(w));
   }
