@@ -37,12 +37,13 @@ configure_package_config_file(${CMAKE_SOURCE_DIR}/cmake/lockstepConfig.cmake.in
 write_basic_package_version_file(${CMAKE_BINARY_DIR}/package/lockstepConfigVersion.cmake
                                  VERSION ${PROJECT_VERSION} COMPATIBILITY SameMinorVersion)
 install(FILES ${CMAKE_BINARY_DIR}/package/lockstepConfig.cmake ${CMAKE_BINARY_DIR}/package/lockstepConfigVersion.cmake
-              ${CMAKE_SOURCE_DIR}/cmake/Findxxhash.cmake DESTINATION ${LOCKSTEP_CMAKE_DIR})
+              ${CMAKE_SOURCE_DIR}/cmake/Findxxhash.cmake
+              ${CMAKE_SOURCE_DIR}/cmake/Findpcre2.cmake DESTINATION ${LOCKSTEP_CMAKE_DIR})
 
 # pkg-config: the layer libraries top to bottom (static linking needs that order), then what
 # they link (oneDNN ships no .pc file: -ldnnl).
 set(LOCKSTEP_PC_LIBS "")
-foreach(layer report planner api runtime interop checkpoint parallel trace comm data optim nn autograd tensor core)
+foreach(layer report planner api runtime interop checkpoint parallel trace comm data text optim nn autograd tensor core)
   string(APPEND LOCKSTEP_PC_LIBS " -llockstep_${layer}")
 endforeach()
 # The prefix relative to the .pc file, so that `cmake --install --prefix P` anywhere works.

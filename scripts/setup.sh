@@ -8,6 +8,7 @@ cd "$(dirname "$0")/.."
 PACKAGES=(
   cmake ninja-build g++ pkg-config
   libdnnl-dev ocl-icd-opencl-dev nlohmann-json3-dev libcli11-dev libtomlplusplus-dev libxxhash-dev zlib1g-dev
+  libpcre2-dev  # the tokenizer's regexes (\p{L}, lookahead: src/lockstep/text/)
   libgtest-dev libgmock-dev libbenchmark-dev
   libopenmpi-dev openmpi-bin
   fortunes dataset-fashion-mnist

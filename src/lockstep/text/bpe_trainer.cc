@@ -1,0 +1,242 @@
+#include "lockstep/text/bpe_trainer.h"
+
+#include <algorithm>
+#include <map>
+#include <queue>
+#include <thread>
+#include <unordered_set>
+
+#include <nlohmann/json.hpp>
+
+#include "lockstep/text/byte_level.h"
+#include "lockstep/text/pre_tokenizer.h"
+#include "lockstep/text/utf8.h"
+
+namespace lockstep::text {
+namespace {
+
+using nlohmann::json;
+
+std::vector<PreTokenizerStep> Steps(PreTokenizerKind kind) {
+  std::vector<PreTokenizerStep> steps;
+  PreTokenizerStep byte_level;
+  byte_level.kind = PreTokenizerStep::Kind::kByteLevel;
+  byte_level.add_prefix_space = false;
+  if (kind == PreTokenizerKind::kLlama3) {
+    PreTokenizerStep split;
+    split.pattern = Regex::Compile(kLlama3Pattern).value();
+    steps.push_back(std::move(split));
+    byte_level.use_regex = false;
+  }
+  steps.push_back(std::move(byte_level));
+  return steps;
+}
+
+using Pair = std::pair<int32_t, int32_t>;
+struct PairHash {
+  size_t operator()(const Pair& p) const { return std::hash<uint64_t>()((uint64_t(uint32_t(p.first)) << 32) | uint32_t(p.second)); }
+};
+
+}  // namespace
+
+json PreTokenizerJson(PreTokenizerKind kind) {
+  json byte_level = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", true}};
+  if (kind == PreTokenizerKind::kGpt2) return byte_level;
+  byte_level["use_regex"] = false;
+  json split = {{"type", "Split"}, {"pattern", {{"Regex", kLlama3Pattern}}}, {"behavior", "Isolated"}, {"invert", false}};
+  return {{"type", "Sequence"}, {"pretokenizers", json::array({split, byte_level})}};
+}
+
+BpeTrainer::BpeTrainer(BpeTrainerOptions options) : options_(std::move(options)) {}
+
+Status BpeTrainer::AddText(std::string_view text, const std::string& what) {
+  LS_RETURN_IF_ERROR(ValidateUtf8(text, what));
+  static thread_local std::vector<PreTokenizerStep> gpt2 = Steps(PreTokenizerKind::kGpt2);
+  static thread_local std::vector<PreTokenizerStep> llama3 = Steps(PreTokenizerKind::kLlama3);
+  const auto& steps = options_.pre_tokenizer == PreTokenizerKind::kGpt2 ? gpt2 : llama3;
+  // Pre-tokenized in slices cut after a newline, in parallel; both pre-tokenizers split at
+  // every newline that ends a line of text, so the slices give the words of the whole text,
+  // except that a run of newlines or spaces straddling a cut counts as two words (a negligible
+  // change to the counts, never to what a word is).
+  const int threads = std::max(1, options_.threads);
+  std::vector<std::string_view> slices;
+  const size_t target = std::max<size_t>(1 << 20, text.size() / threads + 1);
+  for (size_t at = 0; at < text.size();) {
+    size_t end = std::min(text.size(), at + target);
+    if (end < text.size()) {
+      const size_t nl = text.find('\n', end);
+      end = nl == std::string_view::npos ? text.size() : nl + 1;
+    }
+    slices.push_back(text.substr(at, end - at));
+    at = end;
+  }
+  std::vector<std::unordered_map<std::string, int64_t>> partial(slices.size());
+  auto count = [&](size_t s) {
+    // Lines keep the piece lists short; a cut after '\n' is one both patterns make.
+    std::string_view slice = slices[s];
+    for (size_t at = 0; at < slice.size();) {
+      size_t nl = slice.find('\n', at);
+      size_t end = nl == std::string_view::npos ? slice.size() : nl + 1;
+      // Keep a run of newlines together (\s*[\r\n]+ / \s+ take them as one word).
+      while (end < slice.size() && (slice[end] == '\n' || slice[end] == '\r')) ++end;
+      for (std::string& w : PreTokenize(steps, {std::string(slice.substr(at, end - at))})) ++partial[s][std::move(w)];
+      at = end;
+    }
+  };
+  std::vector<std::thread> pool;
+  for (size_t s = 1; s < slices.size(); ++s) pool.emplace_back(count, s);
+  if (!slices.empty()) count(0);
+  for (auto& t : pool) t.join();
+  for (auto& p : partial) {
+    for (auto& [w, c] : p) {
+      counts_[w] += c;
+      words_seen_ += c;
+    }
+  }
+  return Status::Ok();
+}
+
+Result<json> BpeTrainer::Train() const {
+  const int32_t base = static_cast<int32_t>(options_.special_tokens.size()) + 256;
+  if (options_.vocab_size < base) {
+    return Status::InvalidArgument("--vocab-size " + std::to_string(options_.vocab_size) + " is below the " +
+                                   std::to_string(base) + " tokens every byte-level BPE vocabulary starts with (" +
+                                   std::to_string(options_.special_tokens.size()) + " special + 256 bytes)");
+  }
+  std::vector<std::string> id_to_token;
+  std::unordered_map<std::string, int32_t> token_to_id;
+  auto add = [&](const std::string& t) {
+    auto [it, fresh] = token_to_id.emplace(t, static_cast<int32_t>(id_to_token.size()));
+    if (fresh) id_to_token.push_back(t);
+    return it->second;
+  };
+  for (const std::string& s : options_.special_tokens) {
+    if (token_to_id.count(s)) return Status::InvalidArgument("--special " + s + " is given twice");
+    add(s);
+  }
+  // The alphabet: the 256 byte characters, in code point order (tokenizers sorts its alphabet
+  // by char; every character a word holds is one of them).
+  std::vector<std::string> alphabet;
+  for (const std::string& c : ByteAlphabet()) alphabet.push_back(c);
+  std::sort(alphabet.begin(), alphabet.end(), [](const std::string& a, const std::string& b) {
+    size_t i = 0, j = 0;
+    return NextCodePoint(a, &i) < NextCodePoint(b, &j);
+  });
+  for (const std::string& c : alphabet) add(c);
+
+  // Words as symbol ids, in a fixed order (sorted by text) so that the result does not depend
+  // on hash-map order.
+  std::vector<std::pair<std::string, int64_t>> sorted(counts_.begin(), counts_.end());
+  std::sort(sorted.begin(), sorted.end());
+  std::vector<std::vector<int32_t>> words(sorted.size());
+  std::vector<int64_t> counts(sorted.size());
+  for (size_t w = 0; w < sorted.size(); ++w) {
+    const std::string& text = sorted[w].first;
+    counts[w] = sorted[w].second;
+    for (size_t i = 0; i < text.size();) {
+      const size_t start = i;
+      i += Utf8Length(static_cast<unsigned char>(text[i]));
+      words[w].push_back(token_to_id.at(text.substr(start, i - start)));
+    }
+  }
+  std::unordered_map<Pair, int64_t, PairHash> pair_counts;
+  std::unordered_map<Pair, std::unordered_set<int32_t>, PairHash> where;
+  for (size_t w = 0; w < words.size(); ++w) {
+    for (size_t i = 0; i + 1 < words[w].size(); ++i) {
+      const Pair p{words[w][i], words[w][i + 1]};
+      pair_counts[p] += counts[w];
+      where[p].insert(static_cast<int32_t>(w));
+    }
+  }
+  // Most frequent first; on equal counts the smaller pair of ids (tokenizers' Merge order).
+  struct Entry {
+    int64_t count;
+    Pair pair;
+    bool operator<(const Entry& o) const { return count != o.count ? count < o.count : pair > o.pair; }
+  };
+  std::priority_queue<Entry> queue;
+  for (const auto& [p, c] : pair_counts)
+    if (c > 0) queue.push({c, p});
+
+  json merges = json::array();
+  const int64_t min_count = std::max<int64_t>(1, options_.min_frequency);
+  while (static_cast<int32_t>(id_to_token.size()) < options_.vocab_size && !queue.empty()) {
+    Entry top = queue.top();
+    queue.pop();
+    const int64_t now = pair_counts[top.pair];
+    if (now != top.count) {  // stale: its count changed since it was queued
+      if (now > 0) queue.push({now, top.pair});
+      continue;
+    }
+    if (top.count < min_count) break;
+    const std::string merged = id_to_token[top.pair.first] + id_to_token[top.pair.second];
+    const int32_t new_id = add(merged);
+    merges.push_back(id_to_token[top.pair.first] + " " + id_to_token[top.pair.second]);
+    // Merge it in every word that holds it, adjusting the neighbouring pairs' counts.
+    std::unordered_set<Pair, PairHash> changed;
+    auto bump = [&](const Pair& p, int64_t delta, int32_t w) {
+      pair_counts[p] += delta;
+      if (delta > 0) where[p].insert(w);
+      changed.insert(p);
+    };
+    std::vector<int32_t> holders(where[top.pair].begin(), where[top.pair].end());
+    std::sort(holders.begin(), holders.end());
+    for (int32_t w : holders) {
+      std::vector<int32_t>& sym = words[w];
+      const int64_t c = counts[w];
+      for (size_t i = 0; i + 1 < sym.size();) {
+        if (sym[i] != top.pair.first || sym[i + 1] != top.pair.second) {
+          ++i;
+          continue;
+        }
+        if (i > 0) {
+          bump({sym[i - 1], sym[i]}, -c, w);
+          bump({sym[i - 1], new_id}, c, w);
+        }
+        if (i + 2 < sym.size()) {
+          bump({sym[i + 1], sym[i + 2]}, -c, w);
+          bump({new_id, sym[i + 2]}, c, w);
+        }
+        sym[i] = new_id;
+        sym.erase(sym.begin() + static_cast<std::ptrdiff_t>(i) + 1);
+        ++i;
+      }
+    }
+    pair_counts[top.pair] = 0;
+    where.erase(top.pair);
+    for (const Pair& p : changed) {
+      const int64_t pc = pair_counts[p];
+      if (pc > 0 && p != top.pair) queue.push({pc, p});
+    }
+  }
+
+  json vocab = json::object();
+  for (size_t id = 0; id < id_to_token.size(); ++id) vocab[id_to_token[id]] = id;
+  json added = json::array();
+  for (size_t i = 0; i < options_.special_tokens.size(); ++i) {
+    added.push_back({{"id", i}, {"content", options_.special_tokens[i]}, {"single_word", false}, {"lstrip", false},
+                     {"rstrip", false}, {"normalized", false}, {"special", true}});
+  }
+  json byte_level = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", true}};
+  return json{{"version", "1.0"},
+              {"truncation", nullptr},
+              {"padding", nullptr},
+              {"added_tokens", added},
+              {"normalizer", nullptr},
+              {"pre_tokenizer", PreTokenizerJson(options_.pre_tokenizer)},
+              {"post_processor", byte_level},
+              {"decoder", byte_level},
+              {"model",
+               {{"type", "BPE"},
+                {"dropout", nullptr},
+                {"unk_token", nullptr},
+                {"continuing_subword_prefix", nullptr},
+                {"end_of_word_suffix", nullptr},
+                {"fuse_unk", false},
+                {"byte_fallback", false},
+                {"ignore_merges", false},
+                {"vocab", vocab},
+                {"merges", merges}}}};
+}
+
+}  // namespace lockstep::text
