@@ -235,15 +235,35 @@ TEST(Tokenizer, SplitBehaviours) {
 
 TEST(Tokenizer, AddedTokenStripAndSingleWord) {
   json j = Tiny({});
-  j["added_tokens"] = json::array({{{"id", 300}, {"content", "<m>"}, {"special", true}, {"lstrip", true}, {"rstrip", true}},
-                                   {{"id", 301}, {"content", "cat"}, {"special", false}, {"single_word", true}}});
+  // Added tokens outside model.vocab are numbered from its size (96 entries here) in list order.
+  j["added_tokens"] = json::array({{{"id", 96}, {"content", "<m>"}, {"special", true}, {"lstrip", true}, {"rstrip", true}},
+                                   {{"id", 97}, {"content", "cat"}, {"special", false}, {"single_word", true}}});
   const Tokenizer t = Load(j);
   // lstrip / rstrip: the spaces around <m> belong to it.
-  EXPECT_EQ(*t.Encode("a  <m>  b"), (std::vector<int32_t>{*t.TokenToId("a"), 300, *t.TokenToId("b")}));
+  EXPECT_EQ(*t.Encode("a  <m>  b"), (std::vector<int32_t>{*t.TokenToId("a"), 96, *t.TokenToId("b")}));
   // single_word: "cat" alone is the added token, inside "cats" it is not.
-  EXPECT_EQ(*t.Encode("cat"), (std::vector<int32_t>{301}));
+  EXPECT_EQ(*t.Encode("cat"), (std::vector<int32_t>{97}));
+  EXPECT_EQ(*t.Encode("a cat."), (std::vector<int32_t>{*t.TokenToId("a"), *t.TokenToId("Ġ"), 97, *t.TokenToId(".")}));
   const auto cats = *t.Encode("cats");
   EXPECT_EQ(cats.size(), 4u);
+  // tokenizers ignores the "id" written in the file; a file whose ids disagree is refused.
+  j["added_tokens"][1]["id"] = 300;
+  EXPECT_EQ(Tokenizer::FromJson(j, "t.json").status().message(),
+            "t.json: added token cat has id 300 where Hugging Face's tokenizers numbers it 97");
+}
+
+TEST(Tokenizer, DecodesATokenWithACharacterOutsideTheTableAsItsOwnBytes) {
+  json j = Tiny({});
+  j["added_tokens"] = json::array({{{"id", 96}, {"content", "中x"}, {"special", false}}});
+  const Tokenizer t = Load(j);
+  // 'Ã' (U+00C3) and '©' (U+00A9) are the bytes C3 A9: "é".
+  j["model"]["vocab"]["Ã"] = 200;
+  j["model"]["vocab"]["©"] = 201;
+  j["added_tokens"][0]["id"] = 98;
+  const Tokenizer u = Load(j);
+  EXPECT_EQ(*u.Decode(std::vector<int32_t>{98, 200, 201}), "中xé");
+  EXPECT_EQ(*u.Decode(std::vector<int32_t>{200}), "\xEF\xBF\xBD");
+  EXPECT_EQ(*t.Decode(*t.Encode("中x")), "中x");
 }
 
 TEST(Tokenizer, RefusesWhatItCannotReproduceInOneLine) {

@@ -4,7 +4,7 @@
 #include <map>
 #include <queue>
 #include <thread>
-#include <unordered_set>
+#include <memory>
 
 #include <nlohmann/json.hpp>
 
@@ -54,17 +54,15 @@ Status BpeTrainer::AddText(std::string_view text, const std::string& what) {
   static thread_local std::vector<PreTokenizerStep> gpt2 = Steps(PreTokenizerKind::kGpt2);
   static thread_local std::vector<PreTokenizerStep> llama3 = Steps(PreTokenizerKind::kLlama3);
   const auto& steps = options_.pre_tokenizer == PreTokenizerKind::kGpt2 ? gpt2 : llama3;
-  // Pre-tokenized in slices cut after a newline, in parallel; both pre-tokenizers split at
-  // every newline that ends a line of text, so the slices give the words of the whole text,
-  // except that a run of newlines or spaces straddling a cut counts as two words (a negligible
-  // change to the counts, never to what a word is).
+  // Line by line, each line with its '\n', as tokenizers' train(files) feeds its trainer (so a
+  // run of blanks never joins across a line end); in slices of whole lines, in parallel.
   const int threads = std::max(1, options_.threads);
   std::vector<std::string_view> slices;
   const size_t target = std::max<size_t>(1 << 20, text.size() / threads + 1);
   for (size_t at = 0; at < text.size();) {
     size_t end = std::min(text.size(), at + target);
     if (end < text.size()) {
-      const size_t nl = text.find('\n', end);
+      const size_t nl = text.find('\n', end - 1);
       end = nl == std::string_view::npos ? text.size() : nl + 1;
     }
     slices.push_back(text.substr(at, end - at));
@@ -72,13 +70,10 @@ Status BpeTrainer::AddText(std::string_view text, const std::string& what) {
   }
   std::vector<std::unordered_map<std::string, int64_t>> partial(slices.size());
   auto count = [&](size_t s) {
-    // Lines keep the piece lists short; a cut after '\n' is one both patterns make.
     std::string_view slice = slices[s];
     for (size_t at = 0; at < slice.size();) {
-      size_t nl = slice.find('\n', at);
-      size_t end = nl == std::string_view::npos ? slice.size() : nl + 1;
-      // Keep a run of newlines together (\s*[\r\n]+ / \s+ take them as one word).
-      while (end < slice.size() && (slice[end] == '\n' || slice[end] == '\r')) ++end;
+      const size_t nl = slice.find('\n', at);
+      const size_t end = nl == std::string_view::npos ? slice.size() : nl + 1;
       for (std::string& w : PreTokenize(steps, {std::string(slice.substr(at, end - at))})) ++partial[s][std::move(w)];
       at = end;
     }
@@ -96,7 +91,7 @@ Status BpeTrainer::AddText(std::string_view text, const std::string& what) {
   return Status::Ok();
 }
 
-Result<json> BpeTrainer::Train() const {
+Result<TrainedBpe> BpeTrainer::Train() const {
   const int32_t base = static_cast<int32_t>(options_.special_tokens.size()) + 256;
   if (options_.vocab_size < base) {
     return Status::InvalidArgument("--vocab-size " + std::to_string(options_.vocab_size) + " is below the " +
@@ -139,75 +134,81 @@ Result<json> BpeTrainer::Train() const {
       words[w].push_back(token_to_id.at(text.substr(start, i - start)));
     }
   }
+  // From here on a literal port of tokenizers' BpeTrainer::do_train, quirks included, so that
+  // the same text gives the same merges: a queue entry carries the words where its pair was
+  // (re)formed in one round; an entry whose count is out of date goes back with the current
+  // count; a merged pair's own count is never reset (a pair formed again later comes back with
+  // its old count added, and can be merged twice: the merge is then listed twice).
   std::unordered_map<Pair, int64_t, PairHash> pair_counts;
-  std::unordered_map<Pair, std::unordered_set<int32_t>, PairHash> where;
+  std::unordered_map<Pair, std::vector<int32_t>, PairHash> where;
   for (size_t w = 0; w < words.size(); ++w) {
     for (size_t i = 0; i + 1 < words[w].size(); ++i) {
       const Pair p{words[w][i], words[w][i + 1]};
       pair_counts[p] += counts[w];
-      where[p].insert(static_cast<int32_t>(w));
+      std::vector<int32_t>& at = where[p];
+      if (at.empty() || at.back() != static_cast<int32_t>(w)) at.push_back(static_cast<int32_t>(w));
     }
   }
   // Most frequent first; on equal counts the smaller pair of ids (tokenizers' Merge order).
   struct Entry {
     int64_t count;
     Pair pair;
+    std::shared_ptr<std::vector<int32_t>> words;
     bool operator<(const Entry& o) const { return count != o.count ? count < o.count : pair > o.pair; }
   };
   std::priority_queue<Entry> queue;
-  for (const auto& [p, c] : pair_counts)
-    if (c > 0) queue.push({c, p});
+  auto push_changed = [&]() {
+    for (auto& [p, ws] : where) {
+      const int64_t c = pair_counts[p];
+      if (c > 0) queue.push({c, p, std::make_shared<std::vector<int32_t>>(std::move(ws))});
+    }
+    where.clear();
+  };
+  push_changed();
 
   json merges = json::array();
-  const int64_t min_count = std::max<int64_t>(1, options_.min_frequency);
   while (static_cast<int32_t>(id_to_token.size()) < options_.vocab_size && !queue.empty()) {
     Entry top = queue.top();
     queue.pop();
     const int64_t now = pair_counts[top.pair];
-    if (now != top.count) {  // stale: its count changed since it was queued
-      if (now > 0) queue.push({now, top.pair});
+    if (now != top.count) {
+      top.count = now;
+      queue.push(std::move(top));
       continue;
     }
-    if (top.count < min_count) break;
-    const std::string merged = id_to_token[top.pair.first] + id_to_token[top.pair.second];
-    const int32_t new_id = add(merged);
+    if (top.count < 1 || top.count < options_.min_frequency) break;
+    const int32_t new_id = add(id_to_token[top.pair.first] + id_to_token[top.pair.second]);
     merges.push_back(id_to_token[top.pair.first] + " " + id_to_token[top.pair.second]);
-    // Merge it in every word that holds it, adjusting the neighbouring pairs' counts.
-    std::unordered_set<Pair, PairHash> changed;
-    auto bump = [&](const Pair& p, int64_t delta, int32_t w) {
-      pair_counts[p] += delta;
-      if (delta > 0) where[p].insert(w);
-      changed.insert(p);
-    };
-    std::vector<int32_t> holders(where[top.pair].begin(), where[top.pair].end());
-    std::sort(holders.begin(), holders.end());
-    for (int32_t w : holders) {
+    // tokenizers' Word::merge in each word of the entry: left to right, non-overlapping.
+    for (int32_t w : *top.words) {
       std::vector<int32_t>& sym = words[w];
       const int64_t c = counts[w];
+      auto change = [&](const Pair& p, int64_t delta) {
+        pair_counts[p] += delta * c;
+        if (delta > 0) {
+          std::vector<int32_t>& at = where[p];
+          if (at.empty() || at.back() != w) at.push_back(w);
+        }
+      };
       for (size_t i = 0; i + 1 < sym.size();) {
         if (sym[i] != top.pair.first || sym[i + 1] != top.pair.second) {
           ++i;
           continue;
         }
         if (i > 0) {
-          bump({sym[i - 1], sym[i]}, -c, w);
-          bump({sym[i - 1], new_id}, c, w);
+          change({sym[i - 1], sym[i]}, -1);
+          change({sym[i - 1], new_id}, +1);
         }
         if (i + 2 < sym.size()) {
-          bump({sym[i + 1], sym[i + 2]}, -c, w);
-          bump({new_id, sym[i + 2]}, c, w);
+          change({sym[i + 1], sym[i + 2]}, -1);
+          change({new_id, sym[i + 2]}, +1);
         }
         sym[i] = new_id;
         sym.erase(sym.begin() + static_cast<std::ptrdiff_t>(i) + 1);
         ++i;
       }
     }
-    pair_counts[top.pair] = 0;
-    where.erase(top.pair);
-    for (const Pair& p : changed) {
-      const int64_t pc = pair_counts[p];
-      if (pc > 0 && p != top.pair) queue.push({pc, p});
-    }
+    push_changed();
   }
 
   json vocab = json::object();
@@ -218,7 +219,10 @@ Result<json> BpeTrainer::Train() const {
                      {"rstrip", false}, {"normalized", false}, {"special", true}});
   }
   json byte_level = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", true}};
-  return json{{"version", "1.0"},
+  TrainedBpe out;
+  out.merges = static_cast<int64_t>(merges.size());
+  for (size_t w = 0; w < words.size(); ++w) out.tokens += counts[w] * static_cast<int64_t>(words[w].size());
+  out.tokenizer = json{{"version", "1.0"},
               {"truncation", nullptr},
               {"padding", nullptr},
               {"added_tokens", added},
@@ -237,6 +241,7 @@ Result<json> BpeTrainer::Train() const {
                 {"ignore_merges", false},
                 {"vocab", vocab},
                 {"merges", merges}}}};
+  return out;
 }
 
 }  // namespace lockstep::text

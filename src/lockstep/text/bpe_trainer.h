@@ -12,7 +12,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include <nlohmann/json_fwd.hpp>
+#include <nlohmann/json.hpp>
 
 #include "lockstep/core/result.h"
 
@@ -28,15 +28,23 @@ struct BpeTrainerOptions {
   int threads = 1;                          // word counting in parallel
 };
 
+struct TrainedBpe {
+  nlohmann::json tokenizer;  // the tokenizer.json
+  int64_t merges = 0;
+  // The text's length in tokens once the merges are applied, counted from the trainer's own
+  // words: encoding the same text with `tokenizer` must give as many ids.
+  int64_t tokens = 0;
+};
+
 class BpeTrainer {
  public:
   explicit BpeTrainer(BpeTrainerOptions options);
   // Counts the words of one text (valid UTF-8, else InvalidArgument naming `what` and the
   // byte offset). Call once per document or file; the counts add up.
   Status AddText(std::string_view text, const std::string& what);
-  // Learns the merges and returns the tokenizer.json. InvalidArgument when vocab_size is
-  // below the special tokens plus the 256 byte characters.
-  Result<nlohmann::json> Train() const;
+  // Learns the merges. InvalidArgument when vocab_size is below the special tokens plus the
+  // 256 byte characters, or a special token is given twice.
+  Result<TrainedBpe> Train() const;
 
   int64_t words_seen() const { return words_seen_; }
   int64_t distinct_words() const { return static_cast<int64_t>(counts_.size()); }

@@ -43,12 +43,17 @@ int CharToByte(char32_t c) {
 }
 
 void AppendCharsAsBytes(std::string_view token, std::string* out) {
+  // All or nothing, per token (tokenizers' ByteLevel decode_chain): a token with a character
+  // outside the table keeps its own UTF-8 bytes whole.
+  const size_t mark = out->size();
   for (size_t i = 0; i < token.size();) {
-    const size_t start = i;
-    const char32_t c = NextCodePoint(token, &i);
-    const int b = CharToByte(c);
-    if (b >= 0) out->push_back(static_cast<char>(b));
-    else out->append(token.substr(start, i - start));
+    const int b = CharToByte(NextCodePoint(token, &i));
+    if (b < 0) {
+      out->resize(mark);
+      out->append(token);
+      return;
+    }
+    out->push_back(static_cast<char>(b));
   }
 }
 

@@ -20,8 +20,9 @@ std::string BytesToChars(std::string_view bytes);
 // table (a decoder keeps such a character's own UTF-8 bytes).
 int CharToByte(char32_t c);
 
-// The ByteLevel decoder: each character of `token` back to its byte; characters outside the
-// table are kept as their UTF-8 bytes, as transformers' decoder does.
+// The ByteLevel decoder for one token: each character back to its byte; a token holding any
+// character outside the table (an added token such as "<|endoftext|>" has none) is kept as its
+// own UTF-8 bytes, as tokenizers' decoder does.
 void AppendCharsAsBytes(std::string_view token, std::string* out);
 
 // The 256 characters of the table, UTF-8 encoded, in byte order (the trainer's initial

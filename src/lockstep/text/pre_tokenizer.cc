@@ -61,7 +61,26 @@ std::vector<Segment> ApplyBehavior(std::vector<Segment> segs, SplitBehavior beha
   return segs;
 }
 
+bool Graphic(char c) { return c > ' ' && c < 0x7F; }
+
 }  // namespace
+
+size_t NextSafeCut(std::string_view text, size_t from) {
+  for (size_t nl = text.find('\n', from); nl != std::string_view::npos; nl = text.find('\n', nl + 1)) {
+    if (nl >= 1 && nl + 1 < text.size() && nl + 1 >= from && Graphic(text[nl - 1]) && Graphic(text[nl + 1])) return nl + 1;
+  }
+  return text.size();
+}
+
+bool CutsAreSafe(const std::vector<PreTokenizerStep>& steps) {
+  for (const PreTokenizerStep& s : steps) {
+    if (s.kind != PreTokenizerStep::Kind::kSplit) continue;
+    const std::string& p = s.pattern.pattern();
+    const bool known = p == kGpt2Pattern || p == kLlama3Pattern || p == kQwen2Pattern || p == R"(\p{N})";
+    if (!known || s.invert || s.behavior == SplitBehavior::kRemoved) return false;
+  }
+  return true;
+}
 
 void SplitPiece(const PreTokenizerStep& step, const std::string& piece, std::vector<std::string>* out) {
   for (const Segment& s : ApplyBehavior(Segments(step.pattern, piece, step.invert), step.behavior)) {

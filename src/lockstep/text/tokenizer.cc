@@ -149,7 +149,7 @@ Result<Tokenizer> Tokenizer::FromJson(const json& j, const std::string& origin) 
       if (!a.is_object() || !a.contains("id") || !a["id"].is_number_integer() || !a.contains("content") || !a["content"].is_string())
         return Bad(origin, "an added_tokens entry without an integer id and a content string");
       AddedToken at;
-      at.id = a["id"].get<int32_t>();
+      at.id = a["id"].get<int32_t>();  // checked against tokenizers' numbering below
       at.content = a["content"].get<std::string>();
       at.special = Flag(a, "special", false);
       at.single_word = Flag(a, "single_word", false);
@@ -159,6 +159,22 @@ Result<Tokenizer> Tokenizer::FromJson(const json& j, const std::string& origin) 
       if (at.id < 0 || at.content.empty()) return Bad(origin, "added token " + at.content + " has a negative id or no content");
       max_id = std::max<int64_t>(max_id, at.id);
       added.push_back(std::move(at));
+    }
+  }
+  // tokenizers ignores an added token's "id": a content in model.vocab keeps that id, the
+  // others are numbered from the vocabulary's size on, in the list's order. A file whose ids say
+  // otherwise would encode differently there: refused.
+  {
+    const int64_t vocab_entries = static_cast<int64_t>(m["vocab"].size());
+    int64_t max_added = -1;
+    for (const AddedToken& a : added) {
+      int64_t expect = max_added >= vocab_entries ? max_added + 1 : vocab_entries;
+      if (m["vocab"].contains(a.content)) expect = m["vocab"][a.content].get<int64_t>();
+      if (a.id != expect) {
+        return Bad(origin, "added token " + a.content + " has id " + std::to_string(a.id) +
+                               " where Hugging Face's tokenizers numbers it " + std::to_string(expect));
+      }
+      max_added = std::max(max_added, expect);
     }
   }
   if (max_id < 0) return Bad(origin, "the vocabulary is empty");
@@ -207,7 +223,9 @@ Result<Tokenizer> Tokenizer::FromJson(const json& j, const std::string& origin) 
     auto ia = t.token_to_id_.find(a), ib = t.token_to_id_.find(b), ic = t.token_to_id_.find(a + b);
     if (ia == t.token_to_id_.end() || ib == t.token_to_id_.end() || ic == t.token_to_id_.end())
       return Bad(origin, "merge " + std::to_string(rank) + " (" + a + " " + b + ") names a token that is not in the vocabulary");
-    t.merges_.emplace(PairKey(ia->second, ib->second), Merge{rank, ic->second});
+    // A pair listed twice: the later rank wins, as in tokenizers (its merges map is collected
+    // from the list in order).
+    t.merges_.insert_or_assign(PairKey(ia->second, ib->second), Merge{rank, ic->second});
     ++rank;
   }
 
@@ -215,6 +233,7 @@ Result<Tokenizer> Tokenizer::FromJson(const json& j, const std::string& origin) 
   const bool byte_level = std::any_of(t.steps_.begin(), t.steps_.end(),
                                       [](const PreTokenizerStep& s) { return s.kind == PreTokenizerStep::Kind::kByteLevel; });
   if (!byte_level) return Bad(origin, "pre_tokenizer has no ByteLevel step (lockstep reads byte-level BPE tokenizers)");
+  t.cuts_are_safe_ = CutsAreSafe(t.steps_);
   return t;
 }
 
@@ -252,7 +271,7 @@ void Tokenizer::SplitWith(std::string_view text, const std::vector<int>& which, 
       size_t k = e;
       const bool end_ok = e == end || !IsWordChar(NextCodePoint(text, &k));
       if (!start_ok || !end_ok) {
-        ++at;
+        at = e;  // the matcher goes on after the rejected match: nothing inside it is tried
         continue;
       }
     }
@@ -357,7 +376,13 @@ Status Tokenizer::EncodeWith(std::string_view text, std::vector<int32_t>* out, P
       out->push_back(s.id);
       continue;
     }
-    for (const std::string& p : PreTokenize(steps_, {std::string(text.substr(s.start, s.end - s.start))})) piece(p, out);
+    // Line by line where that changes no piece: short piece lists, whatever the text's size.
+    const std::string_view part = text.substr(s.start, s.end - s.start);
+    for (size_t at = 0; at < part.size();) {
+      const size_t end = cuts_are_safe_ ? NextSafeCut(part, at + 1) : part.size();
+      for (const std::string& p : PreTokenize(steps_, {std::string(part.substr(at, end - at))})) piece(p, out);
+      at = end;
+    }
   }
   return Status::Ok();
 }

@@ -98,6 +98,7 @@ class Tokenizer {
   std::optional<int32_t> unk_;
   std::optional<int32_t> end_of_text_;
   bool ignore_merges_ = false;
+  bool cuts_are_safe_ = false;  // encode line by line (pre_tokenizer.h)
 };
 
 }  // namespace lockstep::text
