@@ -14,6 +14,7 @@
 #include "lockstep/cli/plan_command.h"
 #include "lockstep/cli/report_command.h"
 #include "lockstep/cli/sample_command.h"
+#include "lockstep/cli/tokenizer_command.h"
 #include "lockstep/cli/tokens_command.h"
 #include "lockstep/core/config.h"
 #include "lockstep/core/version.h"
@@ -76,6 +77,8 @@ int Main(int argc, char** argv) {
   CLI::App* rep = AddReportCommand(app, &report);
   TokensArgs tokens_args;
   CLI::App* tokens = AddTokensCommand(app, &tokens_args);
+  TokenizerArgs tokenizer_args;
+  CLI::App* tokenizer = AddTokenizerCommand(app, &tokenizer_args);
   SampleOptions sample_options;
   CLI::App* sample = AddSampleCommand(app, &sample_options);
   ExportArgs export_args;
@@ -121,6 +124,7 @@ int Main(int argc, char** argv) {
   if (in->parsed()) return ExitCodeFor(InspectCheckpoint(inspect_dir));
   if (rep->parsed()) return RunReport(report);
   if (tokens->parsed()) return ExitCodeFor(RunTokensCommand(tokens_args));
+  if (tokenizer->parsed()) return ExitCodeFor(RunTokenizerCommand(tokenizer_args));
   if (sample->parsed()) return ExitCodeFor(RunSampleCommand(sample_options));
   if (exp->parsed()) return ExitCodeFor(RunExportCommand(export_args));
   if (b->parsed()) {

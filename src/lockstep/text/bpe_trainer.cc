@@ -49,8 +49,25 @@ json PreTokenizerJson(PreTokenizerKind kind) {
 
 BpeTrainer::BpeTrainer(BpeTrainerOptions options) : options_(std::move(options)) {}
 
-Status BpeTrainer::AddText(std::string_view text, const std::string& what) {
-  LS_RETURN_IF_ERROR(ValidateUtf8(text, what));
+Status BpeTrainer::CheckOptions() const {
+  const int32_t base = static_cast<int32_t>(options_.special_tokens.size()) + 256;
+  if (options_.vocab_size < base) {
+    return Status::InvalidArgument("--vocab-size " + std::to_string(options_.vocab_size) + " is below the " +
+                                   std::to_string(base) + " tokens every byte-level BPE vocabulary starts with (" +
+                                   std::to_string(options_.special_tokens.size()) + " special + 256 bytes)");
+  }
+  for (size_t i = 0; i < options_.special_tokens.size(); ++i) {
+    if (options_.special_tokens[i].empty()) return Status::InvalidArgument("--special: a special token cannot be empty");
+    for (size_t k = 0; k < i; ++k)
+      if (options_.special_tokens[k] == options_.special_tokens[i])
+        return Status::InvalidArgument("--special " + options_.special_tokens[i] + " is given twice");
+    LS_RETURN_IF_ERROR(ValidateUtf8(options_.special_tokens[i], "--special " + options_.special_tokens[i]));
+  }
+  return Status::Ok();
+}
+
+Status BpeTrainer::AddText(std::string_view text, const std::string& what, int64_t base) {
+  LS_RETURN_IF_ERROR(ValidateUtf8(text, what, base));
   static thread_local std::vector<PreTokenizerStep> gpt2 = Steps(PreTokenizerKind::kGpt2);
   static thread_local std::vector<PreTokenizerStep> llama3 = Steps(PreTokenizerKind::kLlama3);
   const auto& steps = options_.pre_tokenizer == PreTokenizerKind::kGpt2 ? gpt2 : llama3;
@@ -92,12 +109,7 @@ Status BpeTrainer::AddText(std::string_view text, const std::string& what) {
 }
 
 Result<TrainedBpe> BpeTrainer::Train() const {
-  const int32_t base = static_cast<int32_t>(options_.special_tokens.size()) + 256;
-  if (options_.vocab_size < base) {
-    return Status::InvalidArgument("--vocab-size " + std::to_string(options_.vocab_size) + " is below the " +
-                                   std::to_string(base) + " tokens every byte-level BPE vocabulary starts with (" +
-                                   std::to_string(options_.special_tokens.size()) + " special + 256 bytes)");
-  }
+  LS_RETURN_IF_ERROR(CheckOptions());
   std::vector<std::string> id_to_token;
   std::unordered_map<std::string, int32_t> token_to_id;
   auto add = [&](const std::string& t) {
@@ -105,10 +117,7 @@ Result<TrainedBpe> BpeTrainer::Train() const {
     if (fresh) id_to_token.push_back(t);
     return it->second;
   };
-  for (const std::string& s : options_.special_tokens) {
-    if (token_to_id.count(s)) return Status::InvalidArgument("--special " + s + " is given twice");
-    add(s);
-  }
+  for (const std::string& s : options_.special_tokens) add(s);
   // The alphabet: the 256 byte characters, in code point order (tokenizers sorts its alphabet
   // by char; every character a word holds is one of them).
   std::vector<std::string> alphabet;

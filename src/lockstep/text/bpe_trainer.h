@@ -39,11 +39,13 @@ struct TrainedBpe {
 class BpeTrainer {
  public:
   explicit BpeTrainer(BpeTrainerOptions options);
+  // InvalidArgument when vocab_size is below the special tokens plus the 256 byte characters,
+  // or a special token is given twice (Train() says the same; this is for checking first).
+  Status CheckOptions() const;
   // Counts the words of one text (valid UTF-8, else InvalidArgument naming `what` and the
-  // byte offset). Call once per document or file; the counts add up.
-  Status AddText(std::string_view text, const std::string& what);
-  // Learns the merges. InvalidArgument when vocab_size is below the special tokens plus the
-  // 256 byte characters, or a special token is given twice.
+  // byte offset, counted from `base`). Call per block of whole lines; the counts add up.
+  Status AddText(std::string_view text, const std::string& what, int64_t base = 0);
+  // Learns the merges (CheckOptions() first).
   Result<TrainedBpe> Train() const;
 
   int64_t words_seen() const { return words_seen_; }

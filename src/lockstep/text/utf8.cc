@@ -49,7 +49,7 @@ size_t InvalidPrefixAt(std::string_view s, size_t i) {
 
 }  // namespace
 
-Status ValidateUtf8(std::string_view s, std::string_view what) {
+Status ValidateUtf8(std::string_view s, std::string_view what, int64_t base) {
   for (size_t i = 0; i < s.size();) {
     if (static_cast<unsigned char>(s[i]) < 0x80) {
       ++i;
@@ -57,7 +57,7 @@ Status ValidateUtf8(std::string_view s, std::string_view what) {
     }
     const size_t n = ValidSequenceAt(s, i);
     if (n == 0) {
-      return Status::InvalidArgument(std::string(what) + " is not valid UTF-8 at byte offset " + std::to_string(i));
+      return Status::InvalidArgument(std::string(what) + " is not valid UTF-8 at byte offset " + std::to_string(base + static_cast<int64_t>(i)));
     }
     i += n;
   }

@@ -11,8 +11,9 @@
 namespace lockstep::text {
 
 // OK when `s` is well-formed UTF-8 (no overlong forms, no surrogates, nothing past U+10FFFF);
-// else InvalidArgument "<what> is not valid UTF-8 at byte offset N".
-Status ValidateUtf8(std::string_view s, std::string_view what);
+// else InvalidArgument "<what> is not valid UTF-8 at byte offset N" (N counted from `base`:
+// where `s` starts in a larger file).
+Status ValidateUtf8(std::string_view s, std::string_view what, int64_t base = 0);
 
 // The byte length of the UTF-8 sequence that starts with `lead` (1 for anything that is not a
 // valid lead byte, so that a walk over invalid text still advances).
