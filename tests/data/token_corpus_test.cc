@@ -17,6 +17,12 @@ namespace {
 using testing::TempDir;
 using testing::WriteFile;
 
+std::vector<uint16_t> AllTokens(const TokenFile& f) {
+  std::vector<int32_t> v(static_cast<size_t>(f.size()));
+  f.Copy(0, f.size(), v.data());
+  return std::vector<uint16_t>(v.begin(), v.end());
+}
+
 std::vector<uint8_t> LlmcBytes(int32_t magic, int32_t version, int32_t count, const std::vector<uint16_t>& tokens) {
   std::vector<uint8_t> out(kLlmcHeaderBytes, 0);
   const int32_t h[3] = {magic, version, count};
@@ -46,7 +52,7 @@ TEST(TokenFile, ReadsBothFormats) {
   auto llmc = TokenFile::Open(dir / "a.bin", TokenFormat::kAuto);
   ASSERT_TRUE(llmc.ok()) << llmc.status().ToString();
   EXPECT_EQ(llmc->format(), TokenFormat::kLlmc);
-  EXPECT_EQ(std::vector<uint16_t>(llmc->tokens().begin(), llmc->tokens().end()), tokens);
+  EXPECT_EQ(AllTokens(*llmc), tokens);
   EXPECT_EQ(llmc->MaxToken().value, 65535);
   EXPECT_EQ(llmc->MaxToken().index, 3);
 
@@ -54,11 +60,49 @@ TEST(TokenFile, ReadsBothFormats) {
   auto raw = TokenFile::Open(dir / "train.bin", TokenFormat::kAuto);
   ASSERT_TRUE(raw.ok()) << raw.status().ToString();
   EXPECT_EQ(raw->format(), TokenFormat::kRaw);
-  EXPECT_EQ(std::vector<uint16_t>(raw->tokens().begin(), raw->tokens().end()), tokens);
+  EXPECT_EQ(AllTokens(*raw), tokens);
   // An explicit raw format reads even an llm.c file as raw uint16 (header included).
   auto forced = TokenFile::Open(dir / "a.bin", TokenFormat::kRaw);
   ASSERT_TRUE(forced.ok());
   EXPECT_EQ(forced->size(), 512 + 5);
+}
+
+// llm.c's uint32 files (its Llama 3 format: magic 20240801, version 7), streamed by the writer.
+TEST(TokenFile, ReadsAndStreamsUint32Files) {
+  TempDir dir;
+  const std::vector<int32_t> tokens = {1, 128000, 7, 70000, 0, 128255};
+  auto w = LlmcTokenWriter::Create(dir / "wide.bin", /*wide=*/true);
+  ASSERT_TRUE(w.ok());
+  ASSERT_TRUE(w->Append(std::span(tokens).first(2)).ok());
+  EXPECT_FALSE(std::ifstream(dir / "wide.bin").good()) << "the file appears only when finished";
+  ASSERT_TRUE(w->Append(std::span(tokens).subspan(2)).ok());
+  ASSERT_TRUE(w->Finish().ok());
+  std::vector<uint8_t> expect(1024, 0);
+  const int32_t header[3] = {20240801, 7, 6};
+  std::memcpy(expect.data(), header, sizeof header);
+  for (int32_t t : tokens)
+    for (int b = 0; b < 4; ++b) expect.push_back(static_cast<uint8_t>(static_cast<uint32_t>(t) >> (8 * b)));
+  EXPECT_EQ(testing::ReadFileBytes(dir / "wide.bin"), expect);
+  auto f = TokenFile::Open(dir / "wide.bin", TokenFormat::kAuto);
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  EXPECT_TRUE(f->wide());
+  std::vector<int32_t> back(6);
+  f->Copy(0, 6, back.data());
+  EXPECT_EQ(back, tokens);
+  EXPECT_EQ(f->MaxToken().value, 128255u);
+  EXPECT_EQ(f->MaxToken().index, 5);
+  // A uint16 writer refuses an id that does not fit, naming it; the temporary file goes.
+  {
+    auto narrow = LlmcTokenWriter::Create(dir / "narrow.bin", /*wide=*/false);
+    ASSERT_TRUE(narrow.ok());
+    EXPECT_EQ(narrow->Append(tokens).message(), "token 128000 does not fit a uint16 token file");
+  }
+  EXPECT_FALSE(std::ifstream(dir / "narrow.bin.tmp").good());
+  // A truncated uint32 file is named as such.
+  expect.resize(expect.size() - 2);
+  WriteFile(dir / "short.bin", expect);
+  EXPECT_NE(TokenFile::Open(dir / "short.bin", TokenFormat::kAuto).status().message().find("is truncated"),
+            std::string::npos);
 }
 
 TEST(TokenFile, BadFilesAreOneLineNamingTheFile) {

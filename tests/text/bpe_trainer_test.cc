@@ -5,9 +5,12 @@
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
+#include <fstream>
 #include <random>
+#include <sstream>
 
 #include "lockstep/text/tokenizer.h"
+#include "test_env.h"
 
 namespace lockstep::text {
 namespace {
@@ -103,6 +106,27 @@ TEST(BpeTrainer, ItsTokenizerReadBackGivesTheTrainersTokens) {
     const std::vector<int32_t> ids = *tok->Encode(text);
     EXPECT_EQ(*tok->Decode(ids), text);
     EXPECT_LT(ids.size(), text.size() / 2);  // it did learn something
+  }
+}
+
+// Against tokenizers 0.23.2's own training on the fortunes file (tests/text/data/node/train.js):
+// the same 743 merges in the same order, the same vocabulary.
+TEST(BpeTrainer, MergesAsHuggingFacesTrainerOnFortunes) {
+  const std::string path = "/usr/share/games/fortunes/fortunes";
+  std::ifstream in(path, std::ios::binary);
+  if (!in) LOCKSTEP_SKIP_OUTSIDE_CI(path + " is missing (Debian package fortunes-min)");
+  std::stringstream buf;
+  buf << in.rdbuf();
+  const std::string text = buf.str();
+  ASSERT_EQ(text.size(), 24516u) << path << " is not the file the reference was trained on (fortunes-min 1:1.99.1)";
+  for (auto [kind, name] : {std::pair{PreTokenizerKind::kGpt2, "gpt2"}, std::pair{PreTokenizerKind::kLlama3, "llama3"}}) {
+    const TrainedBpe mine = TrainOn(text, 1000, kind, {"<|endoftext|>"}, 2);
+    std::ifstream ref_in(std::string(LOCKSTEP_SOURCE_DIR) + "/tests/text/data/fortunes-" + name + ".tokenizer.json");
+    const json ref = json::parse(ref_in);
+    json ref_merges = json::array();
+    for (const json& m : ref["model"]["merges"]) ref_merges.push_back(m[0].get<std::string>() + " " + m[1].get<std::string>());
+    EXPECT_EQ(mine.tokenizer["model"]["merges"], ref_merges) << name;
+    EXPECT_EQ(mine.tokenizer["model"]["vocab"], ref["model"]["vocab"]) << name;
   }
 }
 

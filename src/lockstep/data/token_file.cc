@@ -63,7 +63,8 @@ Result<TokenFile> TokenFile::Open(const std::string& path, TokenFormat format) {
   const auto* base = static_cast<const uint8_t*>(f.map_);
   int32_t header[3] = {0, 0, 0};
   std::memcpy(header, base, static_cast<size_t>(std::min<int64_t>(bytes, sizeof(header))));
-  if (format == TokenFormat::kAuto) format = header[0] == kLlmcTokensMagic ? TokenFormat::kLlmc : TokenFormat::kRaw;
+  const bool llmc_magic = header[0] == kLlmcTokensMagic || header[0] == kLlmcTokens32Magic;
+  if (format == TokenFormat::kAuto) format = llmc_magic ? TokenFormat::kLlmc : TokenFormat::kRaw;
   f.format_ = format;
   if (format == TokenFormat::kRaw) {
     if (header[0] == kLlmcModelMagic)
@@ -72,29 +73,32 @@ Result<TokenFile> TokenFile::Open(const std::string& path, TokenFormat format) {
     if (bytes % 2 != 0)
       return Status::InvalidArgument("token file " + path + " is truncated: " + std::to_string(bytes) +
                                      " bytes is not a whole number of uint16 tokens");
-    f.tokens_ = reinterpret_cast<const uint16_t*>(base);
+    f.tokens_ = base;
     f.count_ = bytes / 2;
     return f;
   }
   if (bytes < kLlmcHeaderBytes)
     return Status::InvalidArgument("token file " + path + " is truncated: " + std::to_string(bytes) +
                                    " bytes, shorter than llm.c's 1024-byte header");
-  if (header[0] != kLlmcTokensMagic)
+  if (!llmc_magic)
     return Status::InvalidArgument("token file " + path + " has magic " + std::to_string(header[0]) +
-                                   ", not llm.c's token magic 20240520");
-  if (header[1] != kLlmcTokensVersion)
+                                   ", not llm.c's token magic 20240520 (uint16) or 20240801 (uint32)");
+  f.wide_ = header[0] == kLlmcTokens32Magic;
+  const int32_t version = f.wide_ ? kLlmcTokens32Version : kLlmcTokensVersion;
+  if (header[1] != version)
     return Status::InvalidArgument("token file " + path + " has llm.c version " + std::to_string(header[1]) +
-                                   ", expected 1 (uint16 tokens)");
-  const int64_t count = header[2], have = (bytes - kLlmcHeaderBytes) / 2;
+                                   (f.wide_ ? ", expected 7 (uint32 tokens)" : ", expected 1 (uint16 tokens)"));
+  const int64_t width = f.wide_ ? 4 : 2;
+  const int64_t count = header[2], have = (bytes - kLlmcHeaderBytes) / width;
   if (count <= 0)
     return Status::InvalidArgument("token file " + path + " has no tokens (header count " + std::to_string(count) +
                                    ")");
-  if (bytes != kLlmcHeaderBytes + 2 * count)
+  if (bytes != kLlmcHeaderBytes + width * count)
     return Status::InvalidArgument("token file " + path + (have < count ? " is truncated" : " has trailing bytes") +
                                    ": its header says " + std::to_string(count) + " tokens (" +
-                                   std::to_string(kLlmcHeaderBytes + 2 * count) + " bytes), the file has " +
+                                   std::to_string(kLlmcHeaderBytes + width * count) + " bytes), the file has " +
                                    std::to_string(bytes) + " bytes");
-  f.tokens_ = reinterpret_cast<const uint16_t*>(base + kLlmcHeaderBytes);
+  f.tokens_ = base + kLlmcHeaderBytes;
   f.count_ = count;
   return f;
 }
@@ -110,6 +114,7 @@ TokenFile& TokenFile::operator=(TokenFile&& o) noexcept {
   map_bytes_ = std::exchange(o.map_bytes_, 0);
   tokens_ = std::exchange(o.tokens_, nullptr);
   count_ = std::exchange(o.count_, 0);
+  wide_ = o.wide_;
   return *this;
 }
 
@@ -126,8 +131,10 @@ void TokenFile::Release(int64_t begin, int64_t end) const {
   const int64_t page = PageSize();
   // Whole pages inside the mapping that hold any of the range (pages shared with a
   // neighbouring window only fault in again from the page cache).
-  const uintptr_t lo = reinterpret_cast<uintptr_t>(tokens_ + begin) & ~static_cast<uintptr_t>(page - 1);
-  const uintptr_t hi = std::min<uintptr_t>(reinterpret_cast<uintptr_t>(tokens_ + end), base + map_bytes_);
+  const int64_t width = wide_ ? 4 : 2;
+  const auto first = reinterpret_cast<uintptr_t>(tokens_);
+  const uintptr_t lo = (first + begin * width) & ~static_cast<uintptr_t>(page - 1);
+  const uintptr_t hi = std::min<uintptr_t>(first + end * width, base + map_bytes_);
   if (lo < base || hi <= lo) return;
   ::madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_DONTNEED);
 }
@@ -137,15 +144,36 @@ TokenFile::MaxTokenAt TokenFile::MaxToken() const {
   constexpr int64_t kChunk = int64_t{1} << 24;  // 32 MB of tokens
   for (int64_t begin = 0; begin < count_; begin += kChunk) {
     const int64_t end = std::min(count_, begin + kChunk);
-    uint16_t mx = 0;
-    for (int64_t i = begin; i < end; ++i) mx = std::max(mx, tokens_[i]);
+    uint32_t mx = 0;
+    int64_t at = begin;
+    if (wide_) {
+      const auto* t = static_cast<const uint32_t*>(tokens_);
+      for (int64_t i = begin; i < end; ++i) mx = std::max(mx, t[i]);
+      at = std::find(t + begin, t + end, mx) - t;
+    } else {
+      const auto* t = static_cast<const uint16_t*>(tokens_);
+      uint16_t m16 = 0;
+      for (int64_t i = begin; i < end; ++i) m16 = std::max(m16, t[i]);
+      mx = m16;
+      at = std::find(t + begin, t + end, m16) - t;
+    }
     if (mx > best.value || begin == 0) {
       best.value = mx;
-      best.index = std::find(tokens_ + begin, tokens_ + end, mx) - tokens_;
+      best.index = at;
     }
     Release(begin, end);
   }
   return best;
+}
+
+void TokenFile::Copy(int64_t begin, int64_t n, int32_t* out) const {
+  if (wide_) {
+    const auto* t = static_cast<const uint32_t*>(tokens_) + begin;
+    for (int64_t i = 0; i < n; ++i) out[i] = static_cast<int32_t>(t[i]);
+  } else {
+    const auto* t = static_cast<const uint16_t*>(tokens_) + begin;
+    for (int64_t i = 0; i < n; ++i) out[i] = t[i];
+  }
 }
 
 Status WriteLlmcTokenFile(const std::string& path, std::span<const uint16_t> tokens) {
@@ -167,6 +195,69 @@ Status WriteLlmcTokenFile(const std::string& path, std::span<const uint16_t> tok
   if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
     std::remove(tmp.c_str());
     return Status::IoError("cannot write token file " + path + ": " + std::strerror(errno));
+  }
+  return Status::Ok();
+}
+
+Result<LlmcTokenWriter> LlmcTokenWriter::Create(const std::string& path, bool wide) {
+  LlmcTokenWriter w;
+  w.path_ = path;
+  w.tmp_ = path + ".tmp";
+  w.wide_ = wide;
+  w.file_ = std::fopen(w.tmp_.c_str(), "wb");
+  if (w.file_ == nullptr) return Status::InvalidArgument("cannot write " + w.tmp_ + ": " + std::strerror(errno));
+  // The header's count is written by Finish(); zeros until then.
+  std::vector<int32_t> header(kLlmcHeaderInts, 0);
+  if (std::fwrite(header.data(), sizeof(int32_t), header.size(), w.file_) != header.size())
+    return Status::IoError("cannot write " + w.tmp_ + ": " + std::strerror(errno));
+  return w;
+}
+
+LlmcTokenWriter::LlmcTokenWriter(LlmcTokenWriter&& o) noexcept
+    : path_(std::move(o.path_)),
+      tmp_(std::move(o.tmp_)),
+      file_(std::exchange(o.file_, nullptr)),
+      wide_(o.wide_),
+      count_(o.count_),
+      buffer_(std::move(o.buffer_)) {}
+
+LlmcTokenWriter::~LlmcTokenWriter() {
+  if (file_ != nullptr) {
+    std::fclose(file_);
+    std::remove(tmp_.c_str());
+  }
+}
+
+Status LlmcTokenWriter::Append(std::span<const int32_t> tokens) {
+  const int64_t limit = wide_ ? int64_t{1} << 32 : int64_t{1} << 16;
+  const size_t width = wide_ ? 4 : 2;
+  buffer_.resize(tokens.size() * width);
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    if (tokens[i] < 0 || tokens[i] >= limit)
+      return Status::InvalidArgument("token " + std::to_string(tokens[i]) + " does not fit a " +
+                                     (wide_ ? "uint32" : "uint16") + " token file");
+    const uint32_t v = static_cast<uint32_t>(tokens[i]);
+    std::memcpy(buffer_.data() + i * width, &v, width);  // little-endian host (static_assert above)
+  }
+  if (count_ + static_cast<int64_t>(tokens.size()) > INT32_MAX)
+    return Status::InvalidArgument("llm.c token files hold at most 2^31-1 tokens (write several shards)");
+  if (std::fwrite(buffer_.data(), 1, buffer_.size(), file_) != buffer_.size())
+    return Status::IoError("cannot write " + tmp_ + ": " + std::strerror(errno));
+  count_ += static_cast<int64_t>(tokens.size());
+  return Status::Ok();
+}
+
+Status LlmcTokenWriter::Finish() {
+  int32_t header[3] = {wide_ ? kLlmcTokens32Magic : kLlmcTokensMagic, wide_ ? kLlmcTokens32Version : kLlmcTokensVersion,
+                       static_cast<int32_t>(count_)};
+  bool ok = std::fseek(file_, 0, SEEK_SET) == 0 && std::fwrite(header, sizeof(int32_t), 3, file_) == 3;
+  ok = (std::fflush(file_) == 0) && ok;
+  ok = (::fsync(::fileno(file_)) == 0) && ok;
+  ok = (std::fclose(file_) == 0) && ok;
+  file_ = nullptr;
+  if (!ok || std::rename(tmp_.c_str(), path_.c_str()) != 0) {
+    std::remove(tmp_.c_str());
+    return Status::IoError("cannot write token file " + path_ + ": " + std::strerror(errno));
   }
   return Status::Ok();
 }

@@ -1,7 +1,9 @@
-// TokenFile: one memory-mapped file of uint16 token ids, in either format people already have
+// TokenFile: one memory-mapped file of token ids, in the formats people already have
 // (docs/data.md):
 //   llm.c   a header of 256 little-endian int32 (magic 20240520, version 1, token count N,
 //           the rest unused), then N little-endian uint16 tokens: 1024 + 2N bytes exactly;
+//           or llm.c's Llama 3 variant for vocabularies past 65,536 (magic 20240801, version
+//           7), whose N tokens are little-endian uint32: 1024 + 4N bytes;
 //   raw     nanoGPT's train.bin / val.bin: little-endian uint16 tokens and nothing else.
 // The file is mapped read-only, never read into memory as a whole: pages come in as windows
 // touch them and Release() hands them back, so a corpus larger than RAM costs address space,
@@ -10,7 +12,9 @@
 
 #include <cstdint>
 #include <span>
+#include <cstdio>
 #include <string>
+#include <vector>
 
 #include "lockstep/core/result.h"
 
@@ -18,6 +22,9 @@ namespace lockstep::data {
 
 inline constexpr int32_t kLlmcTokensMagic = 20240520;
 inline constexpr int32_t kLlmcTokensVersion = 1;
+// llm.c's uint32 token files (dev/data/data_common.py, model_desc "llama-3").
+inline constexpr int32_t kLlmcTokens32Magic = 20240801;
+inline constexpr int32_t kLlmcTokens32Version = 7;
 inline constexpr int64_t kLlmcHeaderInts = 256;
 inline constexpr int64_t kLlmcHeaderBytes = kLlmcHeaderInts * 4;
 // llm.c's model checkpoint (a different file kind), named in the error when given as data.
@@ -41,15 +48,18 @@ class TokenFile {
   TokenFile& operator=(const TokenFile&) = delete;
   ~TokenFile();
 
-  std::span<const uint16_t> tokens() const { return {tokens_, static_cast<size_t>(count_)}; }
+  // Tokens [begin, begin + n) as int32 (either width).
+  void Copy(int64_t begin, int64_t n, int32_t* out) const;
+  uint32_t At(int64_t i) const { return wide_ ? static_cast<const uint32_t*>(tokens_)[i] : static_cast<const uint16_t*>(tokens_)[i]; }
   int64_t size() const { return count_; }
+  bool wide() const { return wide_; }  // uint32 tokens (llm.c's magic 20240801)
   const std::string& path() const { return path_; }
   TokenFormat format() const { return format_; }  // kLlmc or kRaw
 
   // The largest token id and the index of its first occurrence, reading the file once in
   // chunks and releasing each chunk's pages after it (a scan of a huge file keeps RSS flat).
   struct MaxTokenAt {
-    uint16_t value = 0;
+    uint32_t value = 0;
     int64_t index = 0;
   };
   MaxTokenAt MaxToken() const;
@@ -66,12 +76,36 @@ class TokenFile {
   TokenFormat format_ = TokenFormat::kRaw;
   void* map_ = nullptr;
   size_t map_bytes_ = 0;
-  const uint16_t* tokens_ = nullptr;
+  const void* tokens_ = nullptr;
   int64_t count_ = 0;
+  bool wide_ = false;
 };
 
 // Writes `tokens` as an llm.c token file (header + uint16), through a temporary file renamed
 // into place.
 Status WriteLlmcTokenFile(const std::string& path, std::span<const uint16_t> tokens);
+
+// An llm.c token file written as it streams: uint16 tokens, or uint32 (llm.c's Llama 3 header)
+// when `wide`. Tokens go to `path`.tmp; Finish() writes the count into the header, syncs and
+// renames the file into place, so `path` is never a half-written file.
+class LlmcTokenWriter {
+ public:
+  static Result<LlmcTokenWriter> Create(const std::string& path, bool wide);
+  LlmcTokenWriter(LlmcTokenWriter&& o) noexcept;
+  LlmcTokenWriter& operator=(LlmcTokenWriter&&) = delete;
+  ~LlmcTokenWriter();  // without Finish(): the temporary file is removed
+  // Every token must fit the width (InvalidArgument naming it otherwise).
+  Status Append(std::span<const int32_t> tokens);
+  Status Finish();
+  int64_t count() const { return count_; }
+
+ private:
+  LlmcTokenWriter() = default;
+  std::string path_, tmp_;
+  std::FILE* file_ = nullptr;
+  bool wide_ = false;
+  int64_t count_ = 0;
+  std::vector<uint8_t> buffer_;
+};
 
 }  // namespace lockstep::data

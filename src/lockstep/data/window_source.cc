@@ -36,8 +36,7 @@ void TokenStream::Read(int64_t begin, int64_t n, int32_t* out) const {
     const TokenFile& file = *files_[f];
     const int64_t local = pos - starts_[f];
     const int64_t take = std::min(n, file.size() - local);
-    const uint16_t* src = file.tokens().data() + local;
-    for (int64_t i = 0; i < take; ++i) out[i] = src[i];
+    file.Copy(local, take, out);
     file.Release(local, local + take);
     out += take;
     pos += take;

@@ -74,6 +74,8 @@ size_t NextSafeCut(std::string_view text, size_t from) {
 
 bool CutsAreSafe(const std::vector<PreTokenizerStep>& steps) {
   for (const PreTokenizerStep& s : steps) {
+    // A prefix space goes before every piece a step receives: cut pieces would get more.
+    if (s.kind == PreTokenizerStep::Kind::kByteLevel && s.add_prefix_space) return false;
     if (s.kind != PreTokenizerStep::Kind::kSplit) continue;
     const std::string& p = s.pattern.pattern();
     const bool known = p == kGpt2Pattern || p == kLlama3Pattern || p == kQwen2Pattern || p == R"(\p{N})";

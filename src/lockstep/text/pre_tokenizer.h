@@ -49,7 +49,8 @@ std::vector<std::string> PreTokenize(const std::vector<PreTokenizerStep>& steps,
 // steps that CutsAreSafe() approves.
 size_t NextSafeCut(std::string_view text, size_t from);
 // True when every Split of `steps` is one whose pieces NextSafeCut keeps: GPT-2's, Llama 3's,
-// Qwen2's pattern or Digits (an unknown pattern might join pieces across a newline).
+// Qwen2's pattern or Digits (an unknown pattern might join pieces across a newline), and no
+// ByteLevel adds a prefix space (it would go before each cut piece).
 bool CutsAreSafe(const std::vector<PreTokenizerStep>& steps);
 
 // One Split over one piece, appending the resulting pieces to `out`.
