@@ -7,6 +7,9 @@
 
 #include "lockstep/interop/gpt_weights.h"
 #include "lockstep/interop/llama_weights.h"
+#include "lockstep/checkpoint/reader.h"
+#include "lockstep/checkpoint/resolve.h"
+#include "lockstep/text/tokenizer.h"
 
 namespace lockstep::cli {
 namespace {
@@ -27,6 +30,16 @@ Result<std::vector<int32_t>> ParseTokens(const std::string& text, int64_t vocab)
     at = end + 1;
   }
   return out;
+}
+
+// The tokenizer a checkpoint keeps (manifest extra "tokenizer"), if any.
+Result<std::optional<text::Tokenizer>> CheckpointTokenizer(const std::string& path) {
+  LS_ASSIGN_OR_RETURN(const std::string dir, checkpoint::ResolveCheckpointPath(path));
+  LS_ASSIGN_OR_RETURN(checkpoint::Checkpoint ckpt, checkpoint::Checkpoint::Open(dir));
+  auto it = ckpt.extra().find("tokenizer");
+  if (it == ckpt.extra().end()) return std::optional<text::Tokenizer>();
+  LS_ASSIGN_OR_RETURN(text::Tokenizer t, text::Tokenizer::FromJson(*it, dir + "/manifest.json: extra.tokenizer"));
+  return std::optional<text::Tokenizer>(std::move(t));
 }
 
 }  // namespace
@@ -52,18 +65,31 @@ Status RunSample(const SampleOptions& o) {
     vocab = gpt->config.vocab;
   }
   const bool bytes = vocab == 256;
+  // The run's tokenizer, when it trained on token files made with one (data.tokenizer).
+  LS_ASSIGN_OR_RETURN(std::optional<text::Tokenizer> tokenizer, CheckpointTokenizer(o.checkpoint));
   std::vector<int32_t> prompt;
   if (!o.prompt_tokens.empty()) {
     LS_ASSIGN_OR_RETURN(prompt, ParseTokens(o.prompt_tokens, vocab));
+  } else if (!o.prompt.empty() && tokenizer) {
+    auto ids = tokenizer->Encode(o.prompt);
+    if (!ids.ok()) return Status::InvalidArgument("--prompt: " + ids.status().message());
+    prompt = *std::move(ids);
   } else if (!o.prompt.empty()) {
     if (!bytes)
-      return Status::InvalidArgument("--prompt needs a byte-level model (model.vocab = 256); this one has " +
-                                     std::to_string(vocab) + " tokens: pass --prompt-tokens");
+      return Status::InvalidArgument("--prompt needs a byte-level model (model.vocab = 256) or a run that trained with "
+                                     "data.tokenizer; this one has " + std::to_string(vocab) +
+                                     " tokens and no tokenizer: pass --prompt-tokens");
     for (unsigned char c : o.prompt) prompt.push_back(c);
+  } else if (tokenizer && tokenizer->end_of_text()) {
+    prompt.push_back(*tokenizer->end_of_text());  // a document starts after an end-of-text token
   } else {
     // Byte models start from a newline, GPT-2 from <|endoftext|>, others from token 0.
     prompt.push_back(bytes ? '\n' : vocab == 50257 ? 50256 : 0);
   }
+  const int64_t context = llama ? llama->config.context : gpt->config.context;
+  if (static_cast<int64_t>(prompt.size()) > context)
+    return Status::InvalidArgument("--prompt is " + std::to_string(prompt.size()) + " tokens, longer than the context of " +
+                                   std::to_string(context));
   std::vector<int32_t> out;
   if (llama) {
     nn::Llama model(llama->config, nn::Llama::InferenceOnly{});
@@ -75,7 +101,14 @@ Status RunSample(const SampleOptions& o) {
     interop::CopyInto(*gpt, &model);
     out = model.GenerateTokens(prompt, o.tokens, o.temperature, o.seed, o.top_k);
   }
-  if (bytes) {
+  if (tokenizer) {
+    // The prompt as given (none when it was the end-of-text token), then the new tokens' text.
+    std::vector<int32_t> all = o.prompt.empty() && o.prompt_tokens.empty() ? std::vector<int32_t>() : prompt;
+    all.insert(all.end(), out.begin(), out.end());
+    LS_ASSIGN_OR_RETURN(std::string text, tokenizer->Decode(all));
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    std::printf("\n");
+  } else if (bytes) {
     std::string text(prompt.begin(), prompt.end());
     for (int32_t t : out) text.push_back(static_cast<char>(t));
     std::fwrite(text.data(), 1, text.size(), stdout);

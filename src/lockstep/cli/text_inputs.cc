@@ -11,6 +11,15 @@ namespace lockstep::cli {
 
 namespace fs = std::filesystem;
 
+Status MakeParentDirs(const std::string& path) {
+  const fs::path parent = fs::path(path).parent_path();
+  if (parent.empty()) return Status::Ok();
+  std::error_code ec;
+  fs::create_directories(parent, ec);
+  if (ec) return Status::InvalidArgument("--out " + path + ": cannot create " + parent.string() + ": " + ec.message());
+  return Status::Ok();
+}
+
 Result<std::vector<std::string>> ListTextFiles(const std::vector<std::string>& paths) {
   std::vector<std::string> files;
   for (const std::string& p : paths) {

@@ -13,6 +13,10 @@
 
 namespace lockstep::cli {
 
+// Creates the folders above `path` (an --out file), so that `--out runs/bpe/tokenizer.json`
+// works in a fresh checkout as `train --out` does.
+Status MakeParentDirs(const std::string& path);
+
 Result<std::vector<std::string>> ListTextFiles(const std::vector<std::string>& paths);
 
 // Calls on_block(block, offset) for successive blocks of `path` (about `block_bytes` each,

@@ -48,6 +48,7 @@ Status Train(const TokenizerArgs& a) {
   LS_ASSIGN_OR_RETURN(text::TrainedBpe trained, trainer.Train());
   const auto t2 = std::chrono::steady_clock::now();
   // Written whole to a temporary name, then renamed: no half-written tokenizer.json.
+  LS_RETURN_IF_ERROR(MakeParentDirs(a.out));
   const std::string tmp = a.out + ".tmp";
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);

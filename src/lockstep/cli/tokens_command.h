@@ -1,17 +1,27 @@
-// `lockstep tokens --from-text DIR_OR_FILE --out FILE`: a text corpus as a byte-level llm.c
-// token file (data/text_tokens.h), for data.kind = "tokens".
+// `lockstep tokens`: text as an llm.c token file for data.kind = "tokens".
+//   --from-text DIR_OR_FILE --out FILE                 byte-level (data/text_tokens.h)
+//   --tokenizer T.json --from-text PATH... --out FILE  a BPE tokenizer: each file a document
+//   --tokenizer T.json --from-jsonl F --text-key K     each line's K a document
+// Documents are each followed by the tokenizer's end-of-text token (when it has one). uint16
+// tokens while the vocabulary fits, else llm.c's uint32 variant. Streamed in blocks and encoded
+// on several threads: inputs larger than memory go through.
 #pragma once
 
 #include <CLI/CLI.hpp>
 
 #include <string>
+#include <vector>
 
 #include "lockstep/core/status.h"
 
 namespace lockstep::cli {
 
 struct TokensArgs {
-  std::string from_text;
+  std::vector<std::string> from_text;
+  std::string from_jsonl;
+  std::string text_key;
+  std::string tokenizer;
+  int threads = 0;
   std::string out;
 };
 

@@ -2,6 +2,9 @@
 
 #include "lockstep/data/byte_corpus.h"
 #include "lockstep/data/idx_dataset.h"
+#include "lockstep/text/tokenizer.h"
+
+#include <fstream>
 
 namespace lockstep::data {
 
@@ -18,6 +21,20 @@ Result<DataConfig> ReadDataConfig(const Config& config, DatasetKind kind, int64_
   } else if (kind != DatasetKind::kCustom) {
     const char* default_dir = kind == DatasetKind::kText ? kDefaultCorpusDir : kDefaultFashionMnistDir;
     LS_ASSIGN_OR_RETURN(d.dir, config.GetString("data.dir", default_dir));
+  }
+  // Token files (or a program's own data, which may be tokens too) name their tokenizer.
+  if (kind == DatasetKind::kTokens || kind == DatasetKind::kCustom) {
+    LS_ASSIGN_OR_RETURN(d.tokenizer_path, config.GetString("data.tokenizer", ""));
+    if (!d.tokenizer_path.empty()) {
+      std::ifstream in(d.tokenizer_path, std::ios::binary);
+      if (!in) return Status::InvalidArgument("data.tokenizer: cannot open " + d.tokenizer_path);
+      auto j = std::make_shared<nlohmann::json>(nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false));
+      if (j->is_discarded()) return Status::InvalidArgument("data.tokenizer: " + d.tokenizer_path + " is not valid JSON");
+      auto t = text::Tokenizer::FromJson(*j, "data.tokenizer " + d.tokenizer_path);
+      if (!t.ok()) return t.status();
+      d.tokenizer_vocab = t->vocab_size();
+      d.tokenizer = std::move(j);
+    }
   }
   LS_ASSIGN_OR_RETURN(std::string final_batch, config.GetString("data.final_batch", "drop"));
   LS_ASSIGN_OR_RETURN(d.final_batch, ParseFinalBatch(final_batch, "data.final_batch"));

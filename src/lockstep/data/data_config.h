@@ -12,7 +12,10 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
+
+#include <nlohmann/json.hpp>
 
 #include "lockstep/core/config.h"
 #include "lockstep/data/distributed_sampler.h"
@@ -31,6 +34,12 @@ struct DataConfig {
   FinalBatch final_batch = FinalBatch::kDrop;
   int64_t eval_batch_size = 0;
   int64_t eval_batches = 0;
+  // data.tokenizer: the tokenizer.json the token files were made with (tokens only). Read and
+  // checked at start; the run keeps it in every checkpoint (manifest extra "tokenizer"), so
+  // that `sample --prompt` and `export --format hf` need nothing else.
+  std::string tokenizer_path;
+  std::shared_ptr<const nlohmann::json> tokenizer;
+  int64_t tokenizer_vocab = 0;
 };
 
 Result<DataConfig> ReadDataConfig(const Config& config, DatasetKind kind, int64_t train_batch_size);

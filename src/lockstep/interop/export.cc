@@ -12,6 +12,9 @@
 #include "lockstep/interop/llama_weights.h"
 #include "lockstep/interop/llmc_format.h"
 #include "lockstep/interop/safetensors_io.h"
+#include "lockstep/checkpoint/reader.h"
+#include "lockstep/checkpoint/resolve.h"
+#include "lockstep/text/tokenizer.h"
 
 namespace lockstep::interop {
 namespace {
@@ -160,16 +163,39 @@ parallel::CanonicalTensors Adapt(const GptWeights& src, const nn::GptConfig& dst
 
 }  // namespace
 
+// The run's tokenizer (manifest extra "tokenizer", from data.tokenizer) beside a Hugging Face
+// export: tokenizer.json as it was, and a tokenizer_config.json naming the generic fast
+// tokenizer class (a model-specific class such as LlamaTokenizerFast would add a BOS token the
+// run never saw) with its end-of-text token and context.
+Status WriteHfTokenizer(const std::string& checkpoint_path, const std::string& dir) {
+  LS_ASSIGN_OR_RETURN(const std::string resolved, checkpoint::ResolveCheckpointPath(checkpoint_path));
+  LS_ASSIGN_OR_RETURN(checkpoint::Checkpoint ckpt, checkpoint::Checkpoint::Open(resolved));
+  auto it = ckpt.extra().find("tokenizer");
+  if (it == ckpt.extra().end()) return Status::Ok();
+  LS_ASSIGN_OR_RETURN(text::Tokenizer t, text::Tokenizer::FromJson(*it, resolved + "/manifest.json: extra.tokenizer"));
+  LS_RETURN_IF_ERROR(WriteText(dir + "/tokenizer.json", it->dump(2) + "\n"));
+  std::printf("wrote %s/tokenizer.json (vocabulary %d)\n", dir.c_str(), t.vocab_size());
+  nlohmann::json cfg = {{"tokenizer_class", "PreTrainedTokenizerFast"}, {"clean_up_tokenization_spaces", false}};
+  if (t.end_of_text()) cfg["eos_token"] = t.IdToToken(*t.end_of_text());
+  if (auto m = ckpt.extra().find("model"); m != ckpt.extra().end() && m->contains("context"))
+    cfg["model_max_length"] = (*m)["context"];
+  LS_RETURN_IF_ERROR(WriteText(dir + "/tokenizer_config.json", cfg.dump(2) + "\n"));
+  std::printf("wrote %s/tokenizer_config.json\n", dir.c_str());
+  return Status::Ok();
+}
+
 Status RunExport(const ExportOptions& o) {
   if (o.config_path.empty()) {
     LS_ASSIGN_OR_RETURN(const std::string kind, CheckpointModelKind(o.checkpoint));
     if (kind == "llama") {
       LS_ASSIGN_OR_RETURN(LlamaWeights w, LoadLlamaCheckpoint(o.checkpoint));
-      return ExportWeights(w, o);
+      LS_RETURN_IF_ERROR(ExportWeights(w, o));
+      return o.format == "hf" ? WriteHfTokenizer(o.checkpoint, o.out) : Status::Ok();
     }
   }
   LS_ASSIGN_OR_RETURN(GptWeights w, LoadGptCheckpoint(o.checkpoint, o.config_path, o.overrides));
-  return ExportWeights(w, o);
+  LS_RETURN_IF_ERROR(ExportWeights(w, o));
+  return o.format == "hf" ? WriteHfTokenizer(o.checkpoint, o.out) : Status::Ok();
 }
 
 namespace {

@@ -234,6 +234,7 @@ Result<Tokenizer> Tokenizer::FromJson(const json& j, const std::string& origin) 
                                       [](const PreTokenizerStep& s) { return s.kind == PreTokenizerStep::Kind::kByteLevel; });
   if (!byte_level) return Bad(origin, "pre_tokenizer has no ByteLevel step (lockstep reads byte-level BPE tokenizers)");
   t.cuts_are_safe_ = CutsAreSafe(t.steps_);
+  for (const AddedToken& a : t.added_) t.added_newline_ = t.added_newline_ || a.content.find('\n') != std::string::npos;
   return t;
 }
 

@@ -55,6 +55,13 @@ class Tokenizer {
   std::optional<int32_t> end_of_text() const { return end_of_text_; }
   const std::vector<AddedToken>& added_tokens() const { return added_; }
 
+  // The first place at or after `from` where `text` may be cut and its two parts encoded apart
+  // with the same ids as the whole: NextSafeCut when this tokenizer's pre-tokenizer allows it
+  // and no added token holds a newline; text.size() otherwise.
+  size_t NextCut(std::string_view text, size_t from) const {
+    return cuts_are_safe_ && !added_newline_ ? NextSafeCut(text, from) : text.size();
+  }
+
   // BPE inside one pre-tokenized piece (already in byte-level characters), appending its ids.
   void EncodePiece(std::string_view piece, std::vector<int32_t>* out) const;
 
@@ -99,6 +106,7 @@ class Tokenizer {
   std::optional<int32_t> end_of_text_;
   bool ignore_merges_ = false;
   bool cuts_are_safe_ = false;  // encode line by line (pre_tokenizer.h)
+  bool added_newline_ = false;  // an added token holds '\n': no cut between blocks
 };
 
 }  // namespace lockstep::text

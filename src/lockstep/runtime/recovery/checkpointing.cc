@@ -34,12 +34,14 @@ Status SaveShardRefs(const std::string& root, int keep, const std::vector<checkp
                           {"optimizer_step", c.optimizer_step},
                           {"rng", c.rng}};
   if (!c.model.is_null()) extra["model"] = c.model;
+  if (c.tokenizer) extra["tokenizer"] = *c.tokenizer;
   return writer.Commit(extra);
 }
 
 std::string TrajectoryHash(const Config& config) {
   return HexU64(config.HashWithout({"train.threads", "train.steps", "train.epochs", "train.log_every",
-                                    "train.accum_steps", "train.bucket_bytes", "eval", "checkpoint", "data.dir"}));
+                                    "train.accum_steps", "train.bucket_bytes", "eval", "checkpoint", "data.dir",
+                                    "data.tokenizer"}));
 }
 
 namespace {

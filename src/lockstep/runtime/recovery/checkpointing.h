@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <span>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -51,6 +52,8 @@ struct CheckpointContents {
   // The model's description (interop/gpt_weights.h: {"kind":"gpt", "vocab", ...}), so that
   // export and sample need nothing but the checkpoint; null: not written.
   nlohmann::json model;
+  // The run's tokenizer.json (data.tokenizer), kept whole; null: none.
+  std::shared_ptr<const nlohmann::json> tokenizer;
 };
 
 // The config hash a checkpoint carries: every key that shapes the training trajectory (model,

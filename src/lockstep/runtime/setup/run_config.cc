@@ -90,6 +90,15 @@ Result<RunConfig> ReadRunConfig(const Config& c, bool builtin_data) {
                               : data::DatasetKind::kFashionMnist;
   }
   LS_ASSIGN_OR_RETURN(r.data, data::ReadDataConfig(c, kind, t.batch_size));
+  if (builtin_data && kind != data::DatasetKind::kTokens && c.Has("data.tokenizer"))
+    return Status::InvalidArgument("data.tokenizer goes with data.kind = \"tokens\" (token files made with it)");
+  if (r.data.tokenizer) {
+    LS_ASSIGN_OR_RETURN(const int64_t vocab, c.GetInt("model.vocab", 0));
+    if (vocab > 0 && r.data.tokenizer_vocab > vocab)
+      return Status::InvalidArgument("data.tokenizer " + r.data.tokenizer_path + " has " +
+                                     std::to_string(r.data.tokenizer_vocab) + " ids, more than model.vocab = " +
+                                     std::to_string(vocab));
+  }
   return r;
 }
 

@@ -47,6 +47,7 @@ CheckpointContents Trainer::Contents(int64_t step) {
   c.layout = Layout();
   if (setup_.layout.gpt) c.model = interop::GptConfigToJson(*setup_.layout.gpt);
   if (setup_.layout.llama) c.model = interop::LlamaConfigToJson(*setup_.layout.llama);
+  c.tokenizer = setup_.run.data.tokenizer;
   return c;
 }
 
