@@ -76,22 +76,23 @@ Status AddPreTokenizer(const json& j, const std::string& origin, std::vector<Pre
   return Status::Ok();
 }
 
-bool IsWordChar(char32_t c) {
-  static const Regex* word = new Regex(Regex::Compile(R"(\A[\p{L}\p{N}_]\z)").value());
+// Whether the one character `c` matches `re` (a pattern anchored at both ends).
+bool CharMatches(const Regex& re, char32_t c) {
   std::string s;
   AppendUtf8(c, &s);
   bool hit = false;
-  word->ForEachMatch(s, [&](size_t, size_t) { hit = true; });
+  re.ForEachMatch(s, [&](size_t, size_t) { hit = true; });
   return hit;
+}
+// \w and \s over Unicode, as single_word and lstrip/rstrip test them in tokenizers.
+bool IsWordChar(char32_t c) {
+  static const Regex* word = new Regex(Regex::Compile(R"(\A[\p{L}\p{N}_]\z)").value());
+  return CharMatches(*word, c);
 }
 bool IsSpace(char32_t c) {
   if (c < 0x80) return c == ' ' || (c >= '\t' && c <= '\r');
   static const Regex* space = new Regex(Regex::Compile(R"(\A\s\z)").value());
-  std::string s;
-  AppendUtf8(c, &s);
-  bool hit = false;
-  space->ForEachMatch(s, [&](size_t, size_t) { hit = true; });
-  return hit;
+  return CharMatches(*space, c);
 }
 // The code point that ends s[0, end) (valid UTF-8, end > 0).
 char32_t LastCodePoint(std::string_view s, size_t end, size_t* start) {
