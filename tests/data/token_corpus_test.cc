@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 
 #include "data/data_test_util.h"
@@ -251,6 +252,64 @@ TEST(TokenCorpus, WindowsEqualTheTextLoadersOverTheSameIds) {
   ASSERT_EQ((*av)->StepsPerEpoch(), (*bv)->StepsPerEpoch());
   ASSERT_TRUE((*av)->Next(&x).ok() && (*bv)->Next(&y).ok());
   EXPECT_EQ(x.x, y.x);
+}
+
+// data.loss_mask: a target whose mask byte is 0 becomes -1 (the loss ignores it), the others
+// stay; the mask of a window's targets is that of the ids after its inputs, across files.
+TEST(TokenCorpus, LossMaskHidesTheTargetsItMarksZero) {
+  TempDir dir;
+  std::vector<int32_t> ids, mask;
+  for (int i = 0; i < 600; ++i) {
+    ids.push_back(i % 200);
+    mask.push_back((i / 3) % 2);  // runs of three trained, three not
+  }
+  for (int part = 0; part < 2; ++part) {
+    const std::string name = dir / (part == 0 ? "m0.bin" : "m1.bin");
+    auto tw = LlmcTokenWriter::Create(name, false);
+    auto mw = LlmcTokenWriter::CreateLossMask(name + ".mask");
+    ASSERT_TRUE(tw.ok() && mw.ok());
+    const size_t from = part == 0 ? 0 : 250, to = part == 0 ? 250 : 600;
+    ASSERT_TRUE(tw->Append({ids.data() + from, to - from}).ok());
+    ASSERT_TRUE(mw->Append({mask.data() + from, to - from}).ok());
+    ASSERT_TRUE(mw->Finish().ok() && tw->Finish().ok());
+  }
+  TokenCorpusOptions o;
+  o.train = dir / "m*.bin";
+  o.vocab = 256;
+  o.context = 16;
+  o.loss_mask = true;
+  auto corpus = TokenCorpus::Load(o);
+  ASSERT_TRUE(corpus.ok()) << corpus.status().ToString();
+  SamplerOptions s;
+  s.global_batch = 4;
+  s.seed = 3;
+  auto loader = MakeWindowTrainLoader(corpus->train(), 16, s);
+  ASSERT_TRUE(loader.ok());
+  TextBatch b;
+  int64_t hidden = 0, kept = 0;
+  for (int step = 0; step < 6; ++step) {
+    ASSERT_TRUE((*loader)->Next(&b).ok());
+    for (int64_t r = 0; r < b.B; ++r) {
+      const int32_t* x = b.x.data() + r * 16;
+      const int32_t* y = b.y.data() + r * 16;
+      // ids repeat every 200 positions: the row starts at x[0], x[0] + 200 or x[0] + 400, and
+      // at one of them every target is the next id where its mask is 1 and -1 where it is 0.
+      bool found = false;
+      for (int64_t p = x[0]; p + 17 <= 540 && !found; p += 200) {
+        bool ok = true;
+        for (int64_t k = 0; k < 16; ++k) ok = ok && x[k] == ids[p + k] && y[k] == (mask[p + k + 1] ? ids[p + k + 1] : -1);
+        found = ok;
+      }
+      ASSERT_TRUE(found) << "a row whose targets do not follow the mask of the ids after its inputs";
+      for (int64_t k = 0; k < 16; ++k) (y[k] < 0 ? hidden : kept)++;
+    }
+  }
+  EXPECT_GT(hidden, 100);
+  EXPECT_GT(kept, 100);
+  // A missing mask is named.
+  std::filesystem::remove(dir / "m1.bin.mask");
+  EXPECT_EQ(TokenCorpus::Load(o).status().message(),
+            "data.loss_mask: " + (dir / "m1.bin.mask") + " does not exist (lockstep tokens --prompt-key ... writes it)");
 }
 
 int64_t RssKb() {

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <optional>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -23,24 +24,29 @@ constexpr int64_t kBlockBytes = int64_t{8} << 20;
 // cut changes no token (Tokenizer::NextCut).
 class ParallelEncoder {
  public:
-  ParallelEncoder(const text::Tokenizer& t, int threads, data::LlmcTokenWriter* out)
-      : t_(t), out_(out), encoders_(), threads_(threads) {
+  // `mask`: also write the loss mask (1 everywhere but a prompt's tokens); may be null.
+  ParallelEncoder(const text::Tokenizer& t, int threads, data::LlmcTokenWriter* out, data::LlmcTokenWriter* mask)
+      : t_(t), out_(out), mask_(mask), encoders_(), threads_(threads) {
     for (int i = 0; i < threads; ++i) encoders_.emplace_back(t);
   }
-  // `text` is copied; `end_of_document` appends the end-of-text token after it.
-  Status Add(std::string text, std::string where, bool end_of_document) {
-    pending_.push_back({std::move(text), std::move(where), end_of_document});
-    pending_bytes_ += pending_.back().text.size();
+  // `end_of_document` appends the end-of-text token after the text. A `prompt` comes first and
+  // is encoded apart (no token straddles prompt and text); the mask leaves its tokens out.
+  Status Add(std::string text, std::string where, bool end_of_document, std::string prompt = {}) {
+    pending_.push_back({std::move(text), std::move(where), end_of_document, std::move(prompt)});
+    pending_bytes_ += pending_.back().text.size() + pending_.back().prompt.size();
     if (static_cast<int>(pending_.size()) >= 4 * threads_ || pending_bytes_ >= static_cast<size_t>(kBlockBytes) * threads_)
       return Flush();
     return Status::Ok();
   }
   Status Flush() {
     std::vector<std::vector<int32_t>> ids(pending_.size());
+    std::vector<size_t> prompt_ids(pending_.size(), 0);
     std::vector<Status> status(pending_.size());
     auto work = [&](int w) {
       for (size_t i = static_cast<size_t>(w); i < pending_.size(); i += static_cast<size_t>(threads_)) {
-        status[i] = encoders_[w].Append(pending_[i].text, &ids[i]);
+        status[i] = encoders_[w].Append(pending_[i].prompt, &ids[i]);
+        prompt_ids[i] = ids[i].size();
+        if (status[i].ok()) status[i] = encoders_[w].Append(pending_[i].text, &ids[i]);
         if (status[i].ok() && pending_[i].end && t_.end_of_text()) ids[i].push_back(*t_.end_of_text());
       }
     };
@@ -51,6 +57,12 @@ class ParallelEncoder {
     for (size_t i = 0; i < pending_.size(); ++i) {
       if (!status[i].ok()) return Status::InvalidArgument(pending_[i].where + ": " + status[i].message());
       LS_RETURN_IF_ERROR(out_->Append(ids[i]));
+      if (mask_ != nullptr) {
+        std::vector<int32_t> m(ids[i].size(), 1);
+        std::fill(m.begin(), m.begin() + static_cast<std::ptrdiff_t>(prompt_ids[i]), 0);
+        trained_ += static_cast<int64_t>(ids[i].size() - prompt_ids[i]);
+        LS_RETURN_IF_ERROR(mask_->Append(m));
+      }
       if (pending_[i].end) ++documents_;
     }
     pending_.clear();
@@ -58,14 +70,18 @@ class ParallelEncoder {
     return Status::Ok();
   }
   int64_t documents() const { return documents_; }
+  int64_t trained() const { return trained_; }  // tokens the mask keeps
 
  private:
   struct Piece {
     std::string text, where;
     bool end;
+    std::string prompt;
   };
   const text::Tokenizer& t_;
   data::LlmcTokenWriter* out_;
+  data::LlmcTokenWriter* mask_;
+  int64_t trained_ = 0;
   std::vector<text::Tokenizer::Encoder> encoders_;
   int threads_;
   std::vector<Piece> pending_;
@@ -106,10 +122,20 @@ Status EncodeJsonl(const TokensArgs& a, ParallelEncoder* enc, int64_t* bytes) {
     const std::string where = a.from_jsonl + " line " + std::to_string(n);
     nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
     if (j.is_discarded() || !j.is_object()) return Status::InvalidArgument(where + ": not a JSON object");
-    auto it = j.find(a.text_key);
-    if (it == j.end()) return Status::InvalidArgument(where + ": no key \"" + a.text_key + "\"");
-    if (!it->is_string()) return Status::InvalidArgument(where + ": \"" + a.text_key + "\" is not a string");
-    LS_RETURN_IF_ERROR(enc->Add(it->get<std::string>(), where, true));
+    auto field = [&](const std::string& key) -> Result<std::string> {
+      auto it = j.find(key);
+      if (it == j.end()) return Status::InvalidArgument(where + ": no key \"" + key + "\"");
+      if (!it->is_string()) return Status::InvalidArgument(where + ": \"" + key + "\" is not a string");
+      return it->get<std::string>();
+    };
+    if (a.prompt_key.empty()) {
+      LS_ASSIGN_OR_RETURN(std::string text, field(a.text_key));
+      LS_RETURN_IF_ERROR(enc->Add(std::move(text), where, true));
+    } else {
+      LS_ASSIGN_OR_RETURN(std::string prompt, field(a.prompt_key));
+      LS_ASSIGN_OR_RETURN(std::string response, field(a.response_key));
+      LS_RETURN_IF_ERROR(enc->Add(std::move(response), where, true, std::move(prompt)));
+    }
   }
   return Status::Ok();
 }
@@ -120,8 +146,16 @@ Status RunBpe(const TokensArgs& a) {
   const bool wide = t.vocab_size() > 65536;
   LS_RETURN_IF_ERROR(MakeParentDirs(a.out));
   LS_ASSIGN_OR_RETURN(data::LlmcTokenWriter writer, data::LlmcTokenWriter::Create(a.out, wide));
+  std::optional<data::LlmcTokenWriter> mask;
+  if (!a.prompt_key.empty()) {
+    if (!t.end_of_text())
+      return Status::InvalidArgument("tokens: instruction pairs need a tokenizer with an end-of-text token (to end each "
+                                     "response); " + a.tokenizer + " has none");
+    LS_ASSIGN_OR_RETURN(data::LlmcTokenWriter m, data::LlmcTokenWriter::CreateLossMask(a.out + ".mask"));
+    mask.emplace(std::move(m));
+  }
   const int threads = a.threads > 0 ? a.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  ParallelEncoder enc(t, threads, &writer);
+  ParallelEncoder enc(t, threads, &writer, mask ? &*mask : nullptr);
   int64_t bytes = 0;
   if (!a.from_jsonl.empty()) {
     LS_RETURN_IF_ERROR(EncodeJsonl(a, &enc, &bytes));
@@ -132,6 +166,7 @@ Status RunBpe(const TokensArgs& a) {
   LS_RETURN_IF_ERROR(enc.Flush());
   const int64_t tokens = writer.count();
   if (tokens == 0) return Status::InvalidArgument("the input holds no text: no token file written");
+ if (mask) LS_RETURN_IF_ERROR(mask->Finish());  // first: a token file never lacks its finished mask
   LS_RETURN_IF_ERROR(writer.Finish());
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const std::string eot = t.end_of_text() ? t.IdToToken(*t.end_of_text()) : std::string();
@@ -141,6 +176,11 @@ Status RunBpe(const TokensArgs& a) {
               double(bytes) / double(tokens),
               eot.empty() ? ", no end-of-text token to separate documents"
                           : (", each followed by " + eot).c_str());
+  if (mask) {
+    std::printf("wrote %s.mask: the loss trains on %lld of the %lld tokens (the responses and their end-of-text); "
+                "train with data.loss_mask = true\n",
+                a.out.c_str(), static_cast<long long>(enc.trained()), static_cast<long long>(tokens));
+  }
   std::printf("time: %.1f s (%.1f MB/s, %d threads)\n", s, s > 0 ? double(bytes) / 1e6 / s : 0.0, threads);
   return Status::Ok();
 }
@@ -155,6 +195,9 @@ CLI::App* AddTokensCommand(CLI::App& app, TokensArgs* args) {
   auto* jsonl = c->add_option("--from-jsonl", args->from_jsonl, "a JSON-lines file, one document per line (with --text-key)")
                     ->excludes(text);
   c->add_option("--text-key", args->text_key, "the key of each --from-jsonl line that holds its text");
+  c->add_option("--prompt-key", args->prompt_key,
+                "instruction pairs: the key of each --from-jsonl line's prompt (its tokens are not trained on)");
+  c->add_option("--response-key", args->response_key, "instruction pairs: the key of each line's response");
   c->add_option("--tokenizer", args->tokenizer, "a Hugging Face tokenizer.json (byte-level BPE)");
   c->add_option("--threads", args->threads, "encoding threads (default: all cores)")->check(CLI::Range(1, 1024));
   c->add_option("--out", args->out, "the token file to write")->required();
@@ -165,10 +208,15 @@ CLI::App* AddTokensCommand(CLI::App& app, TokensArgs* args) {
 Status RunTokensCommand(const TokensArgs& args) {
   if (args.from_text.empty() && args.from_jsonl.empty())
     return Status::InvalidArgument("tokens: --from-text or --from-jsonl is required");
-  if (!args.from_jsonl.empty() && args.text_key.empty())
-    return Status::InvalidArgument("tokens: --from-jsonl needs --text-key (the key holding each line's text)");
-  if (!args.text_key.empty() && args.from_jsonl.empty())
-    return Status::InvalidArgument("tokens: --text-key goes with --from-jsonl");
+  const bool pairs = !args.prompt_key.empty() || !args.response_key.empty();
+  if (pairs && (args.prompt_key.empty() || args.response_key.empty()))
+    return Status::InvalidArgument("tokens: --prompt-key and --response-key go together");
+  if (pairs && !args.text_key.empty())
+    return Status::InvalidArgument("tokens: --text-key or --prompt-key/--response-key, not both");
+  if (!args.from_jsonl.empty() && args.text_key.empty() && !pairs)
+    return Status::InvalidArgument("tokens: --from-jsonl needs --text-key, or --prompt-key and --response-key");
+  if ((!args.text_key.empty() || pairs) && args.from_jsonl.empty())
+    return Status::InvalidArgument("tokens: --text-key, --prompt-key and --response-key go with --from-jsonl");
   if (!args.tokenizer.empty()) return RunBpe(args);
   if (!args.from_jsonl.empty()) return Status::InvalidArgument("tokens: --from-jsonl needs --tokenizer");
   if (args.from_text.size() != 1)

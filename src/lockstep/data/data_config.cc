@@ -24,6 +24,7 @@ Result<DataConfig> ReadDataConfig(const Config& config, DatasetKind kind, int64_
   }
   // Token files (or a program's own data, which may be tokens too) name their tokenizer.
   if (kind == DatasetKind::kTokens || kind == DatasetKind::kCustom) {
+    LS_ASSIGN_OR_RETURN(d.loss_mask, config.GetBool("data.loss_mask", false));
     LS_ASSIGN_OR_RETURN(d.tokenizer_path, config.GetString("data.tokenizer", ""));
     if (!d.tokenizer_path.empty()) {
       std::ifstream in(d.tokenizer_path, std::ios::binary);

@@ -37,6 +37,7 @@ struct DataConfig {
   // data.tokenizer: the tokenizer.json the token files were made with (tokens only). Read and
   // checked at start; the run keeps it in every checkpoint (manifest extra "tokenizer"), so
   // that `sample --prompt` and `export --format hf` need nothing else.
+  bool loss_mask = false;  // data.loss_mask (tokens): train on the targets each file's .mask marks
   std::string tokenizer_path;
   std::shared_ptr<const nlohmann::json> tokenizer;
   int64_t tokenizer_vocab = 0;

@@ -29,6 +29,12 @@ class WindowDataSource final : public DataSource {
     stream_->Read(offset + key.index * t, t + 1, window.data());
     std::copy(window.begin(), window.end() - 1, out.tokens);
     std::copy(window.begin() + 1, window.end(), out.targets);
+    if (stream_->has_mask()) {
+      // A target the loss mask leaves out becomes -1, which the loss ignores (ignore_index).
+      stream_->ReadMask(offset + key.index * t + 1, t, window.data());
+      for (int64_t i = 0; i < t; ++i)
+        if (window[static_cast<size_t>(i)] == 0) out.targets[i] = -1;
+    }
     return Status::Ok();
   }
 

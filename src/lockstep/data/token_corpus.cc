@@ -31,6 +31,8 @@ Result<std::vector<std::shared_ptr<const TokenFile>>> OpenAll(const std::string&
   std::vector<std::shared_ptr<const TokenFile>> files;
   for (const std::string& path : paths) {
     LS_ASSIGN_OR_RETURN(TokenFile f, TokenFile::Open(path, o.format));
+    if (f.is_mask())
+      return Status::InvalidArgument("token file " + path + " is a loss mask, not tokens (name the token file beside it)");
     const TokenFile::MaxTokenAt mx = f.MaxToken();
     if (mx.value >= o.vocab)
       return Status::InvalidArgument("token file " + path + " holds token " + std::to_string(mx.value) +
@@ -39,6 +41,30 @@ Result<std::vector<std::shared_ptr<const TokenFile>>> OpenAll(const std::string&
     files.push_back(std::make_shared<const TokenFile>(std::move(f)));
   }
   return files;
+}
+
+// The loss masks beside `files` (data.loss_mask), each checked against its token file.
+Result<std::vector<std::shared_ptr<const TokenFile>>> OpenMasks(const std::vector<std::shared_ptr<const TokenFile>>& files,
+                                                                const TokenCorpusOptions& o) {
+  std::vector<std::shared_ptr<const TokenFile>> masks;
+  if (!o.loss_mask) return masks;
+  for (const auto& f : files) {
+    const std::string path = f->path() + ".mask";
+    Result<TokenFile> opened = TokenFile::Open(path, TokenFormat::kLlmc);
+    if (!opened.ok()) {
+      if (opened.status().code() == StatusCode::kNotFound)
+        return Status::InvalidArgument("data.loss_mask: " + path + " does not exist (lockstep tokens --prompt-key ... writes it)");
+      return opened.status();
+    }
+    auto m = std::make_shared<const TokenFile>(std::move(opened).value());
+    if (!m->is_mask()) return Status::InvalidArgument("data.loss_mask: " + path + " is not a loss mask");
+    if (m->size() != f->size())
+      return Status::InvalidArgument("data.loss_mask: " + path + " has " + std::to_string(m->size()) + " values for the " +
+                                     std::to_string(f->size()) + " tokens of " + f->path());
+    if (m->MaxToken().value > 1) return Status::InvalidArgument("data.loss_mask: " + path + " holds a value other than 0 and 1");
+    masks.push_back(std::move(m));
+  }
+  return masks;
 }
 
 int64_t Total(const std::vector<std::shared_ptr<const TokenFile>>& files) {
@@ -56,19 +82,23 @@ std::string Describe(const std::string& pattern, size_t files) {
 Result<TokenCorpus> TokenCorpus::Load(const TokenCorpusOptions& o) {
   if (o.context < 1) return Status::InvalidArgument("the context length must be >= 1");
   LS_ASSIGN_OR_RETURN(auto train_files, OpenAll(o.train, "data.train", o));
+  LS_ASSIGN_OR_RETURN(auto train_masks, OpenMasks(train_files, o));
   const int64_t total = Total(train_files);
   TokenCorpus c;
   std::string train_name = Describe(o.train, train_files.size());
   if (o.val.empty()) {
     const int64_t split = ByteCorpus::SplitPoint(total);
-    c.val_ = std::make_shared<const TokenStream>(train_files, split, total - split, train_name + " (its last 10%)");
-    c.train_ = std::make_shared<const TokenStream>(std::move(train_files), 0, split, train_name + " (its first 90%)");
+    c.val_ = std::make_shared<const TokenStream>(train_files, split, total - split, train_name + " (its last 10%)",
+                                                 train_masks);
+    c.train_ = std::make_shared<const TokenStream>(std::move(train_files), 0, split, train_name + " (its first 90%)",
+                                                   std::move(train_masks));
   } else {
     LS_ASSIGN_OR_RETURN(auto val_files, OpenAll(o.val, "data.val", o));
+    LS_ASSIGN_OR_RETURN(auto val_masks, OpenMasks(val_files, o));
     const int64_t val_total = Total(val_files);
     std::string val_name = Describe(o.val, val_files.size());
-    c.train_ = std::make_shared<const TokenStream>(std::move(train_files), 0, total, train_name);
-    c.val_ = std::make_shared<const TokenStream>(std::move(val_files), 0, val_total, val_name);
+    c.train_ = std::make_shared<const TokenStream>(std::move(train_files), 0, total, train_name, std::move(train_masks));
+    c.val_ = std::make_shared<const TokenStream>(std::move(val_files), 0, val_total, val_name, std::move(val_masks));
   }
   const int64_t T = o.context;
   if (c.train_->size() < 2 * T)

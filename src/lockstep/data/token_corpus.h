@@ -25,6 +25,9 @@ struct TokenCorpusOptions {
   TokenFormat format = TokenFormat::kAuto;
   int64_t vocab = 0;    // every id must be below it (model.vocab)
   int64_t context = 0;  // model.context: windows of context + 1 ids
+  // data.loss_mask: every token file F has its loss mask F.mask beside it (same token count);
+  // targets the mask marks 0 are left out of the loss.
+  bool loss_mask = false;
 };
 
 // The files a path or glob names, sorted by name (byte order). `key` names the config key in

@@ -63,7 +63,8 @@ Result<TokenFile> TokenFile::Open(const std::string& path, TokenFormat format) {
   const auto* base = static_cast<const uint8_t*>(f.map_);
   int32_t header[3] = {0, 0, 0};
   std::memcpy(header, base, static_cast<size_t>(std::min<int64_t>(bytes, sizeof(header))));
-  const bool llmc_magic = header[0] == kLlmcTokensMagic || header[0] == kLlmcTokens32Magic;
+  const bool llmc_magic =
+      header[0] == kLlmcTokensMagic || header[0] == kLlmcTokens32Magic || header[0] == kLossMaskMagic;
   if (format == TokenFormat::kAuto) format = llmc_magic ? TokenFormat::kLlmc : TokenFormat::kRaw;
   f.format_ = format;
   if (format == TokenFormat::kRaw) {
@@ -83,12 +84,14 @@ Result<TokenFile> TokenFile::Open(const std::string& path, TokenFormat format) {
   if (!llmc_magic)
     return Status::InvalidArgument("token file " + path + " has magic " + std::to_string(header[0]) +
                                    ", not llm.c's token magic 20240520 (uint16) or 20240801 (uint32)");
-  f.wide_ = header[0] == kLlmcTokens32Magic;
-  const int32_t version = f.wide_ ? kLlmcTokens32Version : kLlmcTokensVersion;
+  f.width_ = header[0] == kLlmcTokens32Magic ? 4 : header[0] == kLossMaskMagic ? 1 : 2;
+  const int32_t version = f.width_ == 4 ? kLlmcTokens32Version : f.width_ == 1 ? kLossMaskVersion : kLlmcTokensVersion;
   if (header[1] != version)
     return Status::InvalidArgument("token file " + path + " has llm.c version " + std::to_string(header[1]) +
-                                   (f.wide_ ? ", expected 7 (uint32 tokens)" : ", expected 1 (uint16 tokens)"));
-  const int64_t width = f.wide_ ? 4 : 2;
+                                   (f.width_ == 4   ? ", expected 7 (uint32 tokens)"
+                                    : f.width_ == 1 ? ", expected 1 (a loss mask)"
+                                                    : ", expected 1 (uint16 tokens)"));
+  const int64_t width = f.width_;
   const int64_t count = header[2], have = (bytes - kLlmcHeaderBytes) / width;
   if (count <= 0)
     return Status::InvalidArgument("token file " + path + " has no tokens (header count " + std::to_string(count) +
@@ -114,7 +117,7 @@ TokenFile& TokenFile::operator=(TokenFile&& o) noexcept {
   map_bytes_ = std::exchange(o.map_bytes_, 0);
   tokens_ = std::exchange(o.tokens_, nullptr);
   count_ = std::exchange(o.count_, 0);
-  wide_ = o.wide_;
+  width_ = o.width_;
   return *this;
 }
 
@@ -131,7 +134,7 @@ void TokenFile::Release(int64_t begin, int64_t end) const {
   const int64_t page = PageSize();
   // Whole pages inside the mapping that hold any of the range (pages shared with a
   // neighbouring window only fault in again from the page cache).
-  const int64_t width = wide_ ? 4 : 2;
+  const int64_t width = width_;
   const auto first = reinterpret_cast<uintptr_t>(tokens_);
   const uintptr_t lo = (first + begin * width) & ~static_cast<uintptr_t>(page - 1);
   const uintptr_t hi = std::min<uintptr_t>(first + end * width, base + map_bytes_);
@@ -146,7 +149,13 @@ TokenFile::MaxTokenAt TokenFile::MaxToken() const {
     const int64_t end = std::min(count_, begin + kChunk);
     uint32_t mx = 0;
     int64_t at = begin;
-    if (wide_) {
+    if (width_ == 1) {
+      const auto* t = static_cast<const uint8_t*>(tokens_);
+      uint8_t m8 = 0;
+      for (int64_t i = begin; i < end; ++i) m8 = std::max(m8, t[i]);
+      mx = m8;
+      at = std::find(t + begin, t + end, m8) - t;
+    } else if (width_ == 4) {
       const auto* t = static_cast<const uint32_t*>(tokens_);
       for (int64_t i = begin; i < end; ++i) mx = std::max(mx, t[i]);
       at = std::find(t + begin, t + end, mx) - t;
@@ -167,7 +176,10 @@ TokenFile::MaxTokenAt TokenFile::MaxToken() const {
 }
 
 void TokenFile::Copy(int64_t begin, int64_t n, int32_t* out) const {
-  if (wide_) {
+  if (width_ == 1) {
+    const auto* t = static_cast<const uint8_t*>(tokens_) + begin;
+    for (int64_t i = 0; i < n; ++i) out[i] = t[i];
+  } else if (width_ == 4) {
     const auto* t = static_cast<const uint32_t*>(tokens_) + begin;
     for (int64_t i = 0; i < n; ++i) out[i] = static_cast<int32_t>(t[i]);
   } else {
@@ -199,11 +211,21 @@ Status WriteLlmcTokenFile(const std::string& path, std::span<const uint16_t> tok
   return Status::Ok();
 }
 
+Result<LlmcTokenWriter> LlmcTokenWriter::CreateLossMask(const std::string& path) {
+  LS_ASSIGN_OR_RETURN(LlmcTokenWriter w, Create(path, false));
+  w.width_ = 1;
+  w.magic_ = kLossMaskMagic;
+  w.version_ = kLossMaskVersion;
+  return w;
+}
+
 Result<LlmcTokenWriter> LlmcTokenWriter::Create(const std::string& path, bool wide) {
   LlmcTokenWriter w;
   w.path_ = path;
   w.tmp_ = path + ".tmp";
-  w.wide_ = wide;
+  w.width_ = wide ? 4 : 2;
+  w.magic_ = wide ? kLlmcTokens32Magic : kLlmcTokensMagic;
+  w.version_ = wide ? kLlmcTokens32Version : kLlmcTokensVersion;
   w.file_ = std::fopen(w.tmp_.c_str(), "wb");
   if (w.file_ == nullptr) return Status::InvalidArgument("cannot write " + w.tmp_ + ": " + std::strerror(errno));
   // The header's count is written by Finish(); zeros until then.
@@ -217,7 +239,9 @@ LlmcTokenWriter::LlmcTokenWriter(LlmcTokenWriter&& o) noexcept
     : path_(std::move(o.path_)),
       tmp_(std::move(o.tmp_)),
       file_(std::exchange(o.file_, nullptr)),
-      wide_(o.wide_),
+      width_(o.width_),
+      magic_(o.magic_),
+      version_(o.version_),
       count_(o.count_),
       buffer_(std::move(o.buffer_)) {}
 
@@ -229,13 +253,13 @@ LlmcTokenWriter::~LlmcTokenWriter() {
 }
 
 Status LlmcTokenWriter::Append(std::span<const int32_t> tokens) {
-  const int64_t limit = wide_ ? int64_t{1} << 32 : int64_t{1} << 16;
-  const size_t width = wide_ ? 4 : 2;
+  const int64_t limit = width_ == 1 ? 2 : int64_t{1} << (8 * width_);
+  const size_t width = static_cast<size_t>(width_);
   buffer_.resize(tokens.size() * width);
   for (size_t i = 0; i < tokens.size(); ++i) {
     if (tokens[i] < 0 || tokens[i] >= limit)
       return Status::InvalidArgument("token " + std::to_string(tokens[i]) + " does not fit a " +
-                                     (wide_ ? "uint32" : "uint16") + " token file");
+                                     (width_ == 4 ? "uint32 token file" : width_ == 2 ? "uint16 token file" : "loss mask (0 or 1)"));
     const uint32_t v = static_cast<uint32_t>(tokens[i]);
     std::memcpy(buffer_.data() + i * width, &v, width);  // little-endian host (static_assert above)
   }
@@ -248,8 +272,7 @@ Status LlmcTokenWriter::Append(std::span<const int32_t> tokens) {
 }
 
 Status LlmcTokenWriter::Finish() {
-  int32_t header[3] = {wide_ ? kLlmcTokens32Magic : kLlmcTokensMagic, wide_ ? kLlmcTokens32Version : kLlmcTokensVersion,
-                       static_cast<int32_t>(count_)};
+  int32_t header[3] = {magic_, version_, static_cast<int32_t>(count_)};
   bool ok = std::fseek(file_, 0, SEEK_SET) == 0 && std::fwrite(header, sizeof(int32_t), 3, file_) == 3;
   ok = (std::fflush(file_) == 0) && ok;
   ok = (::fsync(::fileno(file_)) == 0) && ok;

@@ -25,6 +25,11 @@ inline constexpr int32_t kLlmcTokensVersion = 1;
 // llm.c's uint32 token files (dev/data/data_common.py, model_desc "llama-3").
 inline constexpr int32_t kLlmcTokens32Magic = 20240801;
 inline constexpr int32_t kLlmcTokens32Version = 7;
+// lockstep's loss masks (`tokens --prompt-key/--response-key`): llm.c's header with this magic
+// (the bytes "LMSK"), version 1, then one byte per token of the token file beside it: 1 where
+// the loss counts that token as a target, 0 where it does not.
+inline constexpr int32_t kLossMaskMagic = 0x4B534D4C;
+inline constexpr int32_t kLossMaskVersion = 1;
 inline constexpr int64_t kLlmcHeaderInts = 256;
 inline constexpr int64_t kLlmcHeaderBytes = kLlmcHeaderInts * 4;
 // llm.c's model checkpoint (a different file kind), named in the error when given as data.
@@ -50,9 +55,14 @@ class TokenFile {
 
   // Tokens [begin, begin + n) as int32 (either width).
   void Copy(int64_t begin, int64_t n, int32_t* out) const;
-  uint32_t At(int64_t i) const { return wide_ ? static_cast<const uint32_t*>(tokens_)[i] : static_cast<const uint16_t*>(tokens_)[i]; }
+  uint32_t At(int64_t i) const {
+    return width_ == 4   ? static_cast<const uint32_t*>(tokens_)[i]
+           : width_ == 2 ? static_cast<const uint16_t*>(tokens_)[i]
+                         : static_cast<const uint8_t*>(tokens_)[i];
+  }
   int64_t size() const { return count_; }
-  bool wide() const { return wide_; }  // uint32 tokens (llm.c's magic 20240801)
+  bool wide() const { return width_ == 4; }    // uint32 tokens (llm.c's magic 20240801)
+  bool is_mask() const { return width_ == 1; }  // a loss mask (kLossMaskMagic)
   const std::string& path() const { return path_; }
   TokenFormat format() const { return format_; }  // kLlmc or kRaw
 
@@ -78,7 +88,7 @@ class TokenFile {
   size_t map_bytes_ = 0;
   const void* tokens_ = nullptr;
   int64_t count_ = 0;
-  bool wide_ = false;
+  int width_ = 2;  // bytes a value: 2, 4 (uint32 tokens) or 1 (a loss mask)
 };
 
 // Writes `tokens` as an llm.c token file (header + uint16), through a temporary file renamed
@@ -91,6 +101,8 @@ Status WriteLlmcTokenFile(const std::string& path, std::span<const uint16_t> tok
 class LlmcTokenWriter {
  public:
   static Result<LlmcTokenWriter> Create(const std::string& path, bool wide);
+  // A loss mask file (kLossMaskMagic): values 0 or 1, a byte each.
+  static Result<LlmcTokenWriter> CreateLossMask(const std::string& path);
   LlmcTokenWriter(LlmcTokenWriter&& o) noexcept;
   LlmcTokenWriter& operator=(LlmcTokenWriter&&) = delete;
   ~LlmcTokenWriter();  // without Finish(): the temporary file is removed
@@ -103,7 +115,8 @@ class LlmcTokenWriter {
   LlmcTokenWriter() = default;
   std::string path_, tmp_;
   std::FILE* file_ = nullptr;
-  bool wide_ = false;
+  int width_ = 2;
+  int32_t magic_ = kLlmcTokensMagic, version_ = kLlmcTokensVersion;
   int64_t count_ = 0;
   std::vector<uint8_t> buffer_;
 };

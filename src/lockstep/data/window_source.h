@@ -22,6 +22,10 @@ class WindowSource {
   virtual void Read(int64_t begin, int64_t n, int32_t* out) const = 0;
   // For messages: the directory or the files the stream comes from.
   virtual const std::string& name() const = 0;
+  // A loss mask beside the ids (data.loss_mask): out[i] = 1 where the id at begin + i is a
+  // trained target, 0 where it is not. Streams without one say so.
+  virtual bool has_mask() const { return false; }
+  virtual void ReadMask(int64_t begin, int64_t n, int32_t* out) const {}
 };
 
 // A span of bytes owned elsewhere (a ByteCorpus split): id = byte.
@@ -44,14 +48,20 @@ class ByteWindowSource final : public WindowSource {
 // so a long run over a huge corpus keeps a flat resident size.
 class TokenStream final : public WindowSource {
  public:
-  TokenStream(std::vector<std::shared_ptr<const TokenFile>> files, int64_t begin, int64_t size, std::string name);
+  // `masks`: none, or one loss mask file per token file, of the same size.
+  TokenStream(std::vector<std::shared_ptr<const TokenFile>> files, int64_t begin, int64_t size, std::string name,
+              std::vector<std::shared_ptr<const TokenFile>> masks = {});
   int64_t size() const override { return size_; }
-  void Read(int64_t begin, int64_t n, int32_t* out) const override;
+  void Read(int64_t begin, int64_t n, int32_t* out) const override { ReadFrom(files_, begin, n, out); }
   const std::string& name() const override { return name_; }
+  bool has_mask() const override { return !masks_.empty(); }
+  void ReadMask(int64_t begin, int64_t n, int32_t* out) const override { ReadFrom(masks_, begin, n, out); }
   const std::vector<std::shared_ptr<const TokenFile>>& files() const { return files_; }
 
  private:
-  std::vector<std::shared_ptr<const TokenFile>> files_;
+  void ReadFrom(const std::vector<std::shared_ptr<const TokenFile>>& files, int64_t begin, int64_t n,
+                int32_t* out) const;
+  std::vector<std::shared_ptr<const TokenFile>> files_, masks_;
   std::vector<int64_t> starts_;  // position of each file's first token in the concatenation
   int64_t begin_ = 0, size_ = 0;
   std::string name_;

@@ -27,6 +27,7 @@ Result<GatheredStep> GatherStep(comm::Communicator& comm, const RankStepRecord& 
   double busiest = -1;
   for (const RankStepRecord& r : all) {
     g.loss += r.loss_part;
+    g.trained_targets += r.trained_targets;
     g.compute_ms.push_back(r.compute_ms);
     g.rank_wait_ms.push_back(r.wait_ms);
     g.peer_group.push_back(r.peer_group);

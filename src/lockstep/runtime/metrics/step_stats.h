@@ -23,12 +23,16 @@ struct RankStepRecord {
   double wait_ms = 0;          // blocked in the gradient collectives (pipeline: also idle in the schedule)
   int32_t peer_group = 0;      // ranks of one group do the same work (the pipeline stage)
   int32_t pad = 0;
+  // Targets of this rank's rows the loss counts (a loss mask leaves some out); counted by one
+  // rank per dp replica (tp and pp rank 0), 0 on the others.
+  int64_t trained_targets = 0;
   // This rank's counted gradient elements, squared and summed exactly (ExactSquareSum::ToWords).
   std::array<int64_t, optim::ExactSquareSum::kWords> norm_words{};
 };
 
 struct GatheredStep {
   double loss = 0;         // global-batch mean loss
+  int64_t trained_targets = 0;  // the global batch's targets the loss counts
   double wait_ms = 0;      // this rank: how long after its backward the slowest one ended
   double mean_bubble = 0;  // pipeline: mean over ranks of 1 - busy/total
   // Pipeline: 1 - busy/total of the busiest rank. Stages never cost exactly the same; the

@@ -32,6 +32,7 @@ Result<DataSources> BuiltinData(const Config& config) {
     o.train = run.data.train;
     o.val = run.data.val;
     o.format = run.data.format;
+    o.loss_mask = run.data.loss_mask;
     LS_ASSIGN_OR_RETURN(o.vocab, config.GetInt("model.vocab", 256));
     LS_ASSIGN_OR_RETURN(o.context, config.GetInt("model.context", 128));
     LS_ASSIGN_OR_RETURN(data::TokenCorpus tokens, data::TokenCorpus::Load(o));

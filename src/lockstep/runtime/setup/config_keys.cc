@@ -40,6 +40,8 @@ constexpr ConfigKey kKeys[] = {
     {"data.train", "string", "", "tokens: the training token file(s), a path or glob (shards in name order)"},
     {"data.val", "string", "", "tokens: the validation token file(s) (default: the last 10% of data.train)"},
     {"data.format", "string", "\"auto\"", "tokens: \"auto\", \"llmc\" (1024-byte header) or \"raw\" (nanoGPT)"},
+    {"data.loss_mask", "bool", "false",
+     "tokens: train only on the targets each token file's .mask marks (lockstep tokens --prompt-key/--response-key)"},
     {"data.tokenizer", "string", "",
      "tokens: the tokenizer.json the files were made with (kept in every checkpoint for sample and export)"},
     // [optim]

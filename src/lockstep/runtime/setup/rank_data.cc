@@ -27,6 +27,13 @@ Result<std::unique_ptr<RankData>> RankData::Create(const DataSources& sources, c
 
 Status RankData::NextTrain() { return train_->Next(&train_batch_); }
 
+int64_t RankData::TrainedTargets() const {
+  const size_t n = static_cast<size_t>(train_batch_.B * std::max<int64_t>(train_batch_.layout.seq, 0));
+  int64_t trained = 0;
+  for (size_t i = 0; i < n && i < train_batch_.targets.size(); ++i) trained += train_batch_.targets[i] >= 0;
+  return trained;
+}
+
 nn::ModelInput RankData::Rows(const data::Batch& b, int64_t begin, int64_t n) {
   const SampleLayout& l = b.layout;
   nn::ModelInput in;

@@ -22,6 +22,8 @@ class RankData {
   // Training: loads this rank's share of the next global batch.
   Status NextTrain();
   int64_t train_rows() const { return train_batch_.B; }  // rows of the current local batch
+  // Targets of the current local batch the loss counts (>= 0: a loss mask makes some -1).
+  int64_t TrainedTargets() const;
   nn::ModelInput TrainRows(int64_t begin, int64_t n) const { return Rows(train_batch_, begin, n); }
   int64_t StepsPerEpoch() const { return train_->StepsPerEpoch(); }
   data::LoaderState State() const { return train_->State(); }

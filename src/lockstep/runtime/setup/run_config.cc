@@ -92,6 +92,8 @@ Result<RunConfig> ReadRunConfig(const Config& c, bool builtin_data) {
   LS_ASSIGN_OR_RETURN(r.data, data::ReadDataConfig(c, kind, t.batch_size));
   if (builtin_data && kind != data::DatasetKind::kTokens && c.Has("data.tokenizer"))
     return Status::InvalidArgument("data.tokenizer goes with data.kind = \"tokens\" (token files made with it)");
+  if (builtin_data && kind != data::DatasetKind::kTokens && c.Has("data.loss_mask"))
+    return Status::InvalidArgument("data.loss_mask goes with data.kind = \"tokens\" (a .mask beside each token file)");
   if (r.data.tokenizer) {
     LS_ASSIGN_OR_RETURN(const int64_t vocab, c.GetInt("model.vocab", 0));
     if (vocab > 0 && r.data.tokenizer_vocab > vocab)

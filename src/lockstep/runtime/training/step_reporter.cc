@@ -69,6 +69,8 @@ Status StepReporter::Step(const StepFigures& f, const GatheredStep& g) {
                         {"wait_ms", std::min(g.wait_ms, f.sync.exposed_ms)},
                         {"gflops", f.train_flops_per_sample * global / (f.step_ms * 1e-3) * 1e-9}};
   if (!units_.text) row["samples_per_s"] = samples_per_s;
+  // A loss mask: how many of the global batch's targets the loss counted.
+  if (setup_.run.data.loss_mask) row["trained_tokens"] = g.trained_targets;
   row["rank_compute_ms"] = g.compute_ms;  // per rank, in rank order (the straggler view)
   row["rank_wait_ms"] = g.rank_wait_ms;
   if (pipeline_) {

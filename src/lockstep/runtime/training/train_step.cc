@@ -281,6 +281,7 @@ Status Trainer::TrainStep(int64_t step) {
   record.compute_ms = pipeline_ ? c.pipe.busy_ms : compute_ms;
   record.wait_ms = c.sync.exposed_ms + (c.pipe.total_ms - c.pipe.busy_ms);
   record.peer_group = mesh_.coord.pp;
+  if (setup_.run.data.loss_mask && mesh_.coord.tp == 0 && mesh_.coord.pp == 0) record.trained_targets = data_->TrainedTargets();
   GradSquares().ToWords(record.norm_words.data());
   LS_ASSIGN_OR_RETURN(GatheredStep gathered,
                       Traced("step stats", "comm", [&] { return GatherStep(*world_comm_, record); }));
