@@ -174,3 +174,109 @@ TEST(TokenizerCli, BadInputIsOneLineAndExitTwo) {
 
 }  // namespace
 }  // namespace lockstep::testing
+
+namespace lockstep::testing {
+namespace {
+
+struct Val {
+  double loss = 0;
+  int64_t tokens = 0;
+};
+
+// One training step at lr 1e-30 (the weights do not move in fp32) on `bin`, validated on the
+// whole held-out split: the validation loss of the same weights under the file's mask.
+Val ValidateUnder(const std::string& dir, const std::string& bin, const std::string& name) {
+  CommandResult r = RunLockstep({"train", "--config", std::string(LOCKSTEP_SOURCE_DIR) + "/configs/llama-bpe.toml",
+                                 "--steps", "1", "--deterministic", "--set", "model.vocab=300", "--set", "model.layers=1",
+                                 "--set", "model.context=32", "--set", "train.batch_size=8", "--set", "data.train=" + bin,
+                                 "--set", "data.tokenizer=", "--set", "data.loss_mask=true", "--set", "optim.lr=1e-30",
+                                 "--set", "optim.min_lr=0", "--set", "eval.batches=0", "--set", "eval.every=1", "--out",
+                                 dir + "/" + name});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  Val v;
+  for (const std::string& line : ReadLines(dir + "/" + name + "/metrics.jsonl")) {
+    nlohmann::json j = nlohmann::json::parse(line);
+    if (j.contains("val_loss")) v = {j["val_loss"].get<double>(), j["val_tokens"].get<int64_t>()};
+  }
+  return v;
+}
+
+void WriteWithMask(const std::string& path, const std::vector<int32_t>& ids, const std::vector<int32_t>& mask) {
+  auto t = data::LlmcTokenWriter::Create(path, false);
+  auto m = data::LlmcTokenWriter::CreateLossMask(path + ".mask");
+  ASSERT_TRUE(t.ok() && m.ok());
+  ASSERT_TRUE(t->Append(ids).ok() && m->Append(mask).ok());
+  ASSERT_TRUE(m->Finish().ok() && t->Finish().ok());
+}
+
+// Instruction pairs: the mask keeps the response's tokens and the end-of-text, and the loss on
+// them alone differs from the loss on everything by exactly the prompt tokens' share.
+TEST(TokenizerCli, InstructionPairsTrainOnTheResponseTokensOnly) {
+  const std::string dir = MakeTempDir("tokenizer_pairs");
+  std::string jsonl, text;
+  for (int i = 0; i < 400; ++i) {
+    const std::string q = "What is " + std::to_string(i % 37) + " plus " + std::to_string(i % 11) + "?\n";
+    const std::string a = std::to_string(i % 37 + i % 11) + (i % 2 ? " exactly." : ".");
+    jsonl += nlohmann::json({{"q", q}, {"a", a}}).dump() + "\n";
+    text += q + a + "\n";
+  }
+  Spit(dir + "/pairs.jsonl", jsonl);
+  Spit(dir + "/pairs.txt", text);
+  const std::string tok = dir + "/tok.json";
+  ASSERT_EQ(RunLockstep({"tokenizer", "train", "--from-text", dir + "/pairs.txt", "--vocab-size", "300", "--special",
+                         "<|endoftext|>", "--out", tok})
+                .exit_code,
+            0);
+  CommandResult w = RunLockstep({"tokens", "--tokenizer", tok, "--from-jsonl", dir + "/pairs.jsonl", "--prompt-key", "q",
+                                 "--response-key", "a", "--out", dir + "/pairs.bin"});
+  ASSERT_EQ(w.exit_code, 0) << w.err;
+  EXPECT_NE(w.out.find("train with data.loss_mask = true"), std::string::npos) << w.out;
+  const std::vector<int32_t> ids = TokenFileIds(dir + "/pairs.bin");
+  const std::vector<int32_t> mask = TokenFileIds(dir + "/pairs.bin.mask");
+  ASSERT_EQ(ids.size(), mask.size());
+  // The first document: the prompt's ids under 0s, the response's and the end-of-text under 1s.
+  Spit(dir + "/q0.txt", "What is 0 plus 0?\n");
+  Spit(dir + "/a0.txt", "0.");
+  const std::vector<int32_t> q0 = Ids(RunLockstep({"tokenizer", "encode", "--tokenizer", tok, dir + "/q0.txt"}).out);
+  const std::vector<int32_t> a0 = Ids(RunLockstep({"tokenizer", "encode", "--tokenizer", tok, dir + "/a0.txt"}).out);
+  std::vector<int32_t> doc = q0, doc_mask(q0.size(), 0);
+  doc.insert(doc.end(), a0.begin(), a0.end());
+  doc.push_back(0);
+  doc_mask.resize(doc.size(), 1);
+  ASSERT_GE(ids.size(), doc.size());
+  EXPECT_EQ(std::vector<int32_t>(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(doc.size())), doc);
+  EXPECT_EQ(std::vector<int32_t>(mask.begin(), mask.begin() + static_cast<std::ptrdiff_t>(doc.size())), doc_mask);
+
+  // The same tokens under every target, and under the prompts' targets alone.
+  std::vector<int32_t> ones(ids.size(), 1), prompts(ids.size());
+  for (size_t i = 0; i < ids.size(); ++i) prompts[i] = 1 - mask[i];
+  WriteWithMask(dir + "/all.bin", ids, ones);
+  WriteWithMask(dir + "/prompts.bin", ids, prompts);
+  const Val response = ValidateUnder(dir, dir + "/pairs.bin", "response");
+  const Val all = ValidateUnder(dir, dir + "/all.bin", "all");
+  const Val prompt = ValidateUnder(dir, dir + "/prompts.bin", "prompt");
+  ASSERT_GT(response.tokens, 0);
+  ASSERT_GT(prompt.tokens, 0);
+  EXPECT_EQ(response.tokens + prompt.tokens, all.tokens);
+  EXPECT_LT(response.tokens, all.tokens / 2) << "responses are the shorter part";
+  // loss(all) = share(response) * loss(response) + share(prompt) * loss(prompt)
+  const double mixed = (response.loss * static_cast<double>(response.tokens) + prompt.loss * static_cast<double>(prompt.tokens)) /
+                       static_cast<double>(all.tokens);
+  EXPECT_NEAR(all.loss, mixed, 1e-5 * all.loss);
+  EXPECT_GT(std::abs(response.loss - all.loss), 1e-3) << "the mask changed what was counted";
+  // Training rows say how many targets each step trained on.
+  bool reported = false;
+  for (const std::string& line : ReadLines(dir + "/response/metrics.jsonl")) {
+    nlohmann::json j = nlohmann::json::parse(line);
+    if (j.contains("trained_tokens")) {
+      EXPECT_GT(j["trained_tokens"].get<int64_t>(), 0);
+      EXPECT_LT(j["trained_tokens"].get<int64_t>(), 8 * 32);
+      reported = true;
+    }
+  }
+  EXPECT_TRUE(reported);
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace lockstep::testing

@@ -103,6 +103,7 @@ Status StepReporter::Validation(int64_t step, double loss, double acc, int64_t c
     std::snprintf(line, sizeof(line), "step %lld: val_loss %.4f val_acc %.4f (%lld images)",
                   static_cast<long long>(step), loss, acc, static_cast<long long>(count));
   } else {
+    if (units_.text) row["val_tokens"] = count;  // the targets counted (a loss mask leaves some out)
     std::snprintf(line, sizeof(line), "step %lld: val_loss %.4f (%lld %s)", static_cast<long long>(step), loss,
                   static_cast<long long>(count), units_.text ? "tokens" : "samples");
   }
