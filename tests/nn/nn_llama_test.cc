@@ -15,6 +15,7 @@
 #include "lockstep/nn/attention.h"
 #include "lockstep/nn/rms_norm.h"
 #include "lockstep/nn/rotary.h"
+#include "lockstep/tensor/kernels.h"
 #include "lockstep/tensor/precision.h"
 #include "nn/grad_check.h"
 #include "nn/reference.h"
@@ -219,6 +220,30 @@ TEST(SwiGlu, MatchesReferenceAndGradients) {
   EXPECT_NEAR(loss.data()[0], f(), 1e-5);
   tape.Backward(loss, 1.0f);
   ExpectGradientsMatch({{"gate", &gd, g.grad().ToVector()}, {"up", &ud, u.grad().ToVector()}}, f);
+}
+
+// The vectorized gate gives an element the same bits wherever it falls: alone (a masked tail
+// of one lane), or inside full vectors and across task chunks; and extreme gates saturate
+// instead of overflowing into NaN.
+TEST(SwiGlu, AnElementsBitsDoNotDependOnItsPlace) {
+  const int64_t n = 5000;  // more than one 4096-element chunk, and a tail of 8 on 16 lanes
+  std::vector<float> g = RandomVector(n, 6.0f, 21), u = RandomVector(n, 2.0f, 22), d = RandomVector(n, 1.0f, 23);
+  g[7] = 100.0f, g[8] = -100.0f, g[9] = 0.0f;
+  std::vector<float> out(n), dg(n, 0.5f), du(n, -0.25f);
+  tensor::SwiGluForward(out.data(), g.data(), u.data(), n);
+  tensor::SwiGluBackward(dg.data(), du.data(), d.data(), g.data(), u.data(), n);
+  for (int64_t i : {int64_t{0}, int64_t{7}, int64_t{8}, int64_t{9}, int64_t{15}, int64_t{4095}, int64_t{4096},
+                    n - 1}) {
+    float o1, dg1 = 0.5f, du1 = -0.25f;
+    tensor::SwiGluForward(&o1, &g[i], &u[i], 1);
+    tensor::SwiGluBackward(&dg1, &du1, &d[i], &g[i], &u[i], 1);
+    EXPECT_EQ(o1, out[i]) << i;
+    EXPECT_EQ(dg1, dg[i]) << i;
+    EXPECT_EQ(du1, du[i]) << i;
+  }
+  for (int64_t i = 0; i < n; ++i) ASSERT_TRUE(std::isfinite(out[i]) && std::isfinite(dg[i]) && std::isfinite(du[i])) << i;
+  EXPECT_FLOAT_EQ(out[7], 100.0f * u[7]);  // silu(100) = 100
+  EXPECT_NEAR(out[8], 0.0f, 1e-30f);          // silu(-100): the exp is clamped, so about -100 * 1e-38
 }
 
 // --- the model ---
