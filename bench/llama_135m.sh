@@ -75,7 +75,7 @@ done
 
 echo
 echo "llama-135m (SmolLM2-135M's shape, 134.5M parameters, batch $BATCH x $CONTEXT), $THREADS compute threads on both" \
-  "sides, median of steps 4..$STEPS; peer: $(cut -d' ' -f1-2 <<<"$pt"), BLAS $blas"
+  "sides, median of steps 4..$STEPS; peer: $(head -1 <<<"$pt" | cut -d' ' -f1-2), BLAS $blas"
 python3 - "$rounds_file" <<'PY'
 import statistics, sys
 rounds = [list(map(float, l.split())) for l in open(sys.argv[1]) if l.strip()]
