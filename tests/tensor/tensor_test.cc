@@ -122,6 +122,24 @@ TEST(Tensor, Int32Tensors) {
   EXPECT_EQ(ids.ToVector(), (std::vector<float>{4, -1, 7}));
 }
 
+// The array conversion (16 lanes where the processor has AVX-512, else 8) gives every element
+// the scalar form's bits: ties, NaNs (quieted, never carried to inf), infinities, denormals
+// (kept, not flushed), in full vectors and in the tail.
+TEST(Tensor, BF16ArrayConversionEqualsTheScalarOneOnEveryKindOfValue) {
+  std::vector<uint32_t> bits = {0x00000000u, 0x80000000u, 0x00000001u, 0x807fffffu, 0x00008000u, 0x00018000u,
+                                0x3f808000u, 0x3f818000u, 0x7f7fffffu, 0x7f800000u, 0xff800000u, 0x7f800001u,
+                                0xffc00001u, 0x7fffffffu, 0x3f800000u, 0xc0600000u, 0x3f7fffffu};
+  Rng rng(3, 0);
+  while (bits.size() < 16 * 5 + 7) bits.push_back(rng.NextU32());
+  std::vector<float> in(bits.size());
+  std::memcpy(in.data(), bits.data(), bits.size() * 4);
+  std::vector<uint16_t> out(in.size());
+  for (size_t n : {in.size(), size_t{16}, size_t{7}}) {
+    F32ToBf16(in.data(), out.data(), n);
+    for (size_t i = 0; i < n; ++i) ASSERT_EQ(out[i], F32ToBf16(in[i])) << "element " << i << " of " << n;
+  }
+}
+
 TEST(Tensor, BF16RoundTripAndRounding) {
   // Exactly representable values survive; others round to nearest even.
   EXPECT_EQ(Bf16ToF32(F32ToBf16(1.0f)), 1.0f);
