@@ -98,7 +98,7 @@ TEST(StepReporter, WritesEachRowOnceInOrderWithTheDoneRowLast) {
   EXPECT_EQ(rows[2],
             nlohmann::json(
                 {{"step", 2}, {"skipped", "nonfinite_grad"}, {"where", "wte.weight on rank 1"}, {"consecutive", 1}}));
-  EXPECT_EQ(rows[3], nlohmann::json({{"step", 2}, {"val_loss", 4.25}}));
+  EXPECT_EQ(rows[3], nlohmann::json({{"step", 2}, {"val_loss", 4.25}, {"val_tokens", 512}}));  // text: the targets counted
   EXPECT_EQ(rows[4]["event"], "checkpoint");
   EXPECT_DOUBLE_EQ(rows[4]["mb_per_s"].get<double>(), 100.0);  // 2 MB in 20 ms
   EXPECT_EQ(rows[5]["event"], "memory");
