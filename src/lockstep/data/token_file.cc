@@ -142,50 +142,34 @@ void TokenFile::Release(int64_t begin, int64_t end) const {
   ::madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_DONTNEED);
 }
 
+// Calls fn(values) with the mapped values as the type of this file's width.
+template <typename Fn>
+decltype(auto) TokenFile::WithValues(Fn&& fn) const {
+  if (width_ == 1) return fn(static_cast<const uint8_t*>(tokens_));
+  if (width_ == 4) return fn(static_cast<const uint32_t*>(tokens_));
+  return fn(static_cast<const uint16_t*>(tokens_));
+}
+
 TokenFile::MaxTokenAt TokenFile::MaxToken() const {
   MaxTokenAt best;
   constexpr int64_t kChunk = int64_t{1} << 24;  // 32 MB of tokens
   for (int64_t begin = 0; begin < count_; begin += kChunk) {
     const int64_t end = std::min(count_, begin + kChunk);
-    uint32_t mx = 0;
-    int64_t at = begin;
-    if (width_ == 1) {
-      const auto* t = static_cast<const uint8_t*>(tokens_);
-      uint8_t m8 = 0;
-      for (int64_t i = begin; i < end; ++i) m8 = std::max(m8, t[i]);
-      mx = m8;
-      at = std::find(t + begin, t + end, m8) - t;
-    } else if (width_ == 4) {
-      const auto* t = static_cast<const uint32_t*>(tokens_);
+    const MaxTokenAt chunk = WithValues([&](const auto* t) {
+      auto mx = t[begin];
       for (int64_t i = begin; i < end; ++i) mx = std::max(mx, t[i]);
-      at = std::find(t + begin, t + end, mx) - t;
-    } else {
-      const auto* t = static_cast<const uint16_t*>(tokens_);
-      uint16_t m16 = 0;
-      for (int64_t i = begin; i < end; ++i) m16 = std::max(m16, t[i]);
-      mx = m16;
-      at = std::find(t + begin, t + end, m16) - t;
-    }
-    if (mx > best.value || begin == 0) {
-      best.value = mx;
-      best.index = at;
-    }
+      return MaxTokenAt{static_cast<uint32_t>(mx), std::find(t + begin, t + end, mx) - t};
+    });
+    if (chunk.value > best.value || begin == 0) best = chunk;
     Release(begin, end);
   }
   return best;
 }
 
 void TokenFile::Copy(int64_t begin, int64_t n, int32_t* out) const {
-  if (width_ == 1) {
-    const auto* t = static_cast<const uint8_t*>(tokens_) + begin;
-    for (int64_t i = 0; i < n; ++i) out[i] = t[i];
-  } else if (width_ == 4) {
-    const auto* t = static_cast<const uint32_t*>(tokens_) + begin;
-    for (int64_t i = 0; i < n; ++i) out[i] = static_cast<int32_t>(t[i]);
-  } else {
-    const auto* t = static_cast<const uint16_t*>(tokens_) + begin;
-    for (int64_t i = 0; i < n; ++i) out[i] = t[i];
-  }
+  WithValues([&](const auto* t) {
+    for (int64_t i = 0; i < n; ++i) out[i] = static_cast<int32_t>(t[begin + i]);
+  });
 }
 
 Status WriteLlmcTokenFile(const std::string& path, std::span<const uint16_t> tokens) {

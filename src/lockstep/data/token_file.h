@@ -81,6 +81,8 @@ class TokenFile {
  private:
   TokenFile() = default;
   void Unmap();
+  template <typename Fn>
+  decltype(auto) WithValues(Fn&& fn) const;
 
   std::string path_;
   TokenFormat format_ = TokenFormat::kRaw;
