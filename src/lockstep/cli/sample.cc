@@ -7,9 +7,7 @@
 
 #include "lockstep/interop/gpt_weights.h"
 #include "lockstep/interop/llama_weights.h"
-#include "lockstep/checkpoint/reader.h"
-#include "lockstep/checkpoint/resolve.h"
-#include "lockstep/text/tokenizer.h"
+#include "lockstep/interop/export.h"
 
 namespace lockstep::cli {
 namespace {
@@ -30,16 +28,6 @@ Result<std::vector<int32_t>> ParseTokens(const std::string& text, int64_t vocab)
     at = end + 1;
   }
   return out;
-}
-
-// The tokenizer a checkpoint keeps (manifest extra "tokenizer"), if any.
-Result<std::optional<text::Tokenizer>> CheckpointTokenizer(const std::string& path) {
-  LS_ASSIGN_OR_RETURN(const std::string dir, checkpoint::ResolveCheckpointPath(path));
-  LS_ASSIGN_OR_RETURN(checkpoint::Checkpoint ckpt, checkpoint::Checkpoint::Open(dir));
-  auto it = ckpt.extra().find("tokenizer");
-  if (it == ckpt.extra().end()) return std::optional<text::Tokenizer>();
-  LS_ASSIGN_OR_RETURN(text::Tokenizer t, text::Tokenizer::FromJson(*it, dir + "/manifest.json: extra.tokenizer"));
-  return std::optional<text::Tokenizer>(std::move(t));
 }
 
 }  // namespace
@@ -66,7 +54,8 @@ Status RunSample(const SampleOptions& o) {
   }
   const bool bytes = vocab == 256;
   // The run's tokenizer, when it trained on token files made with one (data.tokenizer).
-  LS_ASSIGN_OR_RETURN(std::optional<text::Tokenizer> tokenizer, CheckpointTokenizer(o.checkpoint));
+  LS_ASSIGN_OR_RETURN(std::optional<interop::CheckpointTokenizer> saved, interop::ReadCheckpointTokenizer(o.checkpoint));
+  const text::Tokenizer* tokenizer = saved ? &saved->tokenizer : nullptr;
   std::vector<int32_t> prompt;
   if (!o.prompt_tokens.empty()) {
     LS_ASSIGN_OR_RETURN(prompt, ParseTokens(o.prompt_tokens, vocab));

@@ -163,26 +163,37 @@ parallel::CanonicalTensors Adapt(const GptWeights& src, const nn::GptConfig& dst
 
 }  // namespace
 
-// The run's tokenizer (manifest extra "tokenizer", from data.tokenizer) beside a Hugging Face
-// export: tokenizer.json as it was, and a tokenizer_config.json naming the generic fast
-// tokenizer class (a model-specific class such as LlamaTokenizerFast would add a BOS token the
-// run never saw) with its end-of-text token and context.
-Status WriteHfTokenizer(const std::string& checkpoint_path, const std::string& dir) {
-  LS_ASSIGN_OR_RETURN(const std::string resolved, checkpoint::ResolveCheckpointPath(checkpoint_path));
-  LS_ASSIGN_OR_RETURN(checkpoint::Checkpoint ckpt, checkpoint::Checkpoint::Open(resolved));
+Result<std::optional<CheckpointTokenizer>> ReadCheckpointTokenizer(const std::string& path) {
+  LS_ASSIGN_OR_RETURN(const std::string dir, checkpoint::ResolveCheckpointPath(path));
+  LS_ASSIGN_OR_RETURN(checkpoint::Checkpoint ckpt, checkpoint::Checkpoint::Open(dir));
   auto it = ckpt.extra().find("tokenizer");
-  if (it == ckpt.extra().end()) return Status::Ok();
-  LS_ASSIGN_OR_RETURN(text::Tokenizer t, text::Tokenizer::FromJson(*it, resolved + "/manifest.json: extra.tokenizer"));
-  LS_RETURN_IF_ERROR(WriteText(dir + "/tokenizer.json", it->dump(2) + "\n"));
+  if (it == ckpt.extra().end()) return std::optional<CheckpointTokenizer>();
+  LS_ASSIGN_OR_RETURN(text::Tokenizer t, text::Tokenizer::FromJson(*it, dir + "/manifest.json: extra.tokenizer"));
+  return std::optional<CheckpointTokenizer>(CheckpointTokenizer{*it, std::move(t)});
+}
+
+namespace {
+
+// The run's tokenizer beside a Hugging Face export: tokenizer.json as it was, and a
+// tokenizer_config.json naming the generic fast tokenizer class (a model-specific class such as
+// LlamaTokenizerFast would add a BOS token the run never saw) with its end-of-text token and
+// the model's context.
+Status WriteHfTokenizer(const std::string& checkpoint_path, int64_t context, const std::string& dir) {
+  LS_ASSIGN_OR_RETURN(std::optional<CheckpointTokenizer> saved, ReadCheckpointTokenizer(checkpoint_path));
+  if (!saved) return Status::Ok();
+  const text::Tokenizer& t = saved->tokenizer;
+  LS_RETURN_IF_ERROR(WriteText(dir + "/tokenizer.json", saved->json.dump(2) + "\n"));
   std::printf("wrote %s/tokenizer.json (vocabulary %d)\n", dir.c_str(), t.vocab_size());
-  nlohmann::json cfg = {{"tokenizer_class", "PreTrainedTokenizerFast"}, {"clean_up_tokenization_spaces", false}};
+  nlohmann::json cfg = {{"tokenizer_class", "PreTrainedTokenizerFast"},
+                        {"clean_up_tokenization_spaces", false},
+                        {"model_max_length", context}};
   if (t.end_of_text()) cfg["eos_token"] = t.IdToToken(*t.end_of_text());
-  if (auto m = ckpt.extra().find("model"); m != ckpt.extra().end() && m->contains("context"))
-    cfg["model_max_length"] = (*m)["context"];
   LS_RETURN_IF_ERROR(WriteText(dir + "/tokenizer_config.json", cfg.dump(2) + "\n"));
   std::printf("wrote %s/tokenizer_config.json\n", dir.c_str());
   return Status::Ok();
 }
+
+}  // namespace
 
 Status RunExport(const ExportOptions& o) {
   if (o.config_path.empty()) {
@@ -190,12 +201,12 @@ Status RunExport(const ExportOptions& o) {
     if (kind == "llama") {
       LS_ASSIGN_OR_RETURN(LlamaWeights w, LoadLlamaCheckpoint(o.checkpoint));
       LS_RETURN_IF_ERROR(ExportWeights(w, o));
-      return o.format == "hf" ? WriteHfTokenizer(o.checkpoint, o.out) : Status::Ok();
+      return o.format == "hf" ? WriteHfTokenizer(o.checkpoint, w.config.context, o.out) : Status::Ok();
     }
   }
   LS_ASSIGN_OR_RETURN(GptWeights w, LoadGptCheckpoint(o.checkpoint, o.config_path, o.overrides));
   LS_RETURN_IF_ERROR(ExportWeights(w, o));
-  return o.format == "hf" ? WriteHfTokenizer(o.checkpoint, o.out) : Status::Ok();
+  return o.format == "hf" ? WriteHfTokenizer(o.checkpoint, w.config.context, o.out) : Status::Ok();
 }
 
 namespace {

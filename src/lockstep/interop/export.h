@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -10,6 +11,9 @@
 #include "lockstep/nn/gpt.h"
 #include "lockstep/nn/llama.h"
 #include "lockstep/parallel/canonical.h"
+#include "lockstep/text/tokenizer.h"
+
+#include <nlohmann/json.hpp>
 
 namespace lockstep::interop {
 
@@ -25,6 +29,15 @@ struct ExportOptions {
 
 // Writes the export and prints one line per file written.
 Status RunExport(const ExportOptions& options);
+
+// The tokenizer a checkpoint keeps (manifest extra "tokenizer", from data.tokenizer): its
+// tokenizer.json as saved and the tokenizer read from it; nullopt when the run named none.
+// `lockstep sample` encodes its prompt with it; an hf export writes it beside the weights.
+struct CheckpointTokenizer {
+  nlohmann::json json;
+  text::Tokenizer tokenizer;
+};
+Result<std::optional<CheckpointTokenizer>> ReadCheckpointTokenizer(const std::string& path);
 
 struct GptWeights;
 struct LlamaWeights;
