@@ -91,7 +91,12 @@ void SplitPiece(const PreTokenizerStep& step, const std::string& piece, std::vec
 }
 
 std::vector<std::string> PreTokenize(const std::vector<PreTokenizerStep>& steps, std::vector<std::string> pieces) {
-  static const Regex* gpt2 = new Regex(Regex::Compile(kGpt2Pattern).value());
+  // ByteLevel's use_regex is a Split on GPT-2's pattern, Isolated: built once.
+  static const PreTokenizerStep* gpt2_split = [] {
+    auto* step = new PreTokenizerStep;
+    step->pattern = Regex::Compile(kGpt2Pattern).value();
+    return step;
+  }();
   std::vector<std::string> next;
   for (const PreTokenizerStep& step : steps) {
     next.clear();
@@ -105,9 +110,7 @@ std::vector<std::string> PreTokenize(const std::vector<PreTokenizerStep>& steps,
       if (step.add_prefix_space && (piece.empty() || piece[0] != ' ')) piece.insert(piece.begin(), ' ');
       if (step.use_regex) {
         const size_t first = next.size();
-        PreTokenizerStep split;
-        split.pattern = *gpt2;
-        SplitPiece(split, piece, &next);
+        SplitPiece(*gpt2_split, piece, &next);
         for (size_t i = first; i < next.size(); ++i) next[i] = BytesToChars(next[i]);
       } else if (!piece.empty()) {
         next.push_back(BytesToChars(piece));
