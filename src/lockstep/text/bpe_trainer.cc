@@ -10,27 +10,13 @@
 
 #include "lockstep/text/byte_level.h"
 #include "lockstep/text/pre_tokenizer.h"
+#include "lockstep/text/tokenizer.h"
 #include "lockstep/text/utf8.h"
 
 namespace lockstep::text {
 namespace {
 
 using nlohmann::json;
-
-std::vector<PreTokenizerStep> Steps(PreTokenizerKind kind) {
-  std::vector<PreTokenizerStep> steps;
-  PreTokenizerStep byte_level;
-  byte_level.kind = PreTokenizerStep::Kind::kByteLevel;
-  byte_level.add_prefix_space = false;
-  if (kind == PreTokenizerKind::kLlama3) {
-    PreTokenizerStep split;
-    split.pattern = Regex::Compile(kLlama3Pattern).value();
-    steps.push_back(std::move(split));
-    byte_level.use_regex = false;
-  }
-  steps.push_back(std::move(byte_level));
-  return steps;
-}
 
 using Pair = std::pair<int32_t, int32_t>;
 struct PairHash {
@@ -68,8 +54,12 @@ Status BpeTrainer::CheckOptions() const {
 
 Status BpeTrainer::AddText(std::string_view text, const std::string& what, int64_t base) {
   LS_RETURN_IF_ERROR(ValidateUtf8(text, what, base));
-  static thread_local std::vector<PreTokenizerStep> gpt2 = Steps(PreTokenizerKind::kGpt2);
-  static thread_local std::vector<PreTokenizerStep> llama3 = Steps(PreTokenizerKind::kLlama3);
+  // Words are counted with the very pre-tokenizer the written tokenizer.json names.
+  static const auto steps_of = [](PreTokenizerKind kind) {
+    return Tokenizer::ReadPreTokenizer(PreTokenizerJson(kind), "the trainer").value();
+  };
+  static const std::vector<PreTokenizerStep> gpt2 = steps_of(PreTokenizerKind::kGpt2);
+  static const std::vector<PreTokenizerStep> llama3 = steps_of(PreTokenizerKind::kLlama3);
   const auto& steps = options_.pre_tokenizer == PreTokenizerKind::kGpt2 ? gpt2 : llama3;
   // Line by line, each line with its '\n', as tokenizers' train(files) feeds its trainer (so a
   // run of blanks never joins across a line end); in slices of whole lines, in parallel.

@@ -105,6 +105,12 @@ char32_t LastCodePoint(std::string_view s, size_t end, size_t* start) {
 
 }  // namespace
 
+Result<std::vector<PreTokenizerStep>> Tokenizer::ReadPreTokenizer(const json& j, const std::string& origin) {
+  std::vector<PreTokenizerStep> steps;
+  LS_RETURN_IF_ERROR(AddPreTokenizer(j, origin, &steps));
+  return steps;
+}
+
 Result<Tokenizer> Tokenizer::FromFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return Status::NotFound("tokenizer " + path + ": cannot open it");
@@ -230,7 +236,9 @@ Result<Tokenizer> Tokenizer::FromJson(const json& j, const std::string& origin) 
     ++rank;
   }
 
-  if (j.contains("pre_tokenizer")) LS_RETURN_IF_ERROR(AddPreTokenizer(j["pre_tokenizer"], origin, &t.steps_));
+  if (j.contains("pre_tokenizer")) {
+    LS_ASSIGN_OR_RETURN(t.steps_, ReadPreTokenizer(j["pre_tokenizer"], origin));
+  }
   const bool byte_level = std::any_of(t.steps_.begin(), t.steps_.end(),
                                       [](const PreTokenizerStep& s) { return s.kind == PreTokenizerStep::Kind::kByteLevel; });
   if (!byte_level) return Bad(origin, "pre_tokenizer has no ByteLevel step (lockstep reads byte-level BPE tokenizers)");

@@ -40,6 +40,10 @@ class Tokenizer {
   static Result<Tokenizer> FromFile(const std::string& path);
   static Result<Tokenizer> FromJson(const nlohmann::json& j, const std::string& origin);
 
+  // A tokenizer.json's "pre_tokenizer" value as steps (a Sequence flattened; null: none).
+  // InvalidArgument naming `origin` and the kind for what lockstep does not read.
+  static Result<std::vector<PreTokenizerStep>> ReadPreTokenizer(const nlohmann::json& j, const std::string& origin);
+
   // The ids of `text`, which must be valid UTF-8 (else InvalidArgument naming the byte offset).
   Result<std::vector<int32_t>> Encode(std::string_view text) const;
   // The text of `ids` (bytes; invalid UTF-8 sequences become U+FFFD, as transformers decodes);
