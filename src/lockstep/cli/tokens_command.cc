@@ -11,7 +11,6 @@
 #include "lockstep/cli/text_inputs.h"
 #include "lockstep/data/text_tokens.h"
 #include "lockstep/data/token_file.h"
-#include "lockstep/text/pre_tokenizer.h"
 #include "lockstep/text/tokenizer.h"
 
 namespace lockstep::cli {
