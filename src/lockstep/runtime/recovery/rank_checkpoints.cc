@@ -56,7 +56,9 @@ Status RankCheckpoints::Save(const parallel::StageModel& model, const ParamSpan&
       return s.ok() && all == 1;
     };
   }
-  if (zero_ == 0 && coord_.dp != 0) optimizer.clear();  // replicated: dp rank 0 writes it
+  // Replicated: dp rank 0 writes it (DiLoCo replicas differ, and the trainer names their own).
+  // (PowerSGD: each rank writes its own error feedback; the trainer leaves its replicated state out.)
+  if (zero_ == 0 && coord_.dp != 0 && !setup_.run.train.diloco() && !setup_.run.train.powersgd()) optimizer.clear();
   StagePieces pieces = CollectStagePieces(model, written.data, written.begin, written.range, optimizer, coord_.tp);
   int64_t bytes = 0;
   for (const parallel::LocalPiece& p : pieces.pieces) bytes += p.count * static_cast<int64_t>(sizeof(float));

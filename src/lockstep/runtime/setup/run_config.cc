@@ -20,6 +20,36 @@ Status OneOf(const char* key, const std::string& v, std::initializer_list<const 
   return Status::InvalidArgument(std::string("config key '") + key + "' must be one of " + list + ", got '" + v + "'");
 }
 
+// train.grad_compression, train.powersgd_*, train.sync and train.diloco_*.
+Status ReadCommunication(const Config& c, TrainSection* t) {
+  LS_ASSIGN_OR_RETURN(t->grad_compression, c.GetString("train.grad_compression", t->grad_compression));
+  LS_RETURN_IF_ERROR(OneOf("train.grad_compression", t->grad_compression, {"none", "bf16", "powersgd"}));
+  if (t->grad_compression == "bf16") t->grad_dtype = "bf16";  // the same thing under its older key
+  LS_ASSIGN_OR_RETURN(t->powersgd_rank, c.GetInt("train.powersgd_rank", t->powersgd_rank));
+  if (t->powersgd_rank < 1)
+    return Status::InvalidArgument("config key 'train.powersgd_rank' must be >= 1, got " +
+                                   std::to_string(t->powersgd_rank));
+  LS_ASSIGN_OR_RETURN(t->powersgd_start_step, c.GetInt("train.powersgd_start_step", t->powersgd_start_step));
+  LS_RETURN_IF_ERROR(NonNegative("train.powersgd_start_step", static_cast<double>(t->powersgd_start_step)));
+  LS_ASSIGN_OR_RETURN(t->sync, c.GetString("train.sync", t->sync));
+  LS_RETURN_IF_ERROR(OneOf("train.sync", t->sync, {"every_step", "diloco"}));
+  LS_ASSIGN_OR_RETURN(t->diloco_inner_steps, c.GetInt("train.diloco_inner_steps", t->diloco_inner_steps));
+  if (t->diloco_inner_steps < 1)
+    return Status::InvalidArgument("config key 'train.diloco_inner_steps' must be >= 1, got " +
+                                   std::to_string(t->diloco_inner_steps));
+  LS_ASSIGN_OR_RETURN(t->diloco_outer_lr, c.GetDouble("train.diloco_outer_lr", t->diloco_outer_lr));
+  LS_RETURN_IF_ERROR(Positive("train.diloco_outer_lr", t->diloco_outer_lr));
+  LS_ASSIGN_OR_RETURN(t->diloco_outer_momentum, c.GetDouble("train.diloco_outer_momentum", t->diloco_outer_momentum));
+  if (!(t->diloco_outer_momentum >= 0 && t->diloco_outer_momentum < 1))
+    return Status::InvalidArgument("config key 'train.diloco_outer_momentum' must be in [0, 1), got " +
+                                   std::to_string(t->diloco_outer_momentum));
+  LS_ASSIGN_OR_RETURN(t->diloco_fragments, c.GetInt("train.diloco_fragments", t->diloco_fragments));
+  LS_RETURN_IF_ERROR(Positive("train.diloco_fragments", static_cast<double>(t->diloco_fragments)));
+  LS_ASSIGN_OR_RETURN(t->diloco_outer_dtype, c.GetString("train.diloco_outer_dtype", t->diloco_outer_dtype));
+  LS_RETURN_IF_ERROR(OneOf("train.diloco_outer_dtype", t->diloco_outer_dtype, {"fp32", "bf16"}));
+  return Status::Ok();
+}
+
 }  // namespace
 
 Result<RunConfig> ReadRunConfig(const Config& c, bool builtin_data) {
@@ -48,6 +78,7 @@ Result<RunConfig> ReadRunConfig(const Config& c, bool builtin_data) {
   LS_RETURN_IF_ERROR(OneOf("train.precision", t.precision, {"fp32", "bf16"}));
   LS_ASSIGN_OR_RETURN(t.grad_dtype, c.GetString("train.grad_dtype", t.grad_dtype));
   LS_RETURN_IF_ERROR(OneOf("train.grad_dtype", t.grad_dtype, {"fp32", "bf16"}));
+  LS_RETURN_IF_ERROR(ReadCommunication(c, &t));
   LS_ASSIGN_OR_RETURN(t.straggler_ratio, c.GetDouble("train.straggler_ratio", t.straggler_ratio));
   LS_ASSIGN_OR_RETURN(t.straggler_steps, c.GetInt("train.straggler_steps", t.straggler_steps));
   if (!(t.straggler_ratio > 1.0))

@@ -40,6 +40,22 @@ struct TrainSection {
   // in "fp32" or "bf16" (rounded to bf16 before the reduction, halving its bytes).
   std::string precision = "fp32";
   std::string grad_dtype = "fp32";
+  // Communication (docs/low-communication.md). grad_compression "bf16" is grad_dtype = bf16
+  // under its newer name; "powersgd": rank-r PowerSGD with error feedback from
+  // powersgd_start_step on (uncompressed before it).
+  std::string grad_compression = "none";
+  int64_t powersgd_rank = 4;
+  int64_t powersgd_start_step = 10;
+  // "every_step" (synchronous data parallelism) or "diloco" (parallel/diloco.h): replicas take
+  // diloco_inner_steps steps alone, then average their change under an outer Nesterov SGD.
+  std::string sync = "every_step";
+  int64_t diloco_inner_steps = 50;
+  double diloco_outer_lr = 0.7;
+  double diloco_outer_momentum = 0.9;
+  int64_t diloco_fragments = 1;
+  std::string diloco_outer_dtype = "fp32";
+  bool diloco() const { return sync == "diloco"; }
+  bool powersgd() const { return grad_compression == "powersgd"; }
   // A rank whose compute time stays above straggler_ratio x the median of the ranks doing the
   // same work for straggler_steps steps in a row is named in a warning and a metrics row.
   double straggler_ratio = 1.2;

@@ -37,6 +37,47 @@ Status MakeDirs(const std::string& dir) {
   return Status::Ok();
 }
 
+// train.grad_compression = "powersgd" and train.sync = "diloco" against the layout: both run on
+// whole replicas of pure data parallelism for now (tp = pp = 1, no ZeRO), one at a time. Keys
+// of the option not chosen warn that they are ignored.
+Status CheckCommunication(RunSetup& setup, const TrainOptions& options, const ModelShape& shape) {
+  const TrainSection& t = setup.run.train;
+  const parallel::ParallelDims& d = setup.layout.dims;
+  auto set = [&](const char* key) { return setup.config.Has(key); };
+  for (const char* key : {"train.diloco_inner_steps", "train.diloco_outer_lr", "train.diloco_outer_momentum",
+                          "train.diloco_fragments", "train.diloco_outer_dtype"})
+    if (!t.diloco() && set(key))
+      setup.config_warnings.push_back(std::string("config key '") + key + "' is ignored: train.sync is not \"diloco\"");
+  for (const char* key : {"train.powersgd_rank", "train.powersgd_start_step"})
+    if (!t.powersgd() && set(key))
+      setup.config_warnings.push_back(std::string("config key '") + key +
+                                      "' is ignored: train.grad_compression is not \"powersgd\"");
+  if (!t.diloco() && !t.powersgd()) return Status::Ok();
+  const std::string what = t.diloco() ? "train.sync = \"diloco\"" : "train.grad_compression = \"powersgd\"";
+  if (t.diloco() && t.powersgd())
+    return Status::InvalidArgument("train.sync = \"diloco\" and train.grad_compression = \"powersgd\" do not combine "
+                                   "(DiLoCo sends no gradients); choose one");
+  if (d.tp > 1 || d.pp > 1 || options.zero > 0)
+    return Status::InvalidArgument(what + " runs on whole data-parallel replicas for now: --layout dp=N (tp=1, pp=1) "
+                                   "and --zero 0, got " + d.ToString() + " --zero " + std::to_string(options.zero));
+  if (t.diloco()) {
+    const int64_t blocks = shape.gpt ? shape.gpt->layers : shape.llama ? shape.llama->layers : 0;
+    if (blocks > 0 && t.diloco_fragments > blocks)
+      return Status::InvalidArgument("train.diloco_fragments = " + std::to_string(t.diloco_fragments) +
+                                     " is more than the model's " + std::to_string(blocks) + " blocks");
+    if (d.dp == 1)
+      setup.config_warnings.push_back("train.sync = \"diloco\" with a single replica is plain training with an "
+                                      "outer optimizer on top (no communication to save)");
+    if (t.grad_dtype == "bf16")
+      setup.config_warnings.push_back("train.grad_dtype = bf16 is ignored with train.sync = \"diloco\" (no gradient "
+                                      "is reduced; train.diloco_outer_dtype sets what the outer step sends)");
+  }
+  if (t.powersgd() && t.grad_dtype == "bf16")
+    return Status::InvalidArgument("train.grad_compression = \"powersgd\" and train.grad_dtype = bf16 do not "
+                                   "combine; choose one");
+  return Status::Ok();
+}
+
 }  // namespace
 
 Result<Config> LoadTrainConfig(const TrainOptions& options) {
@@ -120,6 +161,8 @@ Result<RunSetup> SetUpRun(const Job& job, const TrainOptions& options, int world
   if (t.grad_dtype == "bf16" && options.zero >= 2 && !options.deterministic)
     setup.config_warnings.push_back("train.grad_dtype = bf16 is ignored with --zero " + std::to_string(options.zero) +
                                     ": ZeRO-2/3 reduce their gradient shards in fp32");
+
+  LS_RETURN_IF_ERROR(CheckCommunication(setup, options, shape));
 
   unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   // Cores are shared by the workers on this machine only: under mpirun that is the local

@@ -67,6 +67,7 @@ Status StepReporter::Step(const StepFigures& f, const GatheredStep& g) {
                         {"comm_ms", f.sync.comm_ms},
                         {"exposed_comm_ms", exposed},
                         {"wait_ms", std::min(g.wait_ms, f.sync.exposed_ms)},
+                        {"comm_bytes", f.comm_bytes},
                         {"gflops", f.train_flops_per_sample * global / (f.step_ms * 1e-3) * 1e-9}};
   if (!units_.text) row["samples_per_s"] = samples_per_s;
   // A loss mask: how many of the global batch's targets the loss counted.

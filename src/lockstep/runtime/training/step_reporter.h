@@ -33,6 +33,9 @@ struct StepFigures {
   double step_ms = 0, data_ms = 0, compute_ms = 0, optim_ms = 0;
   parallel::SyncTimes sync;           // this rank's gradient synchronisation
   double train_flops_per_sample = 0;  // the model's forward + backward
+  // Bytes this rank sent in the step's collectives over its dp, tp and pp groups, as the ring
+  // algorithm of each counts them (comm/counting_communicator.h).
+  int64_t comm_bytes = 0;
 };
 
 // What a row counts: tokens (text), images (a classifier) or samples, and how many per row.

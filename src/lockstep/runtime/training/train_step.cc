@@ -28,8 +28,10 @@ Status Trainer::SingleStageStep(StepCompute* c) {
   params.ZeroGrad();
   if (zero_units_) zero_units_->BeginStep();  // ZeRO-2/3 reduce unit by unit instead of buckets
   double loss_sum = 0;
+  // DiLoCo: a replica's gradient is the mean over its own rows, and nothing is reduced.
+  const double replica_batch = replicas_differ() ? global / dims().dp : global;
   for (int64_t m = 0; m < t.accum_steps; ++m) {
-    if (m + 1 == t.accum_steps && !zero_units_)
+    if (m + 1 == t.accum_steps && !zero_units_ && !replicas_differ() && !compressing())
       ddp_->Arm(tape_);
     else
       ddp_->Disarm(tape_);
@@ -38,7 +40,7 @@ Status Trainer::SingleStageStep(StepCompute* c) {
     NoteSavedActivations();
     const float scale = static_cast<float>(micro / global);
     loss_sum += ScalarOf(loss) * static_cast<double>(scale);
-    Traced("backward", "compute", [&] { tape_.Backward(loss, scale); });
+    Traced("backward", "compute", [&] { tape_.Backward(loss, static_cast<float>(micro / replica_batch)); });
   }
   SlowDown();  // if the last bucket's launch did not already
   c->compute_end_ns = NowNanos();
@@ -47,7 +49,12 @@ Status Trainer::SingleStageStep(StepCompute* c) {
     Stopwatch wait;
     LS_RETURN_IF_ERROR(Traced("wait for gradients", "wait", [&] { return zero_units_->FinishStep(); }));
     c->sync.exposed_ms = wait.ElapsedMs();
-  } else {
+  } else if (compressing()) {
+    Stopwatch clock;
+    float* g = params.flat_grads();
+    LS_RETURN_IF_ERROR(Traced("powersgd", "comm", [&] { return powersgd_->Reduce(&g, g); }));
+    c->sync.comm_ms = c->sync.exposed_ms = clock.ElapsedMs();
+  } else if (!replicas_differ()) {
     LS_RETURN_IF_ERROR(Traced("wait for gradients", "wait", [&] { return ddp_->Finish(&c->sync); }));
   }
   c->loss_part = reports_loss() ? loss_sum : 0.0;
@@ -63,6 +70,24 @@ Status Trainer::SyncContributions(parallel::SyncTimes* sync) {
   if (bf16_grads()) {
     const int64_t n = static_cast<int64_t>(contributions_.size());
     tensor::RoundThroughBf16(contributions_.data(), n, contributions_.data(), n, 1, n);
+  }
+  if (compressing()) {
+    // PowerSGD: every canonical shard is a slot with its own error feedback.
+    const int64_t n = local_numel(), shards = setup_.run.train.det_shards / dims().dp;
+    std::vector<float*> slots(static_cast<size_t>(shards));
+    for (int64_t k = 0; k < shards; ++k) slots[static_cast<size_t>(k)] = contributions_.data() + k * n;
+    Stopwatch clock;
+    Status s = Traced("powersgd", "comm", [&] { return powersgd_->Reduce(slots.data(), model_->params().flat_grads()); });
+    sync->comm_ms = sync->exposed_ms = clock.ElapsedMs();
+    return s;
+  }
+  if (replicas_differ()) {
+    // DiLoCo: the replica's own shards summed in the same fixed tree, locally.
+    const int64_t n = local_numel(), shards = setup_.run.train.det_shards / dims().dp;
+    std::vector<const float*> inputs(static_cast<size_t>(shards));
+    for (int64_t k = 0; k < shards; ++k) inputs[static_cast<size_t>(k)] = contributions_.data() + k * n;
+    comm::DeterministicTreeSum(inputs.data(), shards, model_->params().flat_grads(), static_cast<size_t>(n));
+    return Status::Ok();
   }
   return Traced("deterministic allreduce", "comm", [&] {
     if (zero_units_) {
@@ -94,6 +119,10 @@ Status Trainer::DeterministicStep(StepCompute* c) {
   nn::ParameterStore& params = model_->params();
   tape_.SetParamReadyHook(nullptr);
   const float scale = static_cast<float>(static_cast<double>(shard) / static_cast<double>(t.batch_size));
+  // DiLoCo: the gradient is the mean over the replica's own rows (the loss keeps the global scale).
+  const float grad_scale =
+      replicas_differ() ? static_cast<float>(static_cast<double>(shard) * dims().dp / static_cast<double>(t.batch_size))
+                        : scale;
   for (int64_t k = 0; k < per_rank; ++k) {
     params.ZeroGrad();
     float* slot = contributions_.data() + k * n;
@@ -102,7 +131,7 @@ Status Trainer::DeterministicStep(StepCompute* c) {
         Traced("forward", "compute", [&] { return model_->Forward(tape_, data_->TrainRows(k * shard, shard), {}); });
     NoteSavedActivations();
     shard_losses_[k] = ScalarOf(loss) * scale;
-    Traced("backward", "compute", [&] { tape_.Backward(loss, scale); });
+    Traced("backward", "compute", [&] { tape_.Backward(loss, grad_scale); });
     if (!zero_units_) std::memcpy(slot, params.flat_grads(), n * sizeof(float));
   }
   SlowDown();
@@ -256,9 +285,21 @@ optim::ExactSquareSum Trainer::GradSquares() {
   return sum;
 }
 
+Status Trainer::OuterStep(int64_t step) {
+  const bool last = step + 1 == setup_.total_steps;
+  LS_ASSIGN_OR_RETURN(const int synced, Traced("diloco outer step", "comm", [&] {
+                        return diloco_->AfterStep(step, last, model_->params().flat_params());
+                      }));
+  // The parameters changed after the update wrote their bf16 copy.
+  if (synced > 0 && setup_.run.train.precision == "bf16") RefreshBf16Weights();
+  return Status::Ok();
+}
+
 Status Trainer::TrainStep(int64_t step) {
   Stopwatch step_clock;
   nn::ParameterStore& params = model_->params();
+  comm_bytes_->store(0);
+  step_ = step;
 
   Stopwatch data_clock;
   LS_RETURN_IF_ERROR(Traced("data", "data", [&] { return data_->NextTrain(); }));
@@ -282,25 +323,31 @@ Status Trainer::TrainStep(int64_t step) {
   record.wait_ms = c.sync.exposed_ms + (c.pipe.total_ms - c.pipe.busy_ms);
   record.peer_group = mesh_.coord.pp;
   if (setup_.run.data.loss_mask && mesh_.coord.tp == 0 && mesh_.coord.pp == 0) record.trained_targets = data_->TrainedTargets();
-  GradSquares().ToWords(record.norm_words.data());
+  const optim::ExactSquareSum squares = GradSquares();
+  squares.ToWords(record.norm_words.data());
   LS_ASSIGN_OR_RETURN(GatheredStep gathered,
                       Traced("step stats", "comm", [&] { return GatherStep(*world_comm_, record); }));
 
   Stopwatch optim_clock;
   const int64_t optim_clock_start = NowNanos();
-  const double grad_norm = optim::NormOf(optim::ExactSquareSum::FromWords(gathered.norm_words.data()));
+  double grad_norm = optim::NormOf(optim::ExactSquareSum::FromWords(gathered.norm_words.data()));
+  // DiLoCo: each replica clips by its own gradient's norm; the row reports the root mean
+  // square of the replicas' norms.
+  const double clip_norm = replicas_differ() ? optim::NormOf(squares) : grad_norm;
+  if (replicas_differ()) grad_norm /= std::sqrt(static_cast<double>(dims().dp));
   if (!std::isfinite(grad_norm) || !std::isfinite(gathered.loss))
     return HandleNonFinite(step, gathered.loss, grad_norm);
   consecutive_skips_ = 0;
   // Clipping is applied as the optimizer reads each gradient (the same float product as a
   // clipping pass, without the extra pass over the gradient).
-  const float clip = setup_.optim.grad_clip > 0 ? optim::ClipFactor(setup_.optim.grad_clip, grad_norm) : 1.0f;
+  const float clip = setup_.optim.grad_clip > 0 ? optim::ClipFactor(setup_.optim.grad_clip, clip_norm) : 1.0f;
   const float lr = schedule_->LrAt(step);
   checkpoints_->WaitForSnapshot();  // an async save may still be copying the parameters
   uint16_t* rounded = Bf16WeightsFromTheUpdate();
   optimizer_->Step(OwnedParams(), OwnedGrads(), lr, clip, rounded);
   if (gather_)
     LS_RETURN_IF_ERROR(Traced("param all-gather", "comm", [&] { return gather_->Gather(params.flat_params()); }));
+  if (diloco_) LS_RETURN_IF_ERROR(OuterStep(step));
   if (rounded == nullptr) RefreshBf16Weights();
   trace_.Add("optimizer", "compute", optim_clock_start, NowNanos());
   const double optim_ms = optim_clock.ElapsedMs();
@@ -317,6 +364,7 @@ Status Trainer::TrainStep(int64_t step) {
   f.optim_ms = optim_ms;
   f.sync = c.sync;
   f.train_flops_per_sample = model_->TrainFlopsPerSample();
+  f.comm_bytes = comm_bytes_->load();
   return reporter_->Step(f, gathered);
 }
 

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "lockstep/comm/counting_communicator.h"
 #include "lockstep/core/log.h"
 #include "lockstep/core/machine.h"
 #include "lockstep/core/version.h"
@@ -187,7 +188,10 @@ Status Trainer::Setup() {
   tensor::SetDeterministicCompute(setup_.options.deterministic);
   tensor::SetComputePrecision(setup_.run.train.precision == "bf16" ? tensor::Precision::kBF16
                                                                    : tensor::Precision::kF32);
-  LS_ASSIGN_OR_RETURN(mesh_, parallel::BuildMesh(world_comm_, dims()));
+  // The groups count the bytes they send (comm_bytes of each row); the world communicator, which
+  // carries the step's statistics and the checkpoint agreement, does not.
+  LS_ASSIGN_OR_RETURN(mesh_, parallel::BuildMesh(std::make_shared<comm::CountingCommunicator>(world_comm_, comm_bytes_),
+                                                 dims()));
   tp_ = std::make_unique<parallel::TpContext>(mesh_.tp, setup_.layout.tp_slices, setup_.options.deterministic);
   LS_RETURN_IF_ERROR(CheckMemoryLimit());
   LS_RETURN_IF_ERROR(BuildModel());
@@ -206,6 +210,8 @@ Status Trainer::Setup() {
   LS_ASSIGN_OR_RETURN(optim::LrSchedule sched, optim::LrSchedule::Create(setup_.optim.schedule));
   schedule_.emplace(sched);
   ddp_ = std::make_unique<parallel::DataParallel>(mesh_.dp, &model_->params(), setup_.run.train.bucket_bytes);
+  if (setup_.run.train.diloco()) LS_RETURN_IF_ERROR(CreateDiloco());
+  if (setup_.run.train.powersgd()) LS_RETURN_IF_ERROR(CreatePowerSgd());
   ddp_->set_bf16_reduction(bf16_grads());
   if (dims().pp > 1) {
     pipeline_ = std::make_unique<PipelineRunner>(model_.get(), mesh_.pp, setup_.layout.schedule);
@@ -227,7 +233,9 @@ Status Trainer::Setup() {
       std::copy(t.begin() + p.global_begin, t.begin() + p.global_begin + p.count, const_cast<float*>(p.data));
     }
   }
-  if (zero_ < 3) LS_RETURN_IF_ERROR(ddp_->BroadcastParameters());
+  // (A resumed DiLoCo run keeps each replica's own parameters.)
+  if (zero_ < 3 && !(diloco_ && !setup_.resume_dir.empty())) LS_RETURN_IF_ERROR(ddp_->BroadcastParameters());
+  if (diloco_ && setup_.resume_dir.empty()) diloco_->Reset(model_->params().flat_params());
   RefreshBf16Weights();  // the values are final now (initialised, resumed, broadcast)
   if (trace_.enabled()) {
     ddp_->set_trace(&trace_);
@@ -261,6 +269,45 @@ Status Trainer::Setup() {
     LogStart();
     LS_RETURN_IF_ERROR(reporter_->Started(StartRow(), pipeline_ ? pipeline_->schedule() : setup_.layout.schedule));
   }
+  return Status::Ok();
+}
+
+// train.sync = "diloco": the outer optimizer over the dp group, its anchor and momentum
+// counted as optimizer state.
+Status Trainer::CreateDiloco() {
+  const TrainSection& t = setup_.run.train;
+  parallel::DilocoOptions o;
+  o.inner_steps = t.diloco_inner_steps;
+  o.outer_lr = t.diloco_outer_lr;
+  o.outer_momentum = t.diloco_outer_momentum;
+  o.fragments = static_cast<int>(t.diloco_fragments);
+  o.bf16 = t.diloco_outer_dtype == "bf16";
+  o.deterministic = setup_.options.deterministic;
+  LS_ASSIGN_OR_RETURN(diloco_, parallel::DilocoSync::Create(mesh_.dp, model_->params(), o));
+  return ReserveOptimizerBytes(2 * local_numel() * static_cast<int64_t>(sizeof(float)), "DiLoCo outer state");
+}
+
+// train.grad_compression = "powersgd": one slot per rank, or per canonical shard it computes
+// (deterministic mode), each with its error feedback; counted as optimizer state.
+Status Trainer::CreatePowerSgd() {
+  const TrainSection& t = setup_.run.train;
+  const bool det = setup_.options.deterministic;
+  const int slots = det ? static_cast<int>(t.det_shards / dims().dp) : 1;
+  parallel::PowerSgdOptions o;
+  o.rank = static_cast<int>(t.powersgd_rank);
+  o.seed = t.seed;
+  o.deterministic = det;
+  o.total_slots = det ? t.det_shards : dims().dp;
+  LS_ASSIGN_OR_RETURN(powersgd_, parallel::PowerSgd::Create(mesh_.dp, model_->params(), slots, o));
+  return ReserveOptimizerBytes((slots + 1) * local_numel() * static_cast<int64_t>(sizeof(float)),
+                               "PowerSGD error feedback");
+}
+
+Status Trainer::ReserveOptimizerBytes(int64_t bytes, const char* what) {
+  if (!memory_->Reserve(bytes, tensor::MemoryTag::kOptimizer))
+    return Status::InvalidArgument("--mem-limit " + Megabytes(setup_.options.mem_limit) + ": no room for " +
+                                   Megabytes(bytes) + " of " + what + " on worker " + std::to_string(rank_));
+  optimizer_reserved_ += bytes;
   return Status::Ok();
 }
 

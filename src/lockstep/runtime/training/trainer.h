@@ -14,6 +14,7 @@
 // faults, and a step that is not finite).
 #pragma once
 
+#include <atomic>
 #include <cmath>
 #include <memory>
 #include <optional>
@@ -29,6 +30,8 @@
 #include "lockstep/optim/lr_schedule.h"
 #include "lockstep/parallel/canonical.h"
 #include "lockstep/parallel/data_parallel.h"
+#include "lockstep/parallel/diloco.h"
+#include "lockstep/parallel/powersgd.h"
 #include "lockstep/parallel/gpt_memory.h"
 #include "lockstep/parallel/gpt_shard.h"
 #include "lockstep/parallel/mesh.h"
@@ -68,6 +71,9 @@ class Trainer {
   // worker.cc
   Status Setup();
   Status BuildModel();
+  Status CreateDiloco();
+  Status CreatePowerSgd();
+  Status ReserveOptimizerBytes(int64_t bytes, const char* what);
   Status CheckMemoryLimit();
   void LogStart();
   std::string Bf16Note() const;
@@ -140,7 +146,20 @@ class Trainer {
   bool lead() const { return rank_ == 0; }
   // Whether the model states are split over ranks (ZeRO, tp, pp), so that several ranks write
   // checkpoints; otherwise rank 0 holds and writes everything.
-  bool sharded_state() const { return zero_ > 0 || dims().tp > 1 || dims().pp > 1; }
+  bool sharded_state() const {
+    return zero_ > 0 || dims().tp > 1 || dims().pp > 1 || replicas_differ() || (powersgd_ && dims().dp > 1);
+  }
+  // DiLoCo: the dp replicas hold different parameters and optimizer states between their
+  // synchronisations, so each keeps its own gradient norm and writes its own state.
+  bool replicas_differ() const { return diloco_ != nullptr && dims().dp > 1; }
+  // PowerSGD compresses this step's gradients (from train.powersgd_start_step on).
+  bool compressing() const { return powersgd_ != nullptr && step_ >= setup_.run.train.powersgd_start_step; }
+  // The optimizer-side buffers this rank writes to (saving) or reads from (loading) checkpoints:
+  // its optimizer state and, under DiLoCo, the outer state (written by dp rank 0) and a
+  // replica's own parameters and inner state (replicas other than 0, under "replica<R>.").
+  std::vector<OptimizerStateBuffer> CheckpointBuffers(bool saving);
+  // DiLoCo: the outer step after the inner update of `step` (train_step.cc).
+  Status OuterStep(int64_t step);
   const parallel::ParallelDims& dims() const { return setup_.layout.dims; }
   // Whether this rank reports the loss and validation sums of its replica (one per replica).
   bool reports_loss() const { return model_->last_stage() && mesh_.coord.tp == 0; }
@@ -191,8 +210,12 @@ class Trainer {
   optim::FlatRange owned_;                                // the part of the local flat buffer this rank updates
   std::unique_ptr<parallel::ShardedParamGather> gather_;  // ZeRO-1/2: re-assembles the parameters
   std::unique_ptr<parallel::ZeroUnits> zero_units_;       // ZeRO-2/3: unit-wise gradients (and parameters)
+  std::unique_ptr<parallel::DilocoSync> diloco_;          // train.sync = "diloco"
+  std::unique_ptr<parallel::PowerSgd> powersgd_;          // train.grad_compression = "powersgd"
+  int64_t step_ = 0;                                      // the step being taken (0-based)
   tensor::MemoryTracker* memory_;
   int64_t optimizer_reserved_ = 0;      // optimizer-state bytes counted in memory_ (optim/ uses plain vectors)
+  // (the DiLoCo anchor and outer momentum are counted there too)
   int64_t contributions_reserved_ = 0;  // contributions_ bytes counted in memory_
   // Activation bytes alive when the first backward of this start begins: what the forward
   // saved, measured before the pool holds any idle buffers (-1 until then; one stage only).
@@ -210,6 +233,8 @@ class Trainer {
   int64_t compute_start_ns_ = 0;
   bool slept_ = false;
   int64_t consecutive_skips_ = 0;  // non-finite steps skipped in a row (train.skip_nonfinite)
+  // Bytes the mesh's groups sent since the step began (comm/counting_communicator.h).
+  std::shared_ptr<std::atomic<int64_t>> comm_bytes_ = std::make_shared<std::atomic<int64_t>>(0);
 };
 
 // fn(param index, pointer, count) over the reduced gradient elements this rank counts in the
@@ -219,7 +244,9 @@ class Trainer {
 template <typename Fn>
 inline void Trainer::ForEachCountedGrad(Fn&& fn) {
   const nn::ParameterStore& ps = model_->params();
-  const optim::FlatRange mine = parallel::ShardRange(local_numel(), mesh_.coord.dp, dims().dp);
+  // (DiLoCo: the replicas' gradients differ; each rank counts its whole buffer.)
+  const optim::FlatRange mine = replicas_differ() ? optim::FlatRange{0, local_numel()}
+                                                  : parallel::ShardRange(local_numel(), mesh_.coord.dp, dims().dp);
   // Element `flat` of the reduced gradient: in the flat buffer, or (ZeRO-2/3, where only the
   // owned range exists, which is `mine`) in the shard.
   float* base = zero_units_ ? zero_units_->grad_shard() : model_->params().flat_grads();

@@ -29,8 +29,48 @@ ParamSpan Trainer::WrittenParams() {
   return v;
 }
 
+std::vector<OptimizerStateBuffer> Trainer::CheckpointBuffers(bool saving) {
+  std::vector<OptimizerStateBuffer> buffers = optimizer_->StateBuffers();
+  if (powersgd_) {
+    // Replicated (dp rank 0 writes): the optimizer state and Q. Each rank's own: the error of
+    // each of its slots, named by canonical shard (deterministic: any world size reloads it)
+    // or by rank.
+    const int replica = mesh_.coord.dp;
+    if (saving && replica > 0) buffers.clear();
+    if (!saving || replica == 0) buffers.push_back({"powersgd_q", std::span<float>(powersgd_->q()), 0});
+    const int64_t slots = setup_.options.deterministic ? setup_.run.train.det_shards / dims().dp : 1;
+    for (int64_t k = 0; k < slots; ++k) {
+      const std::string name = setup_.options.deterministic
+                                   ? "powersgd_error.shard" + std::to_string(replica * slots + k)
+                                   : "powersgd_error.rank" + std::to_string(replica);
+      buffers.push_back({name, std::span<float>(powersgd_->error(static_cast<int>(k))), 0});
+    }
+    return buffers;
+  }
+  if (!diloco_) return buffers;
+  const int replica = mesh_.coord.dp;
+  if (replica > 0) {
+    const std::string prefix = "replica" + std::to_string(replica) + ".";
+    for (OptimizerStateBuffer& b : buffers) b.kind = prefix + b.kind;
+    nn::ParameterStore& ps = model_->params();
+    buffers.push_back({prefix + "param", std::span<float>(ps.flat_params(), static_cast<size_t>(ps.numel())), 0});
+  }
+  if (!saving || replica == 0) {  // the outer state is the same on every replica: one writer
+    buffers.push_back({"diloco_anchor", std::span<float>(diloco_->anchor()), 0});
+    buffers.push_back({"diloco_momentum", std::span<float>(diloco_->momentum()), 0});
+  }
+  return buffers;
+}
+
 Status Trainer::Resume() {
-  LS_ASSIGN_OR_RETURN(CheckpointContents c, checkpoints_->Load(*model_, HeldParams(), optimizer_->StateBuffers()));
+  ParamSpan held = HeldParams();
+  if (replicas_differ() && mesh_.coord.dp > 0) held.range = {0, 0};  // its own, under "replica<R>.param"
+  Result<CheckpointContents> loaded = checkpoints_->Load(*model_, held, CheckpointBuffers(/*saving=*/false));
+  if (!loaded.ok() && diloco_ && loaded.status().message().find("has no tensor") != std::string::npos)
+    return Status::InvalidArgument(loaded.status().message() +
+                                   " (a DiLoCo run resumes from a DiLoCo checkpoint written with the same number of "
+                                   "replicas, dp=" + std::to_string(dims().dp) + ")");
+  LS_ASSIGN_OR_RETURN(CheckpointContents c, std::move(loaded));
   optimizer_->set_step(c.optimizer_step);
   LS_RETURN_IF_ERROR(data_->Restore(c.loader));
   start_step_ = c.step;
@@ -54,7 +94,7 @@ CheckpointContents Trainer::Contents(int64_t step) {
 Status Trainer::Save(int64_t step) {
   std::vector<SaveReport> finished;
   LS_RETURN_IF_ERROR(
-      checkpoints_->Save(*model_, WrittenParams(), optimizer_->StateBuffers(), Contents(step), &finished));
+      checkpoints_->Save(*model_, WrittenParams(), CheckpointBuffers(/*saving=*/true), Contents(step), &finished));
   if (reporter_)  // every rank of a sharded save reports; rank 0 logs
     for (const SaveReport& r : finished) LS_RETURN_IF_ERROR(reporter_->Checkpoint(r));
   return Status::Ok();
