@@ -1,0 +1,145 @@
+// train.sync = "diloco" and train.grad_compression = "powersgd" end to end (docs/low-communication.md):
+// DiLoCo with one inner step, outer lr 1, momentum 0 and SGD is synchronous SGD; runs killed or
+// resumed mid-window end with the uninterrupted run's weights; deterministic PowerSGD gives the
+// same weights on 1, 2 and 4 workers and resumes across world sizes; comm_bytes shows the
+// bytes each saves; bad settings get one line and exit 2.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include <nlohmann/json.hpp>
+
+#include "cli_test_util.h"
+
+namespace lockstep::testing {
+namespace {
+
+std::vector<nlohmann::json> TrainingRows(const std::string& dir) {
+  std::vector<nlohmann::json> rows;
+  for (const std::string& l : ReadLines(dir + "/metrics.jsonl")) {
+    auto j = nlohmann::json::parse(l);
+    if (j.contains("loss")) rows.push_back(j);
+  }
+  return rows;
+}
+
+int64_t TotalCommBytes(const std::string& dir) {
+  int64_t total = 0;
+  for (const nlohmann::json& r : TrainingRows(dir)) total += r["comm_bytes"].get<int64_t>();
+  return total;
+}
+
+std::string ResumeFrom(const std::string& run, int step, int steps, std::vector<std::string> extra) {
+  const std::string dir = MakeTempDir("lowcomm-resumed");
+  char name[32];
+  std::snprintf(name, sizeof(name), "/checkpoints/step-%08d", step);
+  extra.push_back("--resume");
+  extra.push_back(run + name);
+  CommandResult r = RunLockstep(TinyTrainArgs(dir, steps, 2, extra));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  ExpectResumedAt(dir, step);
+  return dir;
+}
+
+const std::vector<std::string> kSgd = {"--set", "optim.name=sgd", "--set", "optim.grad_clip=0", "--set", "optim.lr=0.5"};
+
+TEST(Diloco, OneInnerStepWithOuterLrOneAndNoMomentumIsSynchronousSgd) {
+  std::vector<std::string> sync = kSgd;
+  sync.insert(sync.end(), {"--nproc", "2"});
+  std::vector<std::string> diloco = sync;
+  diloco.insert(diloco.end(), {"--set", "train.sync=diloco", "--set", "train.diloco_inner_steps=1", "--set",
+                               "train.diloco_outer_lr=1", "--set", "train.diloco_outer_momentum=0"});
+  const std::string a = TrainTiny("lowcomm-sync", 6, 0, sync), b = TrainTiny("lowcomm-diloco1", 6, 0, diloco);
+  const auto ra = TrainingRows(a), rb = TrainingRows(b);
+  ASSERT_EQ(ra.size(), 6u);
+  ASSERT_EQ(rb.size(), 6u);
+  // The same update up to rounding: theta - (theta - (theta - lr g_i)) averaged is not
+  // bit-exact, so each loss agrees to float precision rather than bit for bit.
+  for (size_t i = 0; i < ra.size(); ++i)
+    EXPECT_NEAR(rb[i]["loss"].get<double>(), ra[i]["loss"].get<double>(), 2e-5) << "step " << i + 1;
+  EXPECT_NE(DoneHash(a), "");
+}
+
+TEST(Diloco, KilledAndResumedMidWindowEndWithTheUninterruptedWeights) {
+  const std::vector<std::string> extra = {"--nproc", "2", "--set", "train.sync=diloco", "--set",
+                                          "train.diloco_inner_steps=3", "--set", "train.diloco_fragments=1"};
+  const std::string full = TrainTiny("lowcomm-diloco-full", 8, 2, extra);
+  // Step 4 is inside the second window (synchronisations after steps 3 and 6).
+  EXPECT_EQ(DoneHash(ResumeFrom(full, 4, 8, extra)), DoneHash(full));
+  // A worker killed with SIGKILL at step 6; the supervisor restarts from step 4's checkpoint.
+  std::vector<std::string> killed = extra;
+  killed.insert(killed.end(), {"--max-restarts", "2", "--inject-fault", "kill:rank=1:step=6"});
+  const std::string dir = MakeTempDir("lowcomm-diloco-kill");
+  CommandResult r = RunLockstep(TinyTrainArgs(dir, 8, 2, killed));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_GE(ExpectResumedAt(dir, -1), 2);
+  EXPECT_EQ(DoneHash(dir), DoneHash(full));
+  // Only the synchronising steps send anything: 3, 6 and the last.
+  for (const nlohmann::json& row : TrainingRows(full)) {
+    const int64_t step = row["step"];
+    EXPECT_EQ(row["comm_bytes"].get<int64_t>() > 0, step == 3 || step == 6 || step == 8) << "step " << step;
+  }
+}
+
+TEST(Diloco, StreamingFragmentsResumeExactlyInDeterministicMode) {
+  const std::vector<std::string> extra = {"--nproc", "2", "--deterministic", "--set", "train.sync=diloco",
+                                          "--set", "model.layers=2", "--set", "train.diloco_inner_steps=4",
+                                          "--set", "train.diloco_fragments=2", "--set", "train.diloco_outer_dtype=bf16"};
+  const std::string full = TrainTiny("lowcomm-stream-full", 8, 2, extra);
+  EXPECT_EQ(DoneHash(ResumeFrom(full, 6, 8, extra)), DoneHash(full));
+  EXPECT_EQ(DoneHash(TrainTiny("lowcomm-stream-again", 8, 2, extra)), DoneHash(full));
+}
+
+TEST(PowerSgd, DeterministicWeightsDoNotDependOnTheWorldSizeAndResumeAcrossIt) {
+  const std::vector<std::string> psgd = {"--deterministic", "--set", "train.grad_compression=powersgd", "--set",
+                                         "train.powersgd_rank=2", "--set", "train.powersgd_start_step=2"};
+  auto with = [&](std::vector<std::string> more) {
+    more.insert(more.begin(), psgd.begin(), psgd.end());
+    return more;
+  };
+  const std::string one = TrainTiny("lowcomm-psgd-1", 8, 2, with({}));
+  const std::string two = TrainTiny("lowcomm-psgd-2", 8, 2, with({"--nproc", "2"}));
+  const std::string four = TrainTiny("lowcomm-psgd-4", 8, 2, with({"--nproc", "4"}));
+  EXPECT_EQ(DoneHash(two), DoneHash(one));
+  EXPECT_EQ(DoneHash(four), DoneHash(one));
+  EXPECT_EQ(DoneHash(ResumeFrom(two, 4, 8, with({"--nproc", "4"}))), DoneHash(one));
+  // Not the uncompressed run: compression changed the trajectory.
+  EXPECT_NE(DoneHash(TrainTiny("lowcomm-plain-1", 8, 2, {"--deterministic"})), DoneHash(one));
+}
+
+TEST(PowerSgd, ResumesExactlyAndSendsFewerBytesThanSynchronousDataParallelism) {
+  const std::vector<std::string> extra = {"--nproc", "2", "--set", "train.grad_compression=powersgd", "--set",
+                                          "train.powersgd_rank=1", "--set", "train.powersgd_start_step=0"};
+  const std::string full = TrainTiny("lowcomm-psgd-full", 8, 2, extra);
+  EXPECT_EQ(DoneHash(ResumeFrom(full, 4, 8, extra)), DoneHash(full));
+  const std::string plain = TrainTiny("lowcomm-plain-2", 8, 2, {"--nproc", "2"});
+  EXPECT_GT(TotalCommBytes(full), 0);
+  EXPECT_LT(TotalCommBytes(full) * 4, TotalCommBytes(plain));
+}
+
+void ExpectBadSetting(const std::vector<std::string>& extra, const std::string& needle) {
+  std::vector<std::string> args = TinyTrainArgs(MakeTempDir("lowcomm-bad"), 2, 0, extra);
+  CommandResult r = RunLockstep(args);
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find(needle), std::string::npos) << r.err;
+}
+
+TEST(LowCommunication, BadSettingsAreOneLineAndExitTwo) {
+  ExpectBadSetting({"--set", "train.grad_compression=powersgd", "--set", "train.powersgd_rank=0"}, "powersgd_rank");
+  ExpectBadSetting({"--set", "train.grad_compression=powersgd", "--set", "train.powersgd_rank=500"},
+                   "powersgd_rank = 500 is too large");
+  ExpectBadSetting({"--set", "train.sync=diloco", "--set", "train.diloco_inner_steps=0"}, "diloco_inner_steps");
+  ExpectBadSetting({"--set", "train.sync=diloco", "--set", "train.diloco_fragments=3"},
+                   "more than the model's 1 blocks");
+  ExpectBadSetting({"--nproc", "2", "--zero", "1", "--set", "train.sync=diloco"}, "whole data-parallel replicas");
+  ExpectBadSetting({"--set", "train.sync=sometimes"}, "train.sync");
+  ExpectBadSetting({"--set", "train.sync=diloco", "--set", "train.grad_compression=powersgd"}, "do not combine");
+  // A single replica: a warning, and the run goes on.
+  const std::string dir = MakeTempDir("lowcomm-single");
+  CommandResult r = RunLockstep(TinyTrainArgs(dir, 2, 0, {"--set", "train.sync=diloco"}));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("single replica is plain training"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace lockstep::testing
