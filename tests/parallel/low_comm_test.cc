@@ -58,7 +58,7 @@ TEST(PowerSgd, TheApproximationIsTheRankRProjectionOfTheSummedGradientAndTheErro
     std::vector<double> pm(12 * kRank, 0.0);
     for (int i = 0; i < 12; ++i)
       for (int j = 0; j < 10; ++j)
-        for (int k = 0; k < kRank; ++k) pm[i * kRank + k] += m[i * 10 + j] * q0[j * kRank + k];
+        for (int k = 0; k < kRank; ++k) pm[i * kRank + k] += m[i * 10 + j] * q0[k * 10 + j];
     for (int k = 0; k < kRank; ++k) {
       for (int d = 0; d < k; ++d) {
         double dot = 0;
@@ -80,7 +80,7 @@ TEST(PowerSgd, TheApproximationIsTheRankRProjectionOfTheSummedGradientAndTheErro
         ASSERT_NEAR(out[i * 10 + j], want, 1e-4) << i << "," << j;
         // Error feedback: this rank's gradient minus its half of the approximation, exactly.
         EXPECT_EQ(p.error(0)[i * 10 + j], mine[i * 10 + j] - out[i * 10 + j] * 0.5f);
-        EXPECT_NEAR(p.q()[j * kRank], qm[j * kRank], 1e-4);  // the warm start of the next step
+        EXPECT_NEAR(p.q()[j], qm[j * kRank], 1e-4);  // the warm start of the next step
       }
     for (int64_t i = 120; i < n; ++i) EXPECT_EQ(out[i], m[i]);  // the bias: summed exactly
     // The approximation is rank 2 while M (12 x 10, random) is not: something was missed.

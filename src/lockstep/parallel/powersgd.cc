@@ -26,6 +26,25 @@ void Orthonormalize(float* p, int64_t n, int r) {
   }
 }
 
+// sum of a[j] * b[j] in a fixed order: 16 lanes (what the compiler vectorises without
+// reassociating), then the lanes added in order, so the bits never depend on threads or ISA width.
+float Dot(const float* a, const float* b, int64_t n) {
+  constexpr int kLanes = 16;
+  float lane[kLanes] = {};
+  int64_t j = 0;
+  for (; j + kLanes <= n; j += kLanes)
+    for (int l = 0; l < kLanes; ++l) lane[l] += a[j + l] * b[j + l];
+  float sum = 0;
+  for (int l = 0; l < kLanes; ++l) sum += lane[l];
+  for (; j < n; ++j) sum += a[j] * b[j];
+  return sum;
+}
+
+// y += alpha * x
+void Axpy(float alpha, const float* x, float* y, int64_t n) {
+  for (int64_t j = 0; j < n; ++j) y[j] += alpha * x[j];
+}
+
 }  // namespace
 
 Result<std::unique_ptr<PowerSgd>> PowerSgd::Create(std::shared_ptr<comm::Communicator> dp,
@@ -53,7 +72,7 @@ Result<std::unique_ptr<PowerSgd>> PowerSgd::Create(std::shared_ptr<comm::Communi
   for (size_t j = 0; j < s->matrices_.size(); ++j) {
     const Matrix& mx = s->matrices_[j];
     Rng rng(o.seed, 0x5057u + j);  // "PW": a stream of its own per matrix
-    for (int64_t e = 0; e < mx.m * r; ++e) s->q_[static_cast<size_t>(mx.offset + e)] = rng.Normal();
+    for (int64_t e = 0; e < mx.m * r; ++e) s->q_[static_cast<size_t>(mx.offset + e)] = rng.Normal();  // Q^T, r x m
   }
   return s;
 }
@@ -95,52 +114,51 @@ Status PowerSgd::Reduce(float* const* slots, float* out) {
       from += hi - lo;
     }
   }
-  // P = sum M Q, orthonormalised.
+  // P = sum M Q, orthonormalised (Q kept transposed, r x m, so every product is unit-stride).
   packed_.assign(static_cast<size_t>(k_slots * p_numel_), 0.0f);
   for (int k = 0; k < k_slots; ++k)
     for (const Matrix& mx : matrices_) {
       const float* a = slots[k] + mx.offset;
-      const float* q = q_.data() + mx.offset;
+      const float* qt = q_.data() + mx.offset;
       float* p = packed_.data() + k * p_numel_ + mx.p_at;
       for (int64_t i = 0; i < mx.n; ++i)
-        for (int64_t j = 0; j < mx.m; ++j) {
-          const float v = a[i * mx.m + j];
-          for (int c = 0; c < r; ++c) p[i * r + c] += v * q[j * r + c];
-        }
+        for (int c = 0; c < r; ++c) p[i * r + c] = Dot(a + i * mx.m, qt + c * mx.m, mx.m);
     }
   p_.resize(static_cast<size_t>(p_numel_));
   LS_RETURN_IF_ERROR(SumSlots(packed_.data(), p_numel_, p_.data()));
   for (const Matrix& mx : matrices_) Orthonormalize(p_.data() + mx.p_at, mx.n, r);
-  // Q = sum M^T P: the warm start of the next step.
+  // Q = sum M^T P (transposed: row c is sum_i P[i][c] M[i][:]): the next step's warm start.
   packed_.assign(static_cast<size_t>(k_slots * q_numel_), 0.0f);
   for (int k = 0; k < k_slots; ++k)
     for (const Matrix& mx : matrices_) {
       const float* a = slots[k] + mx.offset;
       const float* p = p_.data() + mx.p_at;
-      float* q = packed_.data() + k * q_numel_ + mx.q_at;
+      float* qt = packed_.data() + k * q_numel_ + mx.q_at;
       for (int64_t i = 0; i < mx.n; ++i)
-        for (int64_t j = 0; j < mx.m; ++j) {
-          const float v = a[i * mx.m + j];
-          for (int c = 0; c < r; ++c) q[j * r + c] += v * p[i * r + c];
-        }
+        for (int c = 0; c < r; ++c) Axpy(p[i * r + c], a + i * mx.m, qt + c * mx.m, mx.m);
     }
   summed_.resize(static_cast<size_t>(q_numel_));
   LS_RETURN_IF_ERROR(SumSlots(packed_.data(), q_numel_, summed_.data()));
   // The approximation, and each slot's error: what it sent minus its share of what arrived.
   const float share = 1.0f / static_cast<float>(o_.total_slots);
+  std::vector<float>& row = delta_;
   for (const Matrix& mx : matrices_) {
     const float* p = p_.data() + mx.p_at;
-    const float* q = summed_.data() + mx.q_at;
-    std::copy(q, q + mx.m * r, q_.data() + mx.offset);
-    // (out may be the one slot itself: each element's error is taken before it is overwritten)
-    for (int64_t i = 0; i < mx.n; ++i)
-      for (int64_t j = 0; j < mx.m; ++j) {
-        float v = 0;
-        for (int c = 0; c < r; ++c) v += p[i * r + c] * q[j * r + c];
-        const int64_t at = mx.offset + i * mx.m + j;
-        for (int k = 0; k < k_slots; ++k) errors_[static_cast<size_t>(k)][static_cast<size_t>(at)] = slots[k][at] - v * share;
-        out[at] = v;
+    const float* qt = summed_.data() + mx.q_at;
+    std::copy(qt, qt + mx.m * r, q_.data() + mx.offset);
+    row.resize(static_cast<size_t>(mx.m));
+    for (int64_t i = 0; i < mx.n; ++i) {
+      std::fill(row.begin(), row.end(), 0.0f);
+      for (int c = 0; c < r; ++c) Axpy(p[i * r + c], qt + c * mx.m, row.data(), mx.m);
+      const int64_t at = mx.offset + i * mx.m;
+      // (out may be the one slot itself: the errors are taken before it is overwritten)
+      for (int k = 0; k < k_slots; ++k) {
+        float* e = errors_[static_cast<size_t>(k)].data() + at;
+        const float* g = slots[k] + at;
+        for (int64_t j = 0; j < mx.m; ++j) e[j] = g[j] - row[static_cast<size_t>(j)] * share;
       }
+      std::copy(row.begin(), row.end(), out + at);
+    }
   }
   return Status::Ok();
 }

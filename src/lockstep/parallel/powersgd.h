@@ -49,7 +49,7 @@ class PowerSgd {
   Status Reduce(float* const* slots, float* out);
 
   // Checkpointed state, laid out like the parameters: slot k's error (zero outside compressed
-  // parameters), and Q (matrix i's m x r values at the start of parameter i's range).
+  // parameters), and Q (matrix i's values, transposed: r x m, at the start of parameter i's range).
   std::vector<float>& error(int k) { return errors_[static_cast<size_t>(k)]; }
   std::vector<float>& q() { return q_; }
   // Numbers one slot sends per step (P and Q of every matrix, plus the uncompressed elements),
@@ -74,7 +74,7 @@ class PowerSgd {
   int64_t plain_numel_ = 0, p_numel_ = 0, q_numel_ = 0;
   std::vector<std::vector<float>> errors_;
   std::vector<float> q_;
-  std::vector<float> packed_, summed_, p_;  // scratch
+  std::vector<float> packed_, summed_, p_, delta_;  // scratch
 };
 
 }  // namespace lockstep::parallel
