@@ -119,7 +119,7 @@ TEST(Report, RealRunRendersInHeadlessChromium) {
   // The same run as a killed one leaves it: cut in the middle of its last training row.
   const std::string killed = MakeTempDir("report-killed");
   std::string metrics = Slurp(run + "/metrics.jsonl");
-  const size_t last_step = metrics.rfind("{\"comm_ms\"");
+  const size_t last_step = metrics.rfind("{\"comm_bytes\"");
   ASSERT_NE(last_step, std::string::npos);
   std::ofstream(killed + "/metrics.jsonl") << metrics.substr(0, last_step + 40);
 
@@ -127,7 +127,7 @@ TEST(Report, RealRunRendersInHeadlessChromium) {
   CommandResult r = RunLockstep({"report", run, killed, "--out", html});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("1 torn line(s) ignored"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("report written to " + html + " (11 charts)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("report written to " + html + " (12 charts)"), std::string::npos) << r.out;
   const std::string page = Slurp(html);
   EXPECT_NE(page.find("straggler rank 1"), std::string::npos);
 
@@ -154,9 +154,10 @@ TEST(Report, RealRunRendersInHeadlessChromium) {
       EXPECT_GE(std::stoi(points[1]), 2) << chart;
     }
   }
-  EXPECT_EQ(charts, 11) << dom.substr(0, 2000);
+  EXPECT_EQ(charts, 12) << dom.substr(0, 2000);
   for (const char* c :
-       {"loss", "loss_by_units", "lr", "grad_norm", "throughput", "rank_compute", "rank_wait", "step_split", "memory"})
+       {"loss", "loss_by_units", "lr", "grad_norm", "throughput", "comm_bytes", "rank_compute", "rank_wait", "step_split",
+        "memory"})
     EXPECT_TRUE(seen.count(c)) << c;
 
   // The picture: a PNG of the requested size, mostly white but with a real share of drawn

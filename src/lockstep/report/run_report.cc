@@ -301,6 +301,13 @@ std::string RenderRunReport(const std::vector<RunMetrics>& runs, ReportSummary* 
   charts.push_back(
       RenderSvg(Overlay(runs, "throughput", text ? "Throughput (all workers)" : "Throughput (all workers)",
                         text ? "tokens_per_s" : "samples_per_s", text ? "tokens/s" : "samples/s", true, false)));
+  // Bytes sent a step (runs written before comm_bytes existed have none: no empty chart).
+  bool has_bytes = false;
+  for (const RunMetrics& run : runs)
+    for (const nlohmann::json& r : run.train) has_bytes = has_bytes || r.contains("comm_bytes");
+  if (has_bytes)
+    charts.push_back(RenderSvg(
+        Overlay(runs, "comm_bytes", "Bytes sent a step (rank 0, ring count)", "comm_bytes", "bytes", true, false)));
   charts.push_back(RenderSvg(PerRank(runs, "rank_compute", "Compute time per rank", "rank_compute_ms")));
   charts.push_back(RenderSvg(PerRank(runs, "rank_wait", "Wait in collectives per rank", "rank_wait_ms")));
   for (const RunMetrics& run : runs) {
