@@ -66,20 +66,7 @@ if [ "$PEER" = 1 ]; then
   # torch 1.13's PowerSGD hook over gloo aborts when two buckets' hooks run at once ("enforce
   # fail at gloo/transport/tcp/pair.cc: op.preamble.length <= op.nbytes"): the peer runs with
   # the whole gradient in one DDP bucket (both of its rows), started as torch_ddp.sh starts ranks.
-  cat >"$tmp/one_bucket.py" <<'PY'
-import runpy, sys
-import torch.distributed as dist
-from torch.nn.parallel import DistributedDataParallel as DDP
-dist._DEFAULT_FIRST_BUCKET_BYTES = 1 << 40
-init = DDP.__init__
-def one_bucket(self, *a, **k):
-    k.setdefault("bucket_cap_mb", 1 << 20)
-    init(self, *a, **k)
-DDP.__init__ = one_bucket
-script = sys.argv[1]
-sys.argv = sys.argv[1:]
-runpy.run_path(script, run_name="__main__")
-PY
+  peer_one_bucket_wrapper "$tmp"
   peer_ddp() {  # extra args; prints the rank-0 line
     local port=$((29600 + RANDOM % 200)) r
     for r in 0 1 2 3; do

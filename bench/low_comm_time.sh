@@ -23,27 +23,14 @@ export LOCKSTEP_CLUSTER_NAME=lslow LOCKSTEP_CLUSTER_SUBNET=10.217.0
 tmp=$(mktemp -d)
 export LOCKSTEP_CLUSTER_DIR=$tmp/cluster
 trap 'scripts/cluster.sh down >/dev/null 2>&1 || true; rm -rf "$tmp"' EXIT
-cat >"$tmp/one_bucket.py" <<'PY'
-import runpy, sys
-import torch.distributed as dist
-from torch.nn.parallel import DistributedDataParallel as DDP
-dist._DEFAULT_FIRST_BUCKET_BYTES = 1 << 40
-init = DDP.__init__
-def one_bucket(self, *a, **k):
-    k.setdefault("bucket_cap_mb", 1 << 20)
-    init(self, *a, **k)
-DDP.__init__ = one_bucket
-script = sys.argv[1]
-sys.argv = sys.argv[1:]
-runpy.run_path(script, run_name="__main__")
-PY
+peer_one_bucket_wrapper "$tmp"
 
 ls_run() {  # name, then flags; prints tokens/s over the run after its first 10 steps, and bytes a step
   local name=$1
   shift
   ip netns exec lslow-h0 env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
-    LOCKSTEP_MPIRUN_ARGS="--hostfile $tmp/cluster/hostfile --mca plm_rsh_agent $PWD/scripts/netns-agent.sh --mca plm_rsh_no_tree_spawn 1 --mca orte_keep_fqdn_hostnames 1 --mca btl_tcp_if_include eth0 --mca oob_tcp_if_include eth0" \
-    timeout 900 build/lockstep train --config configs/gpt-tiny.toml --backend mpi --nproc 4 --steps "$STEPS" \
+    LOCKSTEP_MPIRUN_ARGS="--hostfile $tmp/cluster/hostfile --mca plm_rsh_agent $PWD/scripts/netns-agent.sh --mca plm_rsh_no_tree_spawn 1 --mca orte_keep_fqdn_hostnames 1" \
+    timeout 900 build/lockstep train --config configs/gpt-tiny.toml --backend mpi --mpi-if eth0 --nproc 4 --steps "$STEPS" \
     --set train.threads=1 --set eval.batches=1 --set eval.every=0 --set train.log_every=50 --out "$tmp/$name" "$@" \
     >"$tmp/$name.log" 2>&1 || { echo "0 0"; return; }
   python3 - "$tmp/$name/metrics.jsonl" <<'PYX'

@@ -98,3 +98,25 @@ PY
 
 # A key=value field of a peer's result line.
 peer_field() { grep -o "$2=[^ ]*" <<<"$1" | tail -1 | cut -d= -f2; }
+
+# Writes DIR/one_bucket.py: runs a peer script with DDP's whole gradient in one bucket. torch
+# 1.13's PowerSGD hook over gloo aborts when two buckets' hooks are in flight ("enforce fail at
+# gloo/transport/tcp/pair.cc: op.preamble.length <= op.nbytes"), so the DDP peers of
+# bench/low_comm*.sh run this way (their synchronous rows too, for the same bucketing).
+# Usage: python3 DIR/one_bucket.py script.py args...
+peer_one_bucket_wrapper() {
+  cat >"$1/one_bucket.py" <<'PY'
+import runpy, sys
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
+dist._DEFAULT_FIRST_BUCKET_BYTES = 1 << 40
+init = DDP.__init__
+def one_bucket(self, *a, **k):
+    k.setdefault("bucket_cap_mb", 1 << 20)
+    init(self, *a, **k)
+DDP.__init__ = one_bucket
+script = sys.argv[1]
+sys.argv = sys.argv[1:]
+runpy.run_path(script, run_name="__main__")
+PY
+}

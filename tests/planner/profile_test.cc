@@ -117,8 +117,8 @@ TEST(PlanLayoutInput, EvaluationAddsTheHeadsLogitsToTheBlocksWhenNoBufferFits) {
     Candidate c;
     c.dims.tp = tp;
     c.micro_rows = 2;
-    c.stages = {StageLayout{true, true, 2, {100, 200, 200, 50}, {{0, 1}, {1, 2}, {2, 3}, {3, 4}}},
-                StageLayout{true, false, 2, {100, 200, 200}, {{0, 1}, {1, 2}, {2, 3}}}};
+    c.stages = {StageLayout{true, true, 2, {100, 200, 200, 50}, {{0, 1}, {1, 2}, {2, 3}, {3, 4}}, {}},
+                StageLayout{true, false, 2, {100, 200, 200}, {{0, 1}, {1, 2}, {2, 3}}, {}}};
     ComputeProfile profile;
     for (int64_t rows : {2, 4}) {  // the micro-batch, and the evaluation's whole batch
       GptPieceCosts& g = profile.gpt[{rows, tp}];
@@ -145,7 +145,7 @@ TEST(PlanLayoutInput, TensorParallelStagesTakeTheUnshardedZeroFigure) {
   c.dims.tp = 2;
   c.zero = 3;
   c.micro_rows = 2;
-  c.stages = {StageLayout{true, true, 2, {100, 200, 200, 50}, {{0, 1}, {1, 2}, {2, 3}, {3, 4}}}};
+  c.stages = {StageLayout{true, true, 2, {100, 200, 200, 50}, {{0, 1}, {1, 2}, {2, 3}, {3, 4}}, {}}};
   ComputeProfile profile;
   profile.gpt[{2, 1}].block.zero_ns_per_element[0] = 3.0;
   profile.gpt[{2, 1}].block.zero_ns_per_element[1] = 30.0;

@@ -305,5 +305,36 @@ TEST(PlanStepModel, RecomputeForwardCostsTheReleasedForward) {
   EXPECT_DOUBLE_EQ(ComposeStage(blocks, {true, false, 1.0}).fwd_ms, 3 * 3.0);
 }
 
+// PowerSGD: its three allreduces (uncompressed elements, P, Q) and the factorisation, none hidden
+// behind backward; DiLoCo: the outer gradient's allreduce once in H steps. comm_bytes is the
+// ring count of each (2 (p-1)/p of what one allreduce carries).
+TEST(PlanStepModel, PowerSgdAndDilocoReplaceTheBucketsWithTheirOwnCollectives) {
+  LayoutInput in;
+  in.dp = 4;
+  in.stages = {Stage(1, 2, {100000, 50000, 2000})};
+  const CommTable table = Table(4);
+  Result<Prediction> sync = PredictLayout(in, table);
+  ASSERT_TRUE(sync.ok());
+  EXPECT_DOUBLE_EQ(sync->dp_bytes, 2 * 0.75 * 4 * 152000);
+  in.low_comm.kind = LayoutInput::LowComm::Kind::kPowerSgd;
+  in.low_comm.plain = 2000;
+  in.low_comm.p = 1200;
+  in.low_comm.q = 800;
+  in.low_comm.compress_ms = 5;
+  Result<Prediction> psgd = PredictLayout(in, table);
+  ASSERT_TRUE(psgd.ok());
+  const double three = table.Ms(CommOp::kAllreduce, 4, 4 * 2000) + table.Ms(CommOp::kAllreduce, 4, 4 * 1200) +
+                       table.Ms(CommOp::kAllreduce, 4, 4 * 800);
+  EXPECT_NEAR(psgd->comm_exposed_ms - psgd->step_sync_ms, three + 5, 1e-9);
+  EXPECT_DOUBLE_EQ(psgd->dp_bytes, 2 * 0.75 * 4 * 4000);
+  in.low_comm.kind = LayoutInput::LowComm::Kind::kDiloco;
+  in.low_comm.inner_steps = 50;
+  in.low_comm.outer_bytes = 2;
+  Result<Prediction> diloco = PredictLayout(in, table);
+  ASSERT_TRUE(diloco.ok());
+  EXPECT_NEAR(diloco->comm_exposed_ms - diloco->step_sync_ms, table.Ms(CommOp::kAllreduce, 4, 2 * 152000) / 50, 1e-9);
+  EXPECT_DOUBLE_EQ(diloco->dp_bytes, 2 * 0.75 * 2 * 152000 / 50);
+}
+
 }  // namespace
 }  // namespace lockstep::planner

@@ -47,6 +47,28 @@ void Axpy(float alpha, const float* x, float* y, int64_t n) {
 
 }  // namespace
 
+bool PowerSgdCompresses(const std::vector<int64_t>& shape, int64_t numel, int64_t rank) {
+  if (shape.size() < 2 || shape[0] <= 0) return false;
+  const int64_t n = shape[0], m = numel / n;
+  return rank * (n + m) * 2 <= n * m;
+}
+
+PowerSgdVolume PowerSgdVolumeOf(const std::vector<std::vector<int64_t>>& shapes, int64_t rank) {
+  PowerSgdVolume v;
+  for (const std::vector<int64_t>& s : shapes) {
+    int64_t numel = 1;
+    for (int64_t d : s) numel *= d;
+    if (!PowerSgdCompresses(s, numel, rank)) {
+      v.plain += numel;
+      continue;
+    }
+    v.p += s[0] * rank;
+    v.q += numel / s[0] * rank;
+    v.compressed += numel;
+  }
+  return v;
+}
+
 Result<std::unique_ptr<PowerSgd>> PowerSgd::Create(std::shared_ptr<comm::Communicator> dp,
                                                    const nn::ParameterStore& params, int slots,
                                                    const PowerSgdOptions& o) {
@@ -55,7 +77,7 @@ Result<std::unique_ptr<PowerSgd>> PowerSgd::Create(std::shared_ptr<comm::Communi
   for (int i = 0; i < params.size(); ++i) {
     const nn::ParamInfo& p = params.info(i);
     const int64_t n = p.shape.empty() ? 1 : p.shape[0], m = p.numel / std::max<int64_t>(n, 1);
-    if (p.shape.size() >= 2 && r * (n + m) * 2 <= n * m) {
+    if (PowerSgdCompresses(p.shape, p.numel, r)) {
       s->matrices_.push_back({i, p.offset, n, m, s->p_numel_, s->q_numel_});
       s->p_numel_ += n * r;
       s->q_numel_ += m * r;

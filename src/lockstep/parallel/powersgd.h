@@ -36,6 +36,17 @@ struct PowerSgdOptions {
   int64_t total_slots = 1;  // V: slots in the world (deterministic: det_shards; else the dp size)
 };
 
+// Whether a parameter of `shape` (numel elements) is compressed at rank r: two or more
+// dimensions and factors of at most half its size.
+bool PowerSgdCompresses(const std::vector<int64_t>& shape, int64_t numel, int64_t rank);
+
+// Numbers one slot sends a step at rank r for parameters of these shapes: the uncompressed
+// elements, and the P and Q factors of the compressed ones (the planner's count).
+struct PowerSgdVolume {
+  int64_t plain = 0, p = 0, q = 0, compressed = 0;  // compressed: elements of the compressed matrices
+};
+PowerSgdVolume PowerSgdVolumeOf(const std::vector<std::vector<int64_t>>& shapes, int64_t rank);
+
 class PowerSgd {
  public:
   // `slots`: this rank's slots. InvalidArgument when no parameter can be compressed at this

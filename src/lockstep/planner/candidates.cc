@@ -48,7 +48,10 @@ class StageLayouts {
 
  private:
   static void Fill(const nn::ParameterStore& ps, const std::vector<parallel::ParamUnit>& units, StageLayout* out) {
-    for (int i = 0; i < ps.size(); ++i) out->param_numels.push_back(ps.info(i).numel);
+    for (int i = 0; i < ps.size(); ++i) {
+      out->param_numels.push_back(ps.info(i).numel);
+      out->param_shapes.push_back(ps.info(i).shape);
+    }
     for (const parallel::ParamUnit& u : units) out->units.push_back({u.first_param, u.end_param});
   }
   const PlanSetup& s_;
@@ -83,7 +86,10 @@ Result<std::vector<Candidate>> Enumerate(const PlanSetup& s, int world, bool one
   const std::string kind = kind_read.ok() ? *kind_read : "";
   for (const parallel::ParallelDims& d : Factorisations(world, s.gpt.has_value())) {
     const int base = d.pp > 1 ? d.pp : 1;
-    for (int zero = 0; zero <= (d.dp > 1 && !one_worker ? 3 : 0); ++zero) {
+    // PowerSGD and DiLoCo train whole replicas of pure data parallelism (run_setup.cc).
+    const bool replicas_only = s.run.train.powersgd() || s.run.train.diloco();
+    if (replicas_only && (d.tp > 1 || d.pp > 1)) continue;
+    for (int zero = 0; zero <= (d.dp > 1 && !one_worker && !replicas_only ? 3 : 0); ++zero) {
       for (int factor : {1, 2, 4}) {
         TrainOptions o;
         o.layout = d.ToString();

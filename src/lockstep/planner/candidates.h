@@ -37,6 +37,7 @@ struct StageLayout {
   int blocks = 0;
   std::vector<int64_t> param_numels;       // local parameters (tp rank 0), forward order
   std::vector<std::pair<int, int>> units;  // ZeRO units: parameter index ranges
+  std::vector<std::vector<int64_t>> param_shapes;  // the parameters' shapes, in the same order
 };
 
 struct Candidate {

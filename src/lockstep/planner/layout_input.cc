@@ -2,7 +2,11 @@
 #include "lockstep/planner/planner.h"
 
 #include <algorithm>
+#include <chrono>
+#include <map>
 
+#include "lockstep/comm/threads/threads_world.h"
+#include "lockstep/parallel/powersgd.h"
 #include "lockstep/runtime/metrics/step_stats.h"
 
 namespace lockstep::planner {
@@ -23,6 +27,60 @@ const PieceCost* UnshardedZeroBlock(const ComputeProfile& profile, int k) {
 
 // Bytes of a [rows, T, C] fp32 activation: a block's input, output and most of its buffers.
 int64_t BlockActivationBytes(const PlanSetup& s, int64_t rows) { return 4 * rows * s.gpt->context * s.gpt->width; }
+
+// The factorisation of one step on one worker, timed here on this machine (the planner's
+// profile does not hold it): PowerSgd::Reduce over one rank, once to warm and once timed, per
+// rank r and parameter shapes. Workers that share cores take their share of one.
+double MeasureCompressMs(const StageLayout& sl, int64_t rank) {
+  static std::map<std::pair<int64_t, int64_t>, double> cache;
+  int64_t numel = 0;
+  for (int64_t n : sl.param_numels) numel += n;
+  const auto key = std::make_pair(rank, numel);
+  if (auto it = cache.find(key); it != cache.end()) return it->second;
+  nn::ParameterStore ps;
+  for (size_t i = 0; i < sl.param_shapes.size(); ++i) {
+    std::string name = "p";  // (not "p" + to_string: GCC 12 -O3 warns a false -Wrestrict on it)
+    name += std::to_string(i);
+    ps.Add(name, sl.param_shapes[i], nn::Init::Zeros(), false);
+  }
+  ps.AllocatePartial(false, false);  // shapes and offsets; PowerSgd reads its slots, not the store
+  comm::ThreadsWorld world(1);
+  parallel::PowerSgdOptions o;
+  o.rank = static_cast<int>(rank);
+  Result<std::unique_ptr<parallel::PowerSgd>> p = parallel::PowerSgd::Create(world.Rank(0), ps, 1, o);
+  double ms = 0;
+  if (p.ok()) {
+    std::vector<float> g(static_cast<size_t>(numel), 1e-3f), out(g.size());
+    float* slot = g.data();
+    for (int pass = 0; pass < 2; ++pass) {
+      const auto start = std::chrono::steady_clock::now();
+      if (!(*p)->Reduce(&slot, out.data()).ok()) break;
+      ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    }
+  }
+  cache[key] = ms;
+  return ms;
+}
+
+LayoutInput::LowComm LowCommOf(const Candidate& c, const PlanSetup& s, double oversubscription) {
+  using Kind = LayoutInput::LowComm::Kind;
+  LayoutInput::LowComm low;
+  const runtime::TrainSection& t = s.run.train;
+  if (t.diloco()) {
+    low.kind = Kind::kDiloco;
+    low.inner_steps = t.diloco_inner_steps;
+    low.outer_bytes = t.diloco_outer_dtype == "bf16" ? 2 : 4;
+    return low;
+  }
+  low.kind = Kind::kPowerSgd;
+  const StageLayout& sl = c.stages.front();
+  const parallel::PowerSgdVolume v = parallel::PowerSgdVolumeOf(sl.param_shapes, t.powersgd_rank);
+  low.plain = v.plain;
+  low.p = v.p;
+  low.q = v.q;
+  low.compress_ms = MeasureCompressMs(sl, t.powersgd_rank) * std::max(1.0, oversubscription);
+  return low;
+}
 
 }  // namespace
 
@@ -126,6 +184,7 @@ Result<LayoutInput> BuildLayoutInput(const Candidate& c, const PlanSetup& s, con
     sc.tp_comm_in_compute = true;
     in.stages.push_back(std::move(sc));
   }
+  if (s.run.train.powersgd() || s.run.train.diloco()) in.low_comm = LowCommOf(c, s, in.oversubscription);
   return in;
 }
 

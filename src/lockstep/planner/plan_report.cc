@@ -111,7 +111,8 @@ nlohmann::ordered_json PlanResult::ToJson() const {
                                 {"step_ms", p.step_ms},
                                 {tokens ? "tokens_per_s" : "samples_per_s", row.units_per_s},
                                 {"comm_exposed_ms", p.comm_exposed_ms},
-                                {"bubble", p.bubble}};
+                                {"bubble", p.bubble},
+                                {"comm_bytes", p.dp_bytes}};
     // Beyond the contract: rank 0's predicted memory row (what `train` writes) and the parts.
     const StageMemory& m0 = p.memory.at(0);
     j["rank0"] = {{"params_bytes", m0.params_bytes},

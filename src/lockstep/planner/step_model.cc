@@ -40,6 +40,7 @@ double ReadyShare(int64_t begin, int64_t numel) {
 // backward passes, and everything together.
 struct DpComm {
   double exposed_ms = 0, total_ms = 0;
+  double bytes = 0;  // the ring count of what the rank sends (Prediction::dp_bytes)
 };
 
 DpComm DataParallelComm(const LayoutInput& in, const StageCost& s, const CommTable& comm) {
@@ -48,6 +49,28 @@ DpComm DataParallelComm(const LayoutInput& in, const StageCost& s, const CommTab
   if (dp <= 1) return out;
   const int64_t numel = s.numel();
   const int m = in.micros;
+  // Ring counts (comm/counting_communicator.h): allreduce 2(p-1)/p of the buffer, reduce-scatter
+  // and all-gather (p-1)/p.
+  const double ring = static_cast<double>(dp - 1) / dp;
+  using Kind = LayoutInput::LowComm::Kind;
+  const LayoutInput::LowComm& low = in.low_comm;
+  if (low.kind == Kind::kPowerSgd) {  // after backward: plain, P, Q, each one allreduce, nothing hidden
+    for (int64_t n : {low.plain, low.p, low.q}) out.total_ms += n > 0 ? comm.Ms(CommOp::kAllreduce, dp, kF32 * n) : 0;
+    out.exposed_ms = out.total_ms + low.compress_ms;
+    out.bytes = 2 * ring * kF32 * static_cast<double>(low.plain + low.p + low.q);
+    return out;
+  }
+  if (low.kind == Kind::kDiloco) {  // the outer gradient once in H steps
+    out.total_ms = out.exposed_ms =
+        comm.Ms(CommOp::kAllreduce, dp, low.outer_bytes * numel) / static_cast<double>(low.inner_steps);
+    out.bytes = 2 * ring * static_cast<double>(low.outer_bytes * numel) / static_cast<double>(low.inner_steps);
+    return out;
+  }
+  // Gradients: an allreduce (ZeRO 0/1), or a reduce-scatter a micro-batch (2/3); parameters
+  // all-gathered after the update (1/2), or before each unit's forward and backward (3).
+  const double grads = in.zero <= 1 ? 2 * ring * kF32 * numel : m * ring * kF32 * numel;
+  const double params = in.zero == 1 || in.zero == 2 ? ring * kF32 * numel : in.zero == 3 ? 2 * m * ring * kF32 * numel : 0;
+  out.bytes = grads + params;
   if (in.zero <= 1) {
     if (in.pp > 1) {  // one allreduce of the whole gradient after the pipeline
       out.total_ms = out.exposed_ms = comm.Ms(CommOp::kAllreduce, dp, kF32 * numel);
@@ -290,6 +313,7 @@ Result<Prediction> PredictLayout(const LayoutInput& in, const CommTable& comm) {
       dp_exposed = c.exposed_ms;
       pr.optimizer_ms = opt;
     }
+    pr.dp_bytes = std::max(pr.dp_bytes, c.bytes);
     const double sends = pipe.sends > 0 ? pipe.sends : 2.0 * m * send_ms;
     pr.comm_total_ms = std::max(pr.comm_total_ms, c.total_ms + m * s.tp_comm_ms + sends);
   }

@@ -184,6 +184,15 @@ struct LayoutInput {
   // record's all-gather (this many bytes from each rank; it carries the exact gradient norm's
   // parts too). 0: left out (synthetic tests of the other terms).
   int64_t step_stats_bytes = 0;
+  // train.grad_compression = "powersgd" or train.sync = "diloco" (dp only, zero 0, pp 1): the
+  // data-parallel term is theirs instead of DDP's buckets.
+  struct LowComm {
+    enum class Kind { kNone, kPowerSgd, kDiloco } kind = Kind::kNone;
+    int64_t plain = 0, p = 0, q = 0;  // PowerSGD: numbers sent a step by each of its three allreduces
+    double compress_ms = 0;           // PowerSGD: the factorisation's compute a step (measured)
+    int64_t inner_steps = 1;          // DiLoCo: H; its allreduce of the outer gradient, once in H steps
+    int64_t outer_bytes = 4;          // DiLoCo: bytes an element of the outer gradient travels as
+  } low_comm;
 };
 
 // One rank's bytes (stage s, tp rank 0, dp rank 0: the largest ZeRO shard).
@@ -204,6 +213,9 @@ struct Prediction {
   double bubble = 0;                // mean idle share of the stages in the pipeline part
   double comm_exposed_ms = 0;       // dp communication not hidden, ZeRO gathers, tp (described)
   double comm_total_ms = 0;         // all collectives, hidden or not
+  // Bytes a data-parallel rank sends a step for the gradients (the ring count of the dp
+  // collectives, comm/counting_communicator.h; DiLoCo's averaged over its H steps).
+  double dp_bytes = 0;
   double step_sync_ms = 0;          // the per-step world collectives (in comm_exposed_ms)
   double optimizer_ms = 0;
   double step_ms = 0;
