@@ -3,18 +3,21 @@
 # data-parallel on 4 emulated hosts (scripts/cluster.sh: network namespaces, each host's link
 # shaped both ways with tbf), one worker per host (`--backend mpi`, one rank per host: the
 # hierarchical one-process-per-host backend is not built yet), 1 compute thread each, the
-# global batch of gpt-tiny (16 x 128). For each link rate: tokens/s over the whole run (every
-# step after the first 10, so DiLoCo's synchronisations are counted at their rate) of
+# global batch of gpt-tiny (16 x 128). For each link rate: tokens/s over steps 11 to S - 1 (S =
+# steps, default 211: steps 11..210, so DiLoCo H = 50 synchronises exactly 4 times in 200 steps,
+# its rate; the run's last step, which always synchronises, is left out) of
 # synchronous DP, PowerSGD rank 4 and DiLoCo H = 50, beside PyTorch DDP (gloo) and PyTorch DDP
 # with its PowerSGD hook at rank 4, run in the same namespaces with the same batch and threads
 # (the peer prints its median step; torch 1.13's hook needs the gradient in one bucket, see
-# bench/low_comm.sh). "compute only": lockstep's synchronous run on the unshaped veth links.
+# bench/low_comm.sh). "compute only": the same 4 workers never exchanging gradients inside the
+# measured steps (DiLoCo with H larger than the run) on unshaped links; "sync, unshaped": the
+# synchronous run on the veth links without shaping.
 # The 4 hosts share this machine's 2 cores (half a core each): the link rates are scaled to
 # that (see the printed ratio).
-# Needs root. Usage: bench/low_comm_time.sh [steps=200] [rates="200mbit 1gbit"]
+# Needs root. Usage: bench/low_comm_time.sh [steps=211] [rates="200mbit 1gbit"]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-STEPS=${1:-200}
+STEPS=${1:-211}
 RATES=${2:-"200mbit 1gbit"}
 source bench/peer_lib.sh
 peer_setup
@@ -36,7 +39,7 @@ ls_run() {  # name, then flags; prints tokens/s over the run after its first 10 
   python3 - "$tmp/$name/metrics.jsonl" <<'PYX'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
-t = [r for r in rows if "loss" in r and "event" not in r][10:]
+t = [r for r in rows if "loss" in r and "event" not in r][10:-1]
 tokens = 16 * 128 * len(t)
 print(f"{tokens / (sum(r['step_ms'] for r in t) / 1e3):.0f} {sum(r['comm_bytes'] for r in t) / len(t):.0f}")
 PYX
@@ -56,8 +59,10 @@ peer_run_ns() {  # extra args; prints the peer's tokens/s (median step)
 
 printf "%-9s %-20s %10s %14s %10s\n" link run tokens/s "bytes a step" "vs compute"
 scripts/cluster.sh up 4 >/dev/null
-read -r compute _ <<<"$(ls_run compute)"
-printf "%-9s %-20s %10s %14s %10s\n" unshaped "lockstep sync" "$compute" "" "100%"
+read -r compute _ <<<"$(ls_run compute --set train.sync=diloco --set train.diloco_inner_steps=1000000)"
+printf "%-9s %-20s %10s %14s %10s\n" unshaped "compute only" "$compute" 0 "100%"
+read -r tps bytes <<<"$(ls_run sync-unshaped)"
+printf "%-9s %-20s %10s %14s %9.0f%%\n" unshaped "lockstep sync" "$tps" "$bytes" "$(python3 -c "print(100*$tps/$compute)")"
 scripts/cluster.sh down >/dev/null
 for rate in $RATES; do
   scripts/cluster.sh up 4 --rate "$rate" >/dev/null
