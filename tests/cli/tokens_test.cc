@@ -47,7 +47,14 @@ TEST(Tokens, FromTextTrainsToTheTextRunsWeights) {
   for (const std::string& l : b)
     if (l.find("val_loss") != std::string::npos) vb.push_back(l);
   ASSERT_EQ(va.size(), 2u);
-  EXPECT_EQ(va, vb);
+  ASSERT_EQ(vb.size(), 2u);
+  // To rounding, not bit for bit: each worker evaluates its half of a batch, and a GEMM of half
+  // the rows may round a row's logits differently (oneDNN's AVX2 kernels do); other windows
+  // would differ in the second digit.
+  for (size_t i = 0; i < va.size(); ++i) {
+    const double a = nlohmann::json::parse(va[i])["val_loss"], b = nlohmann::json::parse(vb[i])["val_loss"];
+    EXPECT_NEAR(a, b, 1e-6 * a) << va[i] << " vs " << vb[i];
+  }
 
   // Resuming from the step-2 checkpoint continues the same token stream to the same weights.
   const std::vector<std::string> tokens = {"--set", "data.kind=tokens", "--set", "data.train=" + bin};
