@@ -50,6 +50,8 @@ Status Trainer::SingleStageStep(StepCompute* c) {
     LS_RETURN_IF_ERROR(Traced("wait for gradients", "wait", [&] { return zero_units_->FinishStep(); }));
     c->sync.exposed_ms = wait.ElapsedMs();
   } else if (compressing()) {
+    // Reduce rewrites the error feedback and Q, which an asynchronous save may still be copying.
+    checkpoints_->WaitForSnapshot();
     Stopwatch clock;
     float* g = params.flat_grads();
     LS_RETURN_IF_ERROR(Traced("powersgd", "comm", [&] { return powersgd_->Reduce(&g, g); }));
@@ -76,6 +78,7 @@ Status Trainer::SyncContributions(parallel::SyncTimes* sync) {
     const int64_t n = local_numel(), shards = setup_.run.train.det_shards / dims().dp;
     std::vector<float*> slots(static_cast<size_t>(shards));
     for (int64_t k = 0; k < shards; ++k) slots[static_cast<size_t>(k)] = contributions_.data() + k * n;
+    checkpoints_->WaitForSnapshot();  // (as in SingleStageStep: the save may still copy the state)
     Stopwatch clock;
     Status s = Traced("powersgd", "comm", [&] { return powersgd_->Reduce(slots.data(), model_->params().flat_grads()); });
     sync->comm_ms = sync->exposed_ms = clock.ElapsedMs();
