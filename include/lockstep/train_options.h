@@ -15,7 +15,9 @@ struct TrainOptions {
   std::string config_toml;             // TOML text, when there is no file (may be empty)
   std::vector<std::string> overrides;  // "section.key=value" from --set, in order
   int nproc = 1;
-  std::string backend = "threads";  // threads | mpi
+  std::string backend = "threads";  // threads | mpi | hier (one process a host, threads inside)
+  // hier: the workers of each host process (0: the hosts' slots, or nproc: one process).
+  int workers_per_host = 0;
   int64_t steps = -1;               // -1: train.steps from the config
   double epochs = -1;               // -1: train.epochs from the config
   std::string out_dir;              // empty: runs/<config file stem>

@@ -83,6 +83,20 @@ INSTANTIATE_TEST_SUITE_P(
                                  "dp=1,tp=2,pp=2 zero=0 world=4 threads gpipe"}),
     [](const ::testing::TestParamInfo<LayoutCase>& i) { return Compact(i.param.flags); });
 
+// The hierarchical backend: two host processes of two worker threads each (hier_world.h).
+// Tensor-parallel pairs stay inside a host; dp and pp groups cross hosts, pp=4 also between
+// workers at different local indexes (the host channel).
+INSTANTIATE_TEST_SUITE_P(
+    Gpt2HostsOf2, DeterministicLayout,
+    ::testing::Values(LayoutCase{"--workers-per-host 2 --layout dp=4", "dp=4,tp=1,pp=1 zero=0 world=4 hier"},
+                      LayoutCase{"--workers-per-host 2 --layout dp=4 --zero 1", "dp=4,tp=1,pp=1 zero=1 world=4 hier"},
+                      LayoutCase{"--workers-per-host 2 --layout dp=4 --zero 3", "dp=4,tp=1,pp=1 zero=3 world=4 hier"},
+                      LayoutCase{"--workers-per-host 2 --layout tp=2,dp=2", "dp=2,tp=2,pp=1 zero=0 world=4 hier"},
+                      LayoutCase{"--workers-per-host 2 --layout pp=2,dp=2 --zero 2",
+                                 "dp=2,tp=1,pp=2 zero=2 world=4 hier 1f1b"},
+                      LayoutCase{"--workers-per-host 2 --layout pp=4", "dp=1,tp=1,pp=4 zero=0 world=4 hier 1f1b"}),
+    [](const ::testing::TestParamInfo<LayoutCase>& i) { return Compact(i.param.flags); });
+
 // A smaller GPT (4 layers so that pp=4 has a layer per stage) for the checkpoint round trips.
 std::vector<std::string> SmallGpt() {
   return Split(

@@ -93,9 +93,17 @@ void CheckCollectives(Communicator& c) {
   ASSERT_TRUE(c.Recv(&in_b, 1, DType::kI32, prev_host_peer, 4)->Wait().ok());
   EXPECT_EQ(in_a, same_host_peer);
   EXPECT_EQ(in_b, 10 * prev_host_peer);
-  // Across hosts at another local index: refused at once, and the communicator goes on.
-  const int diagonal = ((host + 1) % hosts) * kWorkers + (local ^ 1);
-  EXPECT_EQ(c.Send(&out_a, 1, DType::kI32, diagonal, 5)->Wait().code(), StatusCode::kUnimplemented);
+  // Across hosts at another local index (the host's channel), a large message too.
+  const int diagonal_to = ((host + 1) % hosts) * kWorkers + (local ^ 1);
+  const int diagonal_from = ((host + hosts - 1) % hosts) * kWorkers + (local ^ 1);
+  std::vector<float> big_out(300000), big_in(300000, -1.0f);
+  for (size_t k = 0; k < big_out.size(); ++k) big_out[k] = Value(r, k);
+  ASSERT_TRUE(c.Send(big_out.data(), big_out.size(), DType::kF32, diagonal_to, 5)->Wait().ok());
+  ASSERT_TRUE(c.Send(&out_b, 1, DType::kI32, diagonal_to, 6)->Wait().ok());
+  ASSERT_TRUE(c.Recv(&in_b, 1, DType::kI32, diagonal_from, 6)->Wait().ok());
+  ASSERT_TRUE(c.Recv(big_in.data(), big_in.size(), DType::kF32, diagonal_from, 5)->Wait().ok());
+  EXPECT_EQ(in_b, 10 * diagonal_from);
+  for (size_t k = 0; k < big_in.size(); k += 997) ASSERT_EQ(big_in[k], Value(diagonal_from, k));
   ASSERT_TRUE(c.Barrier()->Wait().ok());
 
   // The deterministic sum: V = 2n contributions, two a rank, against the tree computed here.

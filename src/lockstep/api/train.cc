@@ -22,8 +22,8 @@ namespace {
 Status CheckOptions(const TrainOptions& o) {
   auto bad = [](const std::string& m) { return Status::InvalidArgument(m); };
   if (o.nproc < 1 || o.nproc > 4096) return bad("nproc " + std::to_string(o.nproc) + " is not in [1, 4096]");
-  if (o.backend != "threads" && o.backend != "mpi")
-    return bad("backend \"" + o.backend + "\": expected threads or mpi");
+  if (o.backend != "threads" && o.backend != "mpi" && o.backend != "hier")
+    return bad("backend \"" + o.backend + "\": expected threads, mpi or hier");
   if (o.zero < 0 || o.zero > 3) return bad("zero " + std::to_string(o.zero) + ": expected 0, 1, 2 or 3");
   if (o.max_restarts < 0) return bad("max_restarts must be >= 0");
   if (!(o.heartbeat_timeout_s > 0)) return bad("heartbeat_timeout_s must be > 0");
@@ -90,7 +90,9 @@ Launched Launch(const Job& job, const TrainOptions& given) {
           "lockstep::ParseTrainFlags (or use lockstep::TrainMain)")};
     return {runtime::RunSupervised(options, job)};
   }
-  if (options.backend == "mpi" && !comm::InsideMpirun()) {
+  // mpi: a process a worker; hier: a process a host, its workers threads.
+  const bool hier = options.backend == "hier" && options.workers_per_host < options.nproc;
+  if ((options.backend == "mpi" || hier) && !comm::InsideMpirun()) {
     comm::MpirunSetup mpirun = comm::MpirunSetup::FromEnvironment();
     mpirun.interface = options.mpi_interface;
     if (Status s = runtime::AddHostfileToMpirun(options, &mpirun); !s.ok()) return {s};
@@ -99,8 +101,9 @@ Launched Launch(const Job& job, const TrainOptions& given) {
     std::vector<char*> argv;
     for (std::string& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
+    const int processes = hier ? options.nproc / options.workers_per_host : options.nproc;
     return {Status::Ok(),
-            comm::RelaunchUnderMpirun(mpirun, options.nproc, static_cast<int>(args.size()), argv.data(), {})};
+            comm::RelaunchUnderMpirun(mpirun, processes, static_cast<int>(args.size()), argv.data(), {})};
   }
   return {runtime::RunTrain(job, options)};
 }

@@ -10,8 +10,13 @@ void AddTrainFlags(CLI::App* t, FlagValues* f) {
   t->add_option("--config", o.config_path, "TOML config file");
   t->add_option("--set", f->sets, "override a config key: section.key=value (repeatable)");
   f->nproc_option = t->add_option("--nproc", o.nproc, "number of workers")->check(CLI::Range(1, 4096));
-  t->add_option("--backend", o.backend, "threads (one process) or mpi (processes)")
-      ->check(CLI::IsMember({"threads", "mpi"}));
+  t->add_option("--backend", o.backend,
+                "threads (one process), mpi (a process a worker) or hier (a process a host, threads inside; "
+                "the default with --hosts)")
+      ->check(CLI::IsMember({"threads", "mpi", "hier"}));
+  t->add_option("--workers-per-host", o.workers_per_host,
+                "hier: workers (threads) in each host process; --nproc / this many processes")
+      ->check(CLI::Range(1, 4096));
   auto* steps =
       t->add_option("--steps", o.steps, "train this many steps")->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
   t->add_option("--epochs", o.epochs, "train this many epochs")->check(CLI::Range(0.0, 1e6))->excludes(steps);

@@ -162,18 +162,28 @@ WorkHandle HierCommunicator::AllToAll(const void* send, void* recv, size_t count
   });
 }
 
+Result<int> HierCommunicator::ChannelTag(int tag, int from, int to) const {
+  const int64_t l = local_size_;
+  const int64_t combined = (static_cast<int64_t>(tag) * l + from) * l + to;
+  if (tag < 0 || combined > context_->channel().tag_ub())
+    return Status::InvalidArgument("hier: tag " + std::to_string(tag) + " is out of range with " +
+                                   std::to_string(local_size_) + " workers a host");
+  return static_cast<int>(combined);
+}
+
+// Inside a host: the threads backend; across hosts at the same local index: that index's mpi
+// communicator; across hosts at different indexes: the host's channel, tagged with both.
 WorkHandle HierCommunicator::Send(const void* buf, size_t count, DType dtype, int peer, int tag,
                                   const CollectiveOptions& opts) {
   if (peer < 0 || peer >= size() || peer == rank())
     return CompletedWork(Status::InvalidArgument("hier: send to rank " + std::to_string(peer)));
   const int peer_host = peer / local_size_, peer_local = peer % local_size_;
-  if (peer_host != host_ && peer_local != local_rank_)
-    return CompletedWork(Status::Unimplemented(
-        "hier: send from rank " + std::to_string(rank()) + " to rank " + std::to_string(peer) +
-        ": between hosts only workers of the same local index exchange messages"));
+  Result<int> channel_tag = ChannelTag(tag, local_rank_, peer_local);
+  if (!channel_tag.ok()) return CompletedWork(channel_tag.status());
   return Enqueue("send", opts, [=, this](const Steps& s) {
-    return peer_host == host_ ? Done(local_->Send(buf, count, dtype, peer_local, tag, s.Next()))
-                              : Done(cross_->Send(buf, count, dtype, peer_host, tag, s.Next()));
+    if (peer_host == host_) return Done(local_->Send(buf, count, dtype, peer_local, tag, s.Next()));
+    if (peer_local == local_rank_) return Done(cross_->Send(buf, count, dtype, peer_host, tag, s.Next()));
+    return context_->channel().Send(buf, Bytes(count, dtype), peer_host, *channel_tag, s.deadline_ns);
   });
 }
 
@@ -182,13 +192,12 @@ WorkHandle HierCommunicator::Recv(void* buf, size_t count, DType dtype, int peer
   if (peer < 0 || peer >= size() || peer == rank())
     return CompletedWork(Status::InvalidArgument("hier: recv from rank " + std::to_string(peer)));
   const int peer_host = peer / local_size_, peer_local = peer % local_size_;
-  if (peer_host != host_ && peer_local != local_rank_)
-    return CompletedWork(Status::Unimplemented(
-        "hier: recv on rank " + std::to_string(rank()) + " from rank " + std::to_string(peer) +
-        ": between hosts only workers of the same local index exchange messages"));
+  Result<int> channel_tag = ChannelTag(tag, peer_local, local_rank_);
+  if (!channel_tag.ok()) return CompletedWork(channel_tag.status());
   return Enqueue("recv", opts, [=, this](const Steps& s) {
-    return peer_host == host_ ? Done(local_->Recv(buf, count, dtype, peer_local, tag, s.Next()))
-                              : Done(cross_->Recv(buf, count, dtype, peer_host, tag, s.Next()));
+    if (peer_host == host_) return Done(local_->Recv(buf, count, dtype, peer_local, tag, s.Next()));
+    if (peer_local == local_rank_) return Done(cross_->Recv(buf, count, dtype, peer_host, tag, s.Next()));
+    return context_->channel().Recv(buf, Bytes(count, dtype), peer_host, *channel_tag, s.deadline_ns, stop_.get());
   });
 }
 

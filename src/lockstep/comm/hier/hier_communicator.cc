@@ -13,8 +13,13 @@ namespace lockstep::comm::hier_detail {
 class HierCommunicator::Task final : public Work {
  public:
   Task(const char* what, const CollectiveOptions& opts, Body body, std::shared_ptr<Communicator> local,
-       std::shared_ptr<Communicator> cross)
-      : what(what), opts(opts), body(std::move(body)), local_(std::move(local)), cross_(std::move(cross)) {}
+       std::shared_ptr<Communicator> cross, std::shared_ptr<std::atomic<bool>> stop)
+      : what(what),
+        opts(opts),
+        body(std::move(body)),
+        local_(std::move(local)),
+        cross_(std::move(cross)),
+        stop_(std::move(stop)) {}
 
   using Work::Wait;
   Status Wait(std::chrono::milliseconds timeout) override {
@@ -25,6 +30,7 @@ class HierCommunicator::Task final : public Work {
     lock.unlock();
     const Status expired = Status::Timeout(std::string("hier: ") + what + " timed out after " +
                                            std::to_string(timeout.count() / 1000.0) + " s");
+    stop_->store(true, std::memory_order_release);
     local_->Abort(expired);
     if (cross_ != nullptr) cross_->Abort(expired);
     lock.lock();
@@ -52,6 +58,7 @@ class HierCommunicator::Task final : public Work {
  private:
   static constexpr std::chrono::milliseconds kGrace{2000};
   std::shared_ptr<Communicator> local_, cross_;
+  std::shared_ptr<std::atomic<bool>> stop_;
   std::mutex mu_;
   std::condition_variable cv_;
   bool done_ = false;
@@ -86,7 +93,7 @@ HierCommunicator::~HierCommunicator() {
 }
 
 WorkHandle HierCommunicator::Enqueue(const char* what, const CollectiveOptions& opts, Body body) {
-  auto task = std::make_shared<Task>(what, opts, std::move(body), local_, cross_);
+  auto task = std::make_shared<Task>(what, opts, std::move(body), local_, cross_, stop_);
   {
     std::lock_guard<std::mutex> lock(mu_);
     queue_.push_back(task);
@@ -129,6 +136,7 @@ void HierCommunicator::Loop() {
 }
 
 void HierCommunicator::Fail(const Status& reason) {
+  stop_->store(true, std::memory_order_release);
   std::lock_guard<std::mutex> lock(mu_);
   if (poisoned_.ok()) poisoned_ = reason;
 }

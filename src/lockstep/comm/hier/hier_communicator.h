@@ -4,6 +4,7 @@
 // a few steps on those two. Internal to comm/hier/.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -67,12 +68,16 @@ class HierCommunicator final : public Communicator {
   Status ReduceScatterBody(const void* send, void* recv, size_t recv_count, DType dtype, ReduceOp op,
                            const Steps& s);
   Status AllGatherBody(const void* send, void* recv, size_t send_count, DType dtype, const Steps& s);
+  // The channel's tag for a message from local index `from` to local index `to`.
+  Result<int> ChannelTag(int tag, int from, int to) const;
   Status DeterministicBody(const float* contributions, float* out, size_t count, int64_t total, const Steps& s);
 
   const std::shared_ptr<HostContext> context_;
   const std::shared_ptr<Communicator> local_;
   const std::shared_ptr<Communicator> cross_;
   const int host_, hosts_, local_rank_, local_size_;
+  // Set when the communicator fails or a wait expires: stops a receive on the channel.
+  const std::shared_ptr<std::atomic<bool>> stop_ = std::make_shared<std::atomic<bool>>(false);
 
   std::mutex mu_;
   std::condition_variable cv_;

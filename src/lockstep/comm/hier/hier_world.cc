@@ -27,7 +27,8 @@ Result<std::vector<std::shared_ptr<Communicator>>> CreateHierWorld(int workers_p
   for (auto& c : cross) {
     LS_ASSIGN_OR_RETURN(c, host_comm->Split(0, host_comm->rank()));
   }
-  auto context = std::make_shared<hier_detail::HostContext>(host_comm, workers_per_host);
+  LS_ASSIGN_OR_RETURN(std::shared_ptr<MpiChannel> channel, MpiChannel::Create(*host_comm));
+  auto context = std::make_shared<hier_detail::HostContext>(host_comm, channel, workers_per_host);
   std::vector<std::shared_ptr<Communicator>> local = CreateThreadsGroup(workers_per_host);
   std::vector<std::shared_ptr<Communicator>> world(workers_per_host);
   for (int j = 0; j < workers_per_host; ++j)

@@ -15,8 +15,9 @@
 // (the mesh puts tensor-parallel groups there). Split children that stay inside a host are
 // threads communicators, those with one member a host are mpi communicators, the rest are
 // hierarchical again; a child must be host-major with equal members on each host it spans.
-// Point-to-point between hosts works between workers of the same local index (pipeline
-// stages that cross hosts in Megatron's rank order); other pairs fail with Unimplemented.
+// Point-to-point across hosts goes over the mpi communicator of the two workers' local index
+// when it is the same (pipeline stages in Megatron's rank order), else over a channel of the
+// host processes that any thread may use (MPI_THREAD_MULTIPLE, comm/mpi/mpi_channel.h).
 #pragma once
 
 #include <memory>

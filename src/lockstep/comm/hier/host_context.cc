@@ -156,9 +156,14 @@ void HostContext::PlanAll(const CollectiveOptions& opts) {
     if (color >= 0) made[mine] = *comm;
   }
   std::map<int, std::shared_ptr<HostContext>> contexts;  // by color, shared by the local members
-  for (size_t k = 0; k < items.size(); ++k)
-    if (items[k].local < 0 && made[k] != nullptr)
-      contexts[items[k].color] = std::make_shared<HostContext>(made[k], groups[items[k].color].local_size);
+  // In item order on every host: each channel is a collective over its group's hosts.
+  for (size_t k = 0; k < items.size(); ++k) {
+    if (items[k].local >= 0 || made[k] == nullptr) continue;
+    Result<std::shared_ptr<MpiChannel>> channel = MpiChannel::Create(*made[k]);
+    if (!channel.ok()) return fail_all(channel.status());
+    contexts[items[k].color] =
+        std::make_shared<HostContext>(made[k], *channel, groups[items[k].color].local_size);
+  }
   for (int j = 0; j < L; ++j) {
     const int p = h * L + j;
     SplitPlan plan;

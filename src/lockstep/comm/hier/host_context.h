@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "lockstep/comm/communicator.h"
+#include "lockstep/comm/mpi/mpi_channel.h"
 
 namespace lockstep::comm::hier_detail {
 
@@ -29,12 +30,18 @@ struct SplitPlan {
 
 class HostContext {
  public:
-  HostContext(std::shared_ptr<Communicator> host_comm, int local_size)
-      : host_comm_(std::move(host_comm)), local_size_(local_size), calls_(local_size), plans_(local_size) {}
+  // `channel`: over host_comm's ranks, for messages between workers at different local indexes.
+  HostContext(std::shared_ptr<Communicator> host_comm, std::shared_ptr<MpiChannel> channel, int local_size)
+      : host_comm_(std::move(host_comm)),
+        channel_(std::move(channel)),
+        local_size_(local_size),
+        calls_(local_size),
+        plans_(local_size) {}
 
   int host() const { return host_comm_->rank(); }
   int hosts() const { return host_comm_->size(); }
   int local_size() const { return local_size_; }
+  MpiChannel& channel() const { return *channel_; }
 
   // Collective over the local workers of this context (each with its own local index), which
   // together with the other hosts' calls is Split over the whole hierarchical communicator.
@@ -53,6 +60,7 @@ class HostContext {
   void PlanAll(const CollectiveOptions& opts);
 
   std::shared_ptr<Communicator> host_comm_;
+  std::shared_ptr<MpiChannel> channel_;
   const int local_size_;
   std::mutex mu_;
   std::condition_variable cv_;

@@ -1,10 +1,14 @@
 #include "lockstep/runtime/launch/train.h"
 
+#include <algorithm>
 #include <cstdio>
+#include <cstdlib>
+#include <string>
 #include <mutex>
 #include <thread>
 #include <vector>
 
+#include "lockstep/comm/hier/hier_world.h"
 #include "lockstep/comm/mpi/launch.h"
 #include "lockstep/comm/mpi/mpi_communicator.h"
 #include "lockstep/comm/threads/threads_world.h"
@@ -24,15 +28,13 @@ Status CheckSupported(const TrainOptions& o) {
   return Status::Ok();
 }
 
-Status RunThreads(const Job& job, const TrainOptions& options) {
-  LS_ASSIGN_OR_RETURN(RunSetup setup, SetUpRun(job, options, options.nproc));
-  setup.rss_baseline_bytes = ResidentBytes();
-  comm::ThreadsWorld world(options.nproc);
-  std::vector<Status> results(options.nproc);
+// Runs a worker on a thread for each communicator of this process (element 0 on this thread).
+Status RunWorkerThreads(const RunSetup& setup, const std::vector<std::shared_ptr<comm::Communicator>>& world) {
+  const int n = static_cast<int>(world.size());
+  std::vector<Status> results(n);
   std::vector<std::thread> threads;
-  for (int r = 1; r < options.nproc; ++r)
-    threads.emplace_back([&, r] { results[r] = RunWorker(setup, world.Rank(r)); });
-  results[0] = RunWorker(setup, world.Rank(0));
+  for (int r = 1; r < n; ++r) threads.emplace_back([&, r] { results[r] = RunWorker(setup, world[r]); });
+  results[0] = RunWorker(setup, world[0]);
   for (auto& t : threads) t.join();
   // The first rank's own error explains more than the Aborted its peers saw.
   for (const Status& s : results)
@@ -40,6 +42,26 @@ Status RunThreads(const Job& job, const TrainOptions& options) {
   for (const Status& s : results)
     if (!s.ok()) return s;
   return Status::Ok();
+}
+
+Status RunThreads(const Job& job, const TrainOptions& options) {
+  LS_ASSIGN_OR_RETURN(RunSetup setup, SetUpRun(job, options, options.nproc));
+  setup.rss_baseline_bytes = ResidentBytes();
+  return RunWorkerThreads(setup, comm::CreateThreadsGroup(options.nproc));
+}
+
+// hier: this process is one host; its share of the world's workers run as threads.
+Status RunHierHost(const Job& job, const TrainOptions& options) {
+  const char* size = std::getenv("OMPI_COMM_WORLD_SIZE");
+  const int processes = size != nullptr ? std::max(1, std::atoi(size)) : 1;
+  if (options.nproc % processes != 0)
+    return Status::InvalidArgument("--nproc " + std::to_string(options.nproc) + " workers do not divide among " +
+                                   std::to_string(processes) + " host processes");
+  LS_ASSIGN_OR_RETURN(std::vector<std::shared_ptr<comm::Communicator>> world,
+                      comm::CreateHierWorld(options.nproc / processes));
+  LS_ASSIGN_OR_RETURN(RunSetup setup, SetUpRun(job, options, options.nproc));
+  setup.rss_baseline_bytes = ResidentBytes();
+  return RunWorkerThreads(setup, world);
 }
 
 Status RunMpiRank(const Job& job, const TrainOptions& options) {
@@ -60,6 +82,7 @@ Status RunTrain(const Job& job, const TrainOptions& options) {
     return Status::Ok();
   }
   if (options.backend == "mpi") return RunMpiRank(job, options);
+  if (options.backend == "hier") return RunHierHost(job, options);
   return RunThreads(job, options);
 }
 

@@ -60,6 +60,8 @@ std::vector<std::string> ChildArgs(const TrainOptions& o, const std::string& out
   if (!o.layout.empty()) a.insert(a.end(), {"--layout", o.layout});
   if (o.zero != 0) a.insert(a.end(), {"--zero", std::to_string(o.zero)});
   if (with_fault && !o.inject_fault.empty()) a.insert(a.end(), {"--inject-fault", o.inject_fault});
+  if (o.backend == "hier" && o.hosts.empty() && o.hostfile.empty())
+    a.insert(a.end(), {"--workers-per-host", std::to_string(o.workers_per_host)});
   if (!o.hosts.empty()) a.insert(a.end(), {"--hosts", o.hosts});
   if (!o.hostfile.empty()) a.insert(a.end(), {"--hostfile", o.hostfile});
   if (!o.mpi_interface.empty()) a.insert(a.end(), {"--mpi-if", o.mpi_interface});

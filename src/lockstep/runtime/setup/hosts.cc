@@ -105,18 +105,37 @@ Status ApplyHostsToNproc(TrainOptions* o, bool nproc_given) {
   if (o->max_nproc > 0 && o->min_nproc == 0)
     return Status::InvalidArgument("--max-nproc needs --min-nproc (the elastic mode it grows back in)");
   LS_ASSIGN_OR_RETURN(std::vector<Host> hosts, HostsOf(*o));
-  if (hosts.empty()) return Status::Ok();
-  if (o->backend != "mpi")
-    return Status::InvalidArgument(std::string(o->hosts.empty() ? "--hostfile" : "--hosts") +
-                                   " places MPI processes: it needs --backend mpi");
-  if (!nproc_given) o->nproc = TotalSlots(hosts);
+  if (o->workers_per_host < 0) return Status::InvalidArgument("--workers-per-host must be >= 1");
+  if (o->workers_per_host > 0 && o->backend == "mpi")
+    return Status::InvalidArgument("--workers-per-host runs threads in each host process: not with --backend mpi");
+  // Hosts (or --workers-per-host) without --backend mpi: one process a host, its workers as
+  // threads (comm/hier/hier_world.h).
+  if ((!hosts.empty() || o->workers_per_host > 0) && o->backend == "threads") o->backend = "hier";
+  if (o->backend == "hier" && !hosts.empty()) {
+    for (const Host& h : hosts)
+      if (h.slots != hosts.front().slots)
+        return Status::InvalidArgument("--hosts " + FormatHosts(hosts) +
+                                       ": every host needs the same number of workers with one process a host "
+                                       "(--backend mpi takes unequal hosts)");
+    if (o->workers_per_host > 0 && o->workers_per_host != hosts.front().slots)
+      return Status::InvalidArgument("--workers-per-host " + std::to_string(o->workers_per_host) +
+                                     " differs from the hosts' " + std::to_string(hosts.front().slots) + " slots");
+    o->workers_per_host = hosts.front().slots;
+  }
+  if (!nproc_given && !hosts.empty()) o->nproc = TotalSlots(hosts);
+  if (o->backend == "hier") {
+    if (o->workers_per_host == 0) o->workers_per_host = o->nproc;
+    if (o->nproc % o->workers_per_host != 0)
+      return Status::InvalidArgument("--nproc " + std::to_string(o->nproc) + " is not a multiple of --workers-per-host " +
+                                     std::to_string(o->workers_per_host) + " (every host runs as many)");
+  }
   return Status::Ok();
 }
 
 Status AddHostfileToMpirun(const TrainOptions& options, comm::MpirunSetup* mpirun) {
   LS_ASSIGN_OR_RETURN(std::vector<Host> hosts, HostsOf(options));
   if (hosts.empty()) return Status::Ok();
-  if (options.nproc > TotalSlots(hosts))
+  if (options.nproc > TotalSlots(hosts) || (options.backend == "hier" && options.nproc < TotalSlots(hosts)))
     return Status::InvalidArgument("--nproc " + std::to_string(options.nproc) + " is more than the " +
                                    std::to_string(TotalSlots(hosts)) + " slots of the hosts " + FormatHosts(hosts));
   const std::string dir = std::filesystem::absolute(OutDirFor(options)).string();
@@ -128,7 +147,8 @@ Status AddHostfileToMpirun(const TrainOptions& options, comm::MpirunSetup* mpiru
   {
     std::ofstream out(path, std::ios::trunc);
     out << "# written by lockstep train: the hosts of this attempt, ranks in this order\n";
-    for (const Host& h : hosts) out << h.name << " slots=" << h.slots << "\n";
+    // hier: one process a host (its workers are threads).
+    for (const Host& h : hosts) out << h.name << " slots=" << (options.backend == "hier" ? 1 : h.slots) << "\n";
     if (!out) return Status::IoError("cannot write " + path);
   }
   mpirun->args.insert(mpirun->args.end(), {"--hostfile", path});

@@ -167,8 +167,14 @@ Result<RunSetup> SetUpRun(const Job& job, const TrainOptions& options, int world
   unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   // Cores are shared by the workers on this machine only: under mpirun that is the local
   // rank count, not the world size (two 64-core hosts with one rank each get 64 threads).
+  // hier: each process runs world / (processes) workers as threads.
   int local_workers = world;
-  if (const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE")) local_workers = std::max(1, std::atoi(local));
+  if (const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE")) {
+    local_workers = std::max(1, std::atoi(local));
+    const char* all = std::getenv("OMPI_COMM_WORLD_SIZE");
+    if (options.backend == "hier" && all != nullptr && std::atoi(all) > 0)
+      local_workers *= std::max(1, world / std::atoi(all));
+  }
   setup.threads_per_worker = t.threads > 0 ? t.threads : std::max(1, static_cast<int>(cores) / local_workers);
 
   setup.config_name =
