@@ -59,5 +59,8 @@ if [ $# -eq 0 ]; then
   exit 255
 fi
 
+# Each host gets a host name of its own (a UTS namespace named like the host): OpenMPI names
+# its shared-memory segments and session directories by host name, and two "hosts" with the
+# machine's one name would share them (a crash in its vader transport).
 # Like ssh: the words are joined with single spaces and the result is one shell command line.
-exec ip netns exec "$ns" sh -c "$*"
+exec ip netns exec "$ns" unshare --uts sh -c "hostname $ns && $*"

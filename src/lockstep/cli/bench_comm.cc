@@ -11,6 +11,7 @@
 
 #include "lockstep/cli/bench_comm_measure.h"
 #include "lockstep/cli/bench_comm_report.h"
+#include "lockstep/comm/hier/hier_world.h"
 #include "lockstep/comm/mpi/launch.h"
 #include "lockstep/comm/mpi/mpi_communicator.h"
 #include "lockstep/comm/threads/threads_world.h"
@@ -153,6 +154,35 @@ int RunMpi(const BenchCommArgs& args, const std::vector<BenchOp>& ops) {
   return wrong == 0 ? 0 : 1;
 }
 
+// One process a host, --workers-per-host worker threads in each (comm/hier/hier_world.h).
+int RunHier(const BenchCommArgs& args, const std::vector<BenchOp>& ops) {
+  const char* size = std::getenv("OMPI_COMM_WORLD_SIZE");
+  const int processes = size != nullptr ? std::max(1, std::atoi(size)) : 1;
+  auto world = comm::CreateHierWorld(args.workers_per_host);
+  if (!world.ok()) {
+    std::fprintf(stderr, "lockstep: error: %s\n", world.status().message().c_str());
+    return 1;
+  }
+  const int rank0 = (*world)[0]->rank();
+  BenchReport report("hier", processes * args.workers_per_host, args.json);
+  std::vector<Status> status(world->size());
+  std::vector<int64_t> wrong(world->size(), 0);
+  std::vector<std::thread> threads;
+  for (size_t j = 0; j < world->size(); ++j) {
+    threads.emplace_back([&, j] {
+      status[j] = RunRank(*(*world)[j], args, ops, nullptr, false, rank0 == 0 && j == 0 ? &report : nullptr, &wrong[j]);
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (const Status& s : status) {
+    if (!s.ok()) {
+      std::fprintf(stderr, "lockstep: error: %s\n", s.message().c_str());
+      comm::AbortMpi(1);
+    }
+  }
+  return wrong[0] == 0 ? 0 : 1;
+}
+
 }  // namespace
 
 int RunBenchComm(const BenchCommArgs& args, int argc, char** argv) {
@@ -164,8 +194,14 @@ int RunBenchComm(const BenchCommArgs& args, int argc, char** argv) {
                  args.op.c_str());
     return 2;
   }
-  if (args.backend != "threads" && args.backend != "mpi") {
-    std::fprintf(stderr, "lockstep: error: --backend: expected threads or mpi, got '%s'\n", args.backend.c_str());
+  if (args.backend != "threads" && args.backend != "mpi" && args.backend != "hier") {
+    std::fprintf(stderr, "lockstep: error: --backend: expected threads, mpi or hier, got '%s'\n",
+                 args.backend.c_str());
+    return 2;
+  }
+  if (args.backend == "hier" && (args.workers_per_host < 1 || args.nproc % args.workers_per_host != 0)) {
+    std::fprintf(stderr, "lockstep: error: --backend hier: --nproc %d is not a multiple of --workers-per-host %d\n",
+                 args.nproc, args.workers_per_host);
     return 2;
   }
   if (args.nproc < 1 || args.min_bytes < 1 || args.max_bytes < args.min_bytes || args.iters < 0) {
@@ -182,6 +218,12 @@ int RunBenchComm(const BenchCommArgs& args, int argc, char** argv) {
     if (!comm::InsideMpirun())
       return comm::RelaunchUnderMpirun(comm::MpirunSetup::FromEnvironment(), args.nproc, argc, argv, {});
     return RunMpi(args, ops);
+  }
+  if (args.backend == "hier") {
+    if (!comm::InsideMpirun())
+      return comm::RelaunchUnderMpirun(comm::MpirunSetup::FromEnvironment(), args.nproc / args.workers_per_host, argc,
+                                       argv, {});
+    return RunHier(args, ops);
   }
   return RunThreads(args, ops, argc, argv);
 }

@@ -1,7 +1,7 @@
 // `lockstep bench-comm`: collective bandwidth and latency in the style of nccl-tests
 // (one small table per collective: size count type redop root | time algbw busbw #wrong),
-// for the threads backend (ranks as threads of this process) or the mpi backend (this
-// executable relaunched under mpirun). Inputs are small integers in f32, so every result is
+// for the threads backend (ranks as threads of this process), the mpi backend (this
+// executable relaunched under mpirun) or the hierarchical one (a process a host, threads inside). Inputs are small integers in f32, so every result is
 // exact and checked after the timed loop; any wrong value makes the exit status 1.
 // busbw = algbw x 2(n-1)/n for allreduce, (n-1)/n for reduce-scatter and all-gather, 1 for
 // broadcast. For allreduce the table also shows `mpi_busbw`: plain MPI_Allreduce on the same
@@ -15,8 +15,9 @@
 namespace lockstep::cli {
 
 struct BenchCommArgs {
-  std::string backend = "threads";  // "threads" or "mpi"
+  std::string backend = "threads";  // "threads", "mpi" or "hier"
   int nproc = 2;
+  int workers_per_host = 1;  // hier: worker threads in each process (nproc / this many processes)
   std::string op = "allreduce";  // allreduce, reduce_scatter, all_gather, broadcast, all
   int64_t min_bytes = 8;
   int64_t max_bytes = 64 << 20;

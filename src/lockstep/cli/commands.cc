@@ -66,7 +66,9 @@ int Main(int argc, char** argv) {
   BenchCommArgs bench;
   std::string min_bytes = "8", max_bytes = "64M";
   CLI::App* b = app.add_subcommand("bench-comm", "measure collective bandwidth and latency (nccl-tests style)");
-  b->add_option("--backend", bench.backend, "threads or mpi")->check(CLI::IsMember({"threads", "mpi"}));
+  b->add_option("--backend", bench.backend, "threads, mpi or hier")->check(CLI::IsMember({"threads", "mpi", "hier"}));
+  b->add_option("--workers-per-host", bench.workers_per_host, "hier: worker threads in each host process")
+      ->check(CLI::Range(1, 4096));
   b->add_option("--nproc", bench.nproc, "number of ranks")->check(CLI::Range(1, 4096));
   b->add_option("--op", bench.op, "allreduce|reduce_scatter|all_gather|broadcast|all");
   b->add_option("--min-bytes", min_bytes, "smallest message (K/M/G suffixes)");
