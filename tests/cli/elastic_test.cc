@@ -195,6 +195,7 @@ TEST(Elastic, BadElasticFlagsAreOneLine) {
            {{"--hosts", "a:2,b:3"}, "every host needs the same number of workers with one process a host"},
            {{"--workers-per-host", "3"}, "--nproc 4 is not a multiple of --workers-per-host 3"},
            {{"--backend", "mpi", "--workers-per-host", "2"}, "--workers-per-host runs threads in each host"},
+           {{"--workers-per-host", "2", "--layout", "tp=4"}, "would split a tensor-parallel group across hosts"},
            {{"--backend", "mpi", "--hosts", "a:2,a:2"}, "host 'a' is listed twice"},
            {{"--backend", "mpi", "--hosts", "a:0"}, "slots must be a positive integer"},
            {{"--inject-fault", "hang:rank=1:step=3:permanent"}, "unexpected field 'permanent'"},

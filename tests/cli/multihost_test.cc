@@ -24,7 +24,8 @@ namespace {
 
 constexpr int kSteps = 4;
 
-TEST(MultiHost, TwoNamespacesOverTcpMatchOneProcess) {
+// `backend`: the train flags that pick the backend and the workers; `ranks`: MPI processes.
+void TrainOnTwoNamespaces(const std::string& backend, int ranks) {
   if (std::string why = WhyNoNamespaces(); !why.empty()) LOCKSTEP_SKIP_OUTSIDE_CI(why);
   RemoveStaleNamespaces();
   NetnsPair net;
@@ -49,13 +50,13 @@ TEST(MultiHost, TwoNamespacesOverTcpMatchOneProcess) {
     train += ' ';  // (not `" " + Quote(a)`: GCC 12 gives a false -Wrestrict warning there)
     train += Quote(a);
   }
-  train += " --steps " + std::to_string(kSteps) + " --deterministic --backend mpi --out " + Quote(out);
+  train += " --steps " + std::to_string(kSteps) + " --deterministic " + backend + " --out " + Quote(out);
   std::string rank_cmd = "readlink /proc/self/ns/net >" + Quote(work) + "/ns.$OMPI_COMM_WORLD_RANK && exec " + train;
 
   std::string mpirun = "cd " + Quote(source) + " && timeout -k 5 45 ip netns exec " + net.ns_a() +
                        " env LOCKSTEP_NETNS_MAP=" + Quote(work + "/netns.map") +
                        " OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1"
-                       " mpirun --allow-run-as-root -np 2 --hostfile " +
+                       " mpirun --allow-run-as-root -np " + std::to_string(ranks) + " --hostfile " +
                        Quote(work + "/hostfile") + " --mca plm_rsh_agent " + Quote(source + "/scripts/netns-agent.sh") +
                        " --mca plm_rsh_no_tree_spawn 1 --mca orte_keep_fqdn_hostnames 1"
                        " --mca btl self,tcp --mca btl_tcp_if_include " +
@@ -87,6 +88,19 @@ TEST(MultiHost, TwoNamespacesOverTcpMatchOneProcess) {
   std::string expected = DoneHash(ref);
   ASSERT_EQ(expected.size(), 16u);
   EXPECT_EQ(DoneHash(out), expected) << run.out;
+  // What ran: a hash alone would not tell a silently ignored backend flag.
+  std::vector<nlohmann::json> starts = Events(out, "start");
+  ASSERT_FALSE(starts.empty());
+  EXPECT_EQ(starts[0]["backend"], backend.find("hier") != std::string::npos ? "hier" : "mpi");
+  EXPECT_EQ(starts[0]["world"], backend.find("--nproc 4") != std::string::npos ? 4 : 2);
+}
+
+TEST(MultiHost, TwoNamespacesOverTcpMatchOneProcess) { TrainOnTwoNamespaces("--backend mpi", 2); }
+
+// The hierarchical backend: one process a host, two worker threads in each; the gradients
+// are reduced inside each host, then across the veth by both workers of a host at once.
+TEST(MultiHost, TwoHostProcessesOfTwoWorkersMatchOneProcess) {
+  TrainOnTwoNamespaces("--backend hier --nproc 4 --workers-per-host 2", 2);
 }
 
 }  // namespace

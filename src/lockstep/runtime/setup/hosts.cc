@@ -5,6 +5,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "lockstep/parallel/mesh.h"
 #include "lockstep/runtime/setup/run_setup.h"
 #include "lockstep/runtime/setup/worker_env.h"
 
@@ -128,6 +129,15 @@ Status ApplyHostsToNproc(TrainOptions* o, bool nproc_given) {
     if (o->nproc % o->workers_per_host != 0)
       return Status::InvalidArgument("--nproc " + std::to_string(o->nproc) + " is not a multiple of --workers-per-host " +
                                      std::to_string(o->workers_per_host) + " (every host runs as many)");
+    // Megatron's rule: a tensor-parallel group talks every layer, so it stays inside a host.
+    // Ranks of one tp group are adjacent (parallel/mesh.h), so it does when tp divides the
+    // host's workers.
+    Result<parallel::ParallelDims> dims = parallel::ParallelDims::Parse(o->layout, o->nproc, o->zero);
+    if (dims.ok() && o->workers_per_host % dims->tp != 0)
+      return Status::InvalidArgument("--layout tp=" + std::to_string(dims->tp) +
+                                     " would split a tensor-parallel group across hosts (" +
+                                     std::to_string(o->workers_per_host) +
+                                     " workers a host): tp must divide the workers of a host");
   }
   return Status::Ok();
 }
