@@ -88,6 +88,10 @@ TEST(Diloco, StreamingFragmentsResumeExactlyInDeterministicMode) {
   const std::string full = TrainTiny("lowcomm-stream-full", 8, 2, extra);
   EXPECT_EQ(DoneHash(ResumeFrom(full, 6, 8, extra)), DoneHash(full));
   EXPECT_EQ(DoneHash(TrainTiny("lowcomm-stream-again", 8, 2, extra)), DoneHash(full));
+  // Two host processes of one worker each (the hierarchical backend's launch): the same bits.
+  std::vector<std::string> hier = extra;
+  hier.insert(hier.end(), {"--workers-per-host", "1"});
+  EXPECT_EQ(DoneHash(TrainTiny("lowcomm-stream-hier", 8, 2, hier)), DoneHash(full));
 }
 
 TEST(PowerSgd, DeterministicWeightsDoNotDependOnTheWorldSizeAndResumeAcrossIt) {
@@ -103,6 +107,10 @@ TEST(PowerSgd, DeterministicWeightsDoNotDependOnTheWorldSizeAndResumeAcrossIt) {
   EXPECT_EQ(DoneHash(two), DoneHash(one));
   EXPECT_EQ(DoneHash(four), DoneHash(one));
   EXPECT_EQ(DoneHash(ResumeFrom(two, 4, 8, with({"--nproc", "4"}))), DoneHash(one));
+  // The hierarchical backend (2 host processes of 2 worker threads): the same weights.
+  const std::string hier = TrainTiny("lowcomm-psgd-hier", 8, 2, with({"--nproc", "4", "--workers-per-host", "2"}));
+  EXPECT_EQ(DoneHash(hier), DoneHash(one));
+  EXPECT_EQ(Events(hier, "start").at(0)["backend"], "hier");
   // Not the uncompressed run: compression changed the trajectory.
   EXPECT_NE(DoneHash(TrainTiny("lowcomm-plain-1", 8, 2, {"--deterministic"})), DoneHash(one));
 }

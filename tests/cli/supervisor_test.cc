@@ -80,6 +80,24 @@ TEST(Supervisor, MpiRankKilledAtARandomStepRestartsAndMatches) {
   ExpectResumedIfCommitted(dir, r, step, 1);
 }
 
+// Two host processes of two worker threads (--backend hier); rank 2, the first worker of the
+// second host, killed at a random step: the whole host process dies, mpirun ends the job and
+// the supervisor restarts it from the newest checkpoint.
+TEST(Supervisor, HierHostProcessKilledAtARandomStepRestartsAndMatches) {
+  const std::vector<std::string> hier = {"--nproc", "4", "--workers-per-host", "2"};
+  const std::string want = UninterruptedHash(hier);
+  const int step = RandomStep();
+  SCOPED_TRACE("kill rank 2 at step " + std::to_string(step));
+  std::string dir = MakeTempDir("sup-hier");
+  std::vector<std::string> extra = hier;
+  for (auto& e : {"--max-restarts", "3", "--inject-fault"}) extra.push_back(e);
+  extra.push_back("kill:rank=2:step=" + std::to_string(step));
+  CommandResult r = RunLockstep(Flags(dir, extra));
+  ExpectRecovered(dir, r, want, "worker");
+  ExpectResumedIfCommitted(dir, r, step, 2);
+  EXPECT_EQ(Events(dir, "start").back()["backend"], "hier");
+}
+
 // SIGKILL after the step-8 shard is on disk but before the commit: `latest` still names the
 // complete step-6 checkpoint, which verifies, and resuming from it finishes the run exactly.
 TEST(Supervisor, KillDuringACheckpointLeavesLatestValid) {
