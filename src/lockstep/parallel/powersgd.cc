@@ -1,5 +1,6 @@
 #include "lockstep/parallel/powersgd.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -64,7 +65,6 @@ PowerSgdVolume PowerSgdVolumeOf(const std::vector<std::vector<int64_t>>& shapes,
     }
     v.p += s[0] * rank;
     v.q += numel / s[0] * rank;
-    v.compressed += numel;
   }
   return v;
 }
@@ -78,7 +78,7 @@ Result<std::unique_ptr<PowerSgd>> PowerSgd::Create(std::shared_ptr<comm::Communi
     const nn::ParamInfo& p = params.info(i);
     const int64_t n = p.shape.empty() ? 1 : p.shape[0], m = p.numel / std::max<int64_t>(n, 1);
     if (PowerSgdCompresses(p.shape, p.numel, r)) {
-      s->matrices_.push_back({i, p.offset, n, m, s->p_numel_, s->q_numel_});
+      s->matrices_.push_back({p.offset, n, m, s->p_numel_, s->q_numel_});
       s->p_numel_ += n * r;
       s->q_numel_ += m * r;
     } else {
@@ -98,8 +98,6 @@ Result<std::unique_ptr<PowerSgd>> PowerSgd::Create(std::shared_ptr<comm::Communi
   }
   return s;
 }
-
-int64_t PowerSgd::sent_numel() const { return plain_numel_ + p_numel_ + q_numel_; }
 
 Status PowerSgd::SumSlots(const float* packed, int64_t count, float* out) {
   const size_t n = static_cast<size_t>(count);

@@ -43,7 +43,7 @@ bool PowerSgdCompresses(const std::vector<int64_t>& shape, int64_t numel, int64_
 // Numbers one slot sends a step at rank r for parameters of these shapes: the uncompressed
 // elements, and the P and Q factors of the compressed ones (the planner's count).
 struct PowerSgdVolume {
-  int64_t plain = 0, p = 0, q = 0, compressed = 0;  // compressed: elements of the compressed matrices
+  int64_t plain = 0, p = 0, q = 0;
 };
 PowerSgdVolume PowerSgdVolumeOf(const std::vector<std::vector<int64_t>>& shapes, int64_t rank);
 
@@ -63,14 +63,10 @@ class PowerSgd {
   // parameters), and Q (matrix i's values, transposed: r x m, at the start of parameter i's range).
   std::vector<float>& error(int k) { return errors_[static_cast<size_t>(k)]; }
   std::vector<float>& q() { return q_; }
-  // Numbers one slot sends per step (P and Q of every matrix, plus the uncompressed elements),
-  // against the uncompressed gradient's numel.
-  int64_t sent_numel() const;
   int compressed_params() const { return static_cast<int>(matrices_.size()); }
 
  private:
   struct Matrix {
-    int param;
     int64_t offset, n, m;
     int64_t p_at, q_at;  // into the packed P and Q buffers
   };
