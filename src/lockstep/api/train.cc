@@ -91,7 +91,9 @@ Launched Launch(const Job& job, const TrainOptions& given) {
     return {runtime::RunSupervised(options, job)};
   }
   // mpi: a process a worker; hier: a process a host, its workers threads.
-  const bool hier = options.backend == "hier" && options.workers_per_host < options.nproc;
+  // (With hosts even one host process goes through mpirun: the host may not be this machine.)
+  const bool hier = options.backend == "hier" && (options.workers_per_host < options.nproc ||
+                                                  !options.hosts.empty() || !options.hostfile.empty());
   if ((options.backend == "mpi" || hier) && !comm::InsideMpirun()) {
     comm::MpirunSetup mpirun = comm::MpirunSetup::FromEnvironment();
     mpirun.interface = options.mpi_interface;

@@ -101,7 +101,8 @@ Result<std::optional<WorldChange>> ElasticRecovery::AfterFailure(bool progressed
       seen += h.host.slots - h.lost;
       last = &h;
     }
-    if (last != nullptr) ++last->lost;
+    // hier: a host process runs all of its host's workers, so the host goes as a whole.
+    if (last != nullptr) last->lost = options_.backend == "hier" ? last->host.slots : last->lost + 1;
   }
   Result<std::optional<WorldChange>> moved = MoveTo(Capacity(), reason, false);
   if (moved.ok() && !moved->has_value()) attempt_ = Attempt::kFirstAtSize;  // a spare took the place

@@ -7,9 +7,10 @@
 //  - otherwise the failure counts as transient once: the next attempt keeps the world size.
 //    When that restart fails too before a new checkpoint commits (or a world that had just
 //    grown fails before its first checkpoint), one worker is taken to be lost for good:
-//    threads and single-machine MPI count workers, with hosts a slot of the last host goes;
+//    threads and single-machine MPI count workers, with hosts a slot of the last host goes
+//    (with --backend hier the whole host: its one process runs all of the host's workers);
 //  - the next world is the largest one in [M, workers left] the run's plan accepts
-//    (setup/elastic_worlds.h). None: kUnavailable, naming the lost capacity.
+//    (setup/elastic_worlds.h; with --backend hier, whole hosts). None: kUnavailable, naming the lost capacity.
 // At a checkpoint commit, with --max-nproc above the current world, the world grows as far as
 // capacity allows (without hosts: up to --max-nproc, lost workers come back on probation;
 // with hosts: the hosts that answer a probe again and free slots) and the job restarts from

@@ -36,6 +36,9 @@ Result<ElasticWorlds> ElasticWorlds::Create(const TrainOptions& options, const J
 }
 
 std::string ElasticWorlds::Refusal(int nproc) const {
+  // hier: a world is whole hosts (every host process runs the same number of workers).
+  if (options_.backend == "hier" && options_.workers_per_host > 0 && nproc % options_.workers_per_host != 0)
+    return "--backend hier runs whole hosts of " + std::to_string(options_.workers_per_host) + " workers";
   const int replica = tp_ * pp_;
   if (nproc < replica || nproc % replica != 0)
     return "--layout tp=" + std::to_string(tp_) + ",pp=" + std::to_string(pp_) + " needs a multiple of " +

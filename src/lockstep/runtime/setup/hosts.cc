@@ -145,7 +145,9 @@ Status ApplyHostsToNproc(TrainOptions* o, bool nproc_given) {
 Status AddHostfileToMpirun(const TrainOptions& options, comm::MpirunSetup* mpirun) {
   LS_ASSIGN_OR_RETURN(std::vector<Host> hosts, HostsOf(options));
   if (hosts.empty()) return Status::Ok();
-  if (options.nproc > TotalSlots(hosts) || (options.backend == "hier" && options.nproc < TotalSlots(hosts)))
+  // hier: one process a host on the first nproc / workers-per-host hosts (an elastic restart
+  // may keep hosts it does not use).
+  if (options.nproc > TotalSlots(hosts))
     return Status::InvalidArgument("--nproc " + std::to_string(options.nproc) + " is more than the " +
                                    std::to_string(TotalSlots(hosts)) + " slots of the hosts " + FormatHosts(hosts));
   const std::string dir = std::filesystem::absolute(OutDirFor(options)).string();
