@@ -1,5 +1,6 @@
 #include "lockstep/train.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -14,6 +15,7 @@
 #include "lockstep/runtime/recovery/supervisor.h"
 #include "lockstep/runtime/setup/fault_spec.h"
 #include "lockstep/runtime/setup/hosts.h"
+#include "lockstep/runtime/setup/slurm_env.h"
 
 namespace lockstep {
 namespace {
@@ -71,6 +73,7 @@ Launched Launch(const Job& job, const TrainOptions& given) {
   TrainOptions options = given;
   // The host and elastic flags against each other (ParseTrainFlags has already put the hosts'
   // slots into nproc when --nproc was not given; options built in code say nproc themselves).
+  if (Status s = runtime::ApplySlurmJob(&options, /*nproc_given=*/true); !s.ok()) return {s};
   if (Status s = runtime::ApplyHostsToNproc(&options, /*nproc_given=*/true); !s.ok()) return {s};
   const bool supervised = std::getenv(runtime::kHeartbeatDirEnv) != nullptr;
   // A restart attempt does not inject the first attempt's fault again (the supervisor passes
@@ -98,8 +101,26 @@ Launched Launch(const Job& job, const TrainOptions& given) {
     comm::MpirunSetup mpirun = comm::MpirunSetup::FromEnvironment();
     mpirun.interface = options.mpi_interface;
     if (Status s = runtime::AddHostfileToMpirun(options, &mpirun); !s.ok()) return {s};
+    // Hosts lockstep knows and no --mpi-if: the interface on their subnet.
+    if (Result<std::vector<runtime::Host>> hosts = runtime::HostsOf(options);
+        mpirun.interface.empty() && hosts.ok() && !hosts->empty()) {
+      std::vector<std::string> names;
+      for (const runtime::Host& h : *hosts) names.push_back(h.name);
+      Result<std::string> interface = comm::InterfaceReaching(names);
+      if (!interface.ok()) return {interface.status()};
+      mpirun.interface = *interface;
+    }
     if (Status s = comm::CheckMpiNetwork(mpirun); !s.ok()) return {s};
     std::vector<std::string> args = OwnCommandLine();
+    // Hosts that did not come from the command line (a Slurm allocation's nodes) are passed
+    // on to the ranks, which see only mpirun's environment.
+    const bool hosts_given = std::any_of(args.begin(), args.end(), [](const std::string& a) {
+      return a.rfind("--hosts", 0) == 0;  // --hosts, --hosts=..., --hostfile
+    });
+    if (!options.hosts.empty() && !hosts_given) {
+      args.push_back("--hosts");
+      args.push_back(options.hosts);
+    }
     std::vector<char*> argv;
     for (std::string& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);

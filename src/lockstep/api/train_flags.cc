@@ -2,6 +2,7 @@
 
 #include "lockstep/core/config.h"
 #include "lockstep/runtime/setup/hosts.h"
+#include "lockstep/runtime/setup/slurm_env.h"
 
 namespace lockstep::api {
 
@@ -53,6 +54,8 @@ Status FinishTrainFlags(FlagValues* f) {
   }
   // --hosts/--hostfile without --nproc: one worker per slot.
   const bool nproc_given = f->nproc_option != nullptr && f->nproc_option->count() > 0;
+  // Inside a Slurm job: its nodes as hosts, or its tasks as the MPI job's processes.
+  LS_RETURN_IF_ERROR(runtime::ApplySlurmJob(&f->options, nproc_given));
   LS_RETURN_IF_ERROR(runtime::ApplyHostsToNproc(&f->options, nproc_given));
   return Status::Ok();
 }

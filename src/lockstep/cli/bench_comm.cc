@@ -156,8 +156,7 @@ int RunMpi(const BenchCommArgs& args, const std::vector<BenchOp>& ops) {
 
 // One process a host, --workers-per-host worker threads in each (comm/hier/hier_world.h).
 int RunHier(const BenchCommArgs& args, const std::vector<BenchOp>& ops) {
-  const char* size = std::getenv("OMPI_COMM_WORLD_SIZE");
-  const int processes = size != nullptr ? std::max(1, std::atoi(size)) : 1;
+  const int processes = comm::MpiJobProcesses();
   auto world = comm::CreateHierWorld(args.workers_per_host);
   if (!world.ok()) {
     std::fprintf(stderr, "lockstep: error: %s\n", world.status().message().c_str());

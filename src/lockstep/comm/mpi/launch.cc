@@ -1,12 +1,16 @@
 #include "lockstep/comm/mpi/launch.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <ifaddrs.h>
+#include <netdb.h>
 #include <net/if.h>
 #include <signal.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <climits>
@@ -94,9 +98,27 @@ pid_t Spawn(std::vector<char*>& cargv, std::vector<std::string>& env, const int 
 
 }  // namespace
 
+namespace {
+
+int PositiveEnv(const char* name) {
+  const char* v = std::getenv(name);
+  return v != nullptr ? std::max(0, std::atoi(v)) : 0;
+}
+
+}  // namespace
+
 bool InsideMpirun() {
-  const char* size = std::getenv("OMPI_COMM_WORLD_SIZE");
-  return size != nullptr && size[0] != '\0';
+  if (PositiveEnv("OMPI_COMM_WORLD_SIZE") > 0) return true;
+  // srun --mpi=pmix (or pmi2) starts the ranks itself: its step says how many, the PMI
+  // server's variables say MPI can find the others.
+  const bool pmi = std::getenv("PMIX_RANK") != nullptr || std::getenv("PMI_RANK") != nullptr;
+  return std::getenv("SLURM_STEP_ID") != nullptr && pmi && PositiveEnv("SLURM_STEP_NUM_TASKS") > 1;
+}
+
+int MpiJobProcesses() {
+  if (const int n = PositiveEnv("OMPI_COMM_WORLD_SIZE"); n > 0) return n;
+  if (InsideMpirun()) return PositiveEnv("SLURM_STEP_NUM_TASKS");
+  return 1;
 }
 
 MpirunSetup MpirunSetup::FromEnvironment() {
@@ -135,6 +157,65 @@ Status CheckMpiNetwork(const MpirunSetup& setup) {
   if (!interface.empty() && ::if_nametoindex(interface.c_str()) == 0)
     return Status::InvalidArgument("--mpi-if " + interface + ": this machine has no network interface of that name");
   return Status::Ok();
+}
+
+Result<std::string> InterfaceReaching(const std::vector<std::string>& hosts) {
+  struct ifaddrs* all = nullptr;
+  if (getifaddrs(&all) != 0) return Status::IoError(std::string("getifaddrs: ") + std::strerror(errno));
+  std::string chosen, chosen_for;
+  Status result = Status::Ok();
+  for (const std::string& host : hosts) {
+    struct addrinfo hints = {};
+    hints.ai_family = AF_INET;
+    hints.ai_socktype = SOCK_STREAM;
+    struct addrinfo* found = nullptr;
+    if (getaddrinfo(host.c_str(), nullptr, &hints, &found) != 0 || found == nullptr) {
+      result = Status::InvalidArgument("host '" + host +
+                                       "' does not resolve here, so the interface that reaches it is unknown: name "
+                                       "it with --mpi-if IFACE");
+      break;
+    }
+    std::string name, address;
+    bool loopback_only = true;
+    for (struct addrinfo* a = found; a != nullptr && name.empty(); a = a->ai_next) {
+      const in_addr_t ip = reinterpret_cast<const sockaddr_in*>(a->ai_addr)->sin_addr.s_addr;
+      char text[INET_ADDRSTRLEN] = "";
+      inet_ntop(AF_INET, &ip, text, sizeof text);
+      address = text;
+      if ((ntohl(ip) >> 24) == 127) continue;
+      loopback_only = false;
+      for (struct ifaddrs* i = all; i != nullptr; i = i->ifa_next) {
+        if (i->ifa_addr == nullptr || i->ifa_netmask == nullptr || i->ifa_addr->sa_family != AF_INET) continue;
+        if ((i->ifa_flags & IFF_LOOPBACK) != 0 || (i->ifa_flags & IFF_UP) == 0) continue;
+        const in_addr_t mine = reinterpret_cast<const sockaddr_in*>(i->ifa_addr)->sin_addr.s_addr;
+        const in_addr_t mask = reinterpret_cast<const sockaddr_in*>(i->ifa_netmask)->sin_addr.s_addr;
+        if (((mine ^ ip) & mask) == 0) {
+          name = i->ifa_name;
+          break;
+        }
+      }
+    }
+    freeaddrinfo(found);
+    if (loopback_only) continue;
+    if (name.empty()) {
+      result = Status::InvalidArgument("host '" + host + "' (" + address +
+                                       ") is on no subnet of this machine's interfaces: name the interface that "
+                                       "reaches it with --mpi-if IFACE");
+      break;
+    }
+    if (!chosen.empty() && name != chosen) {
+      result = Status::InvalidArgument("hosts '" + chosen_for + "' and '" + host + "' are reached through " + chosen +
+                                       " and " + name + ": name the one interface to use with --mpi-if IFACE");
+      break;
+    }
+    chosen = name;
+    chosen_for = host;
+  }
+  freeifaddrs(all);
+  if (!result.ok()) return result;
+  if (chosen.empty())
+    return Status::InvalidArgument("every host resolves to loopback: name the interface that reaches them with --mpi-if IFACE");
+  return chosen;
 }
 
 std::vector<std::string> MpirunCommandLine(const MpirunSetup& setup, int nproc, int argc, char** argv,
@@ -199,7 +280,7 @@ int RunUnderMpirun(const MpirunSetup& setup, int nproc, int argc, char** argv,
   const bool private_network = UsePrivateNetwork(setup);
   if (!setup.interface.empty())
     std::fprintf(stderr,
-                 "lockstep: MPI job over the hosts of LOCKSTEP_MPIRUN_ARGS: OpenMPI's control and data channels use "
+                 "lockstep: MPI job over several hosts: OpenMPI's control and data channels use "
                  "interface %s only; its listening ports bind every address of each host, so keep the hosts on a "
                  "private network (docs/security.md)\n",
                  setup.interface.c_str());

@@ -6,13 +6,20 @@
 #include <string>
 #include <vector>
 
+#include "lockstep/core/result.h"
 #include "lockstep/core/status.h"
 
 namespace lockstep::comm {
 
-// True when this process was started by OpenMPI's mpirun/orterun (it sets
-// OMPI_COMM_WORLD_SIZE in every rank's environment).
+// True when this process is one rank of an MPI job started for it: by OpenMPI's
+// mpirun/orterun (it sets OMPI_COMM_WORLD_SIZE in every rank's environment), or by Slurm's
+// `srun --mpi=pmix` with more than one task (SLURM_STEP_NUM_TASKS and a PMI server's
+// variables; MPI_Init then finds the other tasks through Slurm).
 bool InsideMpirun();
+
+// The processes of that job, known before MPI starts (OMPI_COMM_WORLD_SIZE, else
+// SLURM_STEP_NUM_TASKS); 1 outside one.
+int MpiJobProcesses();
 
 // How an MPI job is started beyond its rank count, read once and passed explicitly (the
 // launch of `train`, `bench-comm` and `plan` each build one and hand it to the calls below).
@@ -41,6 +48,14 @@ struct MpirunSetup {
 // Several machines: the interface is required and OpenMPI's channels are pinned to it; the
 // job then says so on standard error.
 Status CheckMpiNetwork(const MpirunSetup& setup);
+
+// The network interface of this machine that reaches `hosts` (the one whose IPv4 subnet holds
+// their addresses, as resolved here), for a job whose hosts lockstep knows (--hosts,
+// --hostfile, a Slurm allocation) but whose --mpi-if is not given. Hosts that resolve to
+// loopback only are this machine and say nothing. InvalidArgument (one line) when a host
+// resolves to no subnet of this machine, or the hosts sit behind different interfaces: then
+// --mpi-if must name it.
+Result<std::string> InterfaceReaching(const std::vector<std::string>& hosts);
 
 // Runs
 //   mpirun -np N --oversubscribe [--allow-run-as-root] --bind-to none

@@ -52,8 +52,7 @@ Status RunThreads(const Job& job, const TrainOptions& options) {
 
 // hier: this process is one host; its share of the world's workers run as threads.
 Status RunHierHost(const Job& job, const TrainOptions& options) {
-  const char* size = std::getenv("OMPI_COMM_WORLD_SIZE");
-  const int processes = size != nullptr ? std::max(1, std::atoi(size)) : 1;
+  const int processes = comm::MpiJobProcesses();
   if (options.nproc % processes != 0)
     return Status::InvalidArgument("--nproc " + std::to_string(options.nproc) + " workers do not divide among " +
                                    std::to_string(processes) + " host processes");

@@ -13,6 +13,8 @@
 #include <sstream>
 #include <vector>
 
+#include "lockstep/runtime/setup/slurm_env.h"
+
 namespace lockstep::runtime {
 namespace {
 
@@ -33,6 +35,8 @@ bool IsThisHost(const std::string& host) {
 std::string LaunchAgent(const comm::MpirunSetup& mpirun) {
   if (std::string agent = mpirun.McaParameter("plm_rsh_agent"); !agent.empty()) return agent;
   if (const char* agent = std::getenv("OMPI_MCA_plm_rsh_agent"); agent != nullptr && *agent != '\0') return agent;
+  // Inside a Slurm allocation mpirun starts its daemons with srun (OpenMPI's plm_slurm).
+  if (std::string agent = SlurmProbeAgent(); !agent.empty()) return agent;
   return "ssh";
 }
 

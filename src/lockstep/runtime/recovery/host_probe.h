@@ -12,7 +12,8 @@
 namespace lockstep::runtime {
 
 // The agent mpirun will use: "--mca plm_rsh_agent X" in the job's mpirun arguments, else
-// OMPI_MCA_plm_rsh_agent, else "ssh" (run with BatchMode, so a password prompt is a failure).
+// OMPI_MCA_plm_rsh_agent, else srun inside a Slurm allocation (setup/slurm_env.h), else "ssh"
+// (run with BatchMode, so a password prompt is a failure).
 std::string LaunchAgent(const comm::MpirunSetup& mpirun);
 
 // Ok when `agent host true` exits 0 within timeout_s; otherwise Unavailable with what happened

@@ -125,7 +125,10 @@ Status ApplyHostsToNproc(TrainOptions* o, bool nproc_given) {
   }
   if (!nproc_given && !hosts.empty()) o->nproc = TotalSlots(hosts);
   if (o->backend == "hier") {
-    if (o->workers_per_host == 0) o->workers_per_host = o->nproc;
+    // Under an MPI launcher of P processes (the user's mpirun, srun): nproc / P a process.
+    const int processes = comm::InsideMpirun() ? comm::MpiJobProcesses() : 1;
+    if (o->workers_per_host == 0)
+      o->workers_per_host = o->nproc % processes == 0 ? o->nproc / processes : o->nproc;
     if (o->nproc % o->workers_per_host != 0)
       return Status::InvalidArgument("--nproc " + std::to_string(o->nproc) + " is not a multiple of --workers-per-host " +
                                      std::to_string(o->workers_per_host) + " (every host runs as many)");

@@ -18,6 +18,7 @@
 #include "lockstep/runtime/setup/config_keys.h"
 #include "lockstep/runtime/setup/rank_data.h"
 #include "lockstep/runtime/setup/resume.h"
+#include "lockstep/runtime/setup/slurm_env.h"
 #include "lockstep/tensor/precision.h"
 
 namespace lockstep::runtime {
@@ -168,14 +169,15 @@ Result<RunSetup> SetUpRun(const Job& job, const TrainOptions& options, int world
   // Cores are shared by the workers on this machine only: under mpirun that is the local
   // rank count, not the world size (two 64-core hosts with one rank each get 64 threads).
   // hier: each process runs world / (processes) workers as threads.
+  int process_workers = world;  // the workers of this process
   int local_workers = world;
-  if (const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE")) {
-    local_workers = std::max(1, std::atoi(local));
-    const char* all = std::getenv("OMPI_COMM_WORLD_SIZE");
-    if (options.backend == "hier" && all != nullptr && std::atoi(all) > 0)
-      local_workers *= std::max(1, world / std::atoi(all));
+  if (comm::InsideMpirun()) {
+    process_workers = options.backend == "hier" ? std::max(1, world / comm::MpiJobProcesses()) : 1;
+    local_workers = LocalMpiProcesses() * process_workers;
   }
-  setup.threads_per_worker = t.threads > 0 ? t.threads : std::max(1, static_cast<int>(cores) / local_workers);
+  int threads = std::max(1, static_cast<int>(cores) / local_workers);
+  if (const int slurm = SlurmThreadsPerWorker(process_workers); slurm > 0) threads = slurm;
+  setup.threads_per_worker = t.threads > 0 ? t.threads : threads;
 
   setup.config_name =
       options.config_path.empty() ? "train" : std::filesystem::path(options.config_path).stem().string();
