@@ -13,6 +13,7 @@ PACKAGES=(
   libopenmpi-dev openmpi-bin
   fortunes dataset-fashion-mnist
   python3 iproute2
+  slurmctld slurmd slurm-client munge  # a real Slurm on the emulated cluster (tests/scripts/slurm_test.sh)
   chromium  # the `lockstep report` browser test renders a report headless (tests/cli/report_test.cc)
 )
 
