@@ -2,6 +2,9 @@
 // and signal forwarding.
 #include <gtest/gtest.h>
 
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <net/if.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -117,6 +120,58 @@ TEST(MpiLaunch, InsideMpirunFollowsOpenMpisEnvironment) {
   unsetenv("OMPI_COMM_WORLD_SIZE");
   EXPECT_FALSE(InsideMpirun());
   if (was != nullptr) setenv("OMPI_COMM_WORLD_SIZE", saved.c_str(), 1);
+}
+
+// srun --mpi=pmix starts the ranks itself: a step of several tasks with a PMI server is an MPI
+// job of that many processes; a single task, or tasks without PMI, are not.
+TEST(MpiLaunch, InsideAnSrunStepWithPmix) {
+  if (std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr || std::getenv("SLURM_STEP_ID") != nullptr) return;
+  EXPECT_EQ(MpiJobProcesses(), 1);
+  setenv("SLURM_STEP_ID", "0", 1);
+  setenv("SLURM_STEP_NUM_TASKS", "4", 1);
+  EXPECT_FALSE(InsideMpirun());  // no PMI: the tasks cannot find each other
+  setenv("PMIX_RANK", "2", 1);
+  EXPECT_TRUE(InsideMpirun());
+  EXPECT_EQ(MpiJobProcesses(), 4);
+  setenv("SLURM_STEP_NUM_TASKS", "1", 1);
+  EXPECT_FALSE(InsideMpirun());
+  EXPECT_EQ(MpiJobProcesses(), 1);
+  for (const char* v : {"SLURM_STEP_ID", "SLURM_STEP_NUM_TASKS", "PMIX_RANK"}) unsetenv(v);
+}
+
+// --mpi-if derived from the hosts: the interface whose subnet holds their address.
+TEST(MpiLaunch, InterfaceReachingTheHosts) {
+  Result<std::string> loopback = InterfaceReaching({"127.0.0.1", "localhost"});
+  ASSERT_FALSE(loopback.ok());
+  EXPECT_NE(loopback.status().message().find("every host resolves to loopback"), std::string::npos);
+  Result<std::string> unknown = InterfaceReaching({"no-such-host.invalid"});
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_NE(unknown.status().message().find("'no-such-host.invalid' does not resolve here"), std::string::npos);
+  // Off every subnet of this machine (TEST-NET-3 is never assigned).
+  Result<std::string> away = InterfaceReaching({"203.0.113.9"});
+  ASSERT_FALSE(away.ok());
+  EXPECT_NE(away.status().message().find("is on no subnet"), std::string::npos);
+  // A neighbour on the subnet of this machine's first IPv4 interface other than loopback.
+  struct ifaddrs* all = nullptr;
+  ASSERT_EQ(getifaddrs(&all), 0);
+  std::string name, neighbour;
+  for (struct ifaddrs* i = all; i != nullptr && name.empty(); i = i->ifa_next) {
+    if (i->ifa_addr == nullptr || i->ifa_netmask == nullptr || i->ifa_addr->sa_family != AF_INET) continue;
+    if ((i->ifa_flags & IFF_LOOPBACK) != 0 || (i->ifa_flags & IFF_UP) == 0) continue;
+    const uint32_t ip = ntohl(reinterpret_cast<const sockaddr_in*>(i->ifa_addr)->sin_addr.s_addr);
+    const uint32_t mask = ntohl(reinterpret_cast<const sockaddr_in*>(i->ifa_netmask)->sin_addr.s_addr);
+    if (mask == 0xffffffffu) continue;
+    in_addr other{htonl((ip & mask) | ((ip + 1) & ~mask))};
+    char text[INET_ADDRSTRLEN];
+    inet_ntop(AF_INET, &other, text, sizeof text);
+    name = i->ifa_name;
+    neighbour = text;
+  }
+  freeifaddrs(all);
+  if (name.empty()) GTEST_SKIP() << "no IPv4 interface but loopback";
+  Result<std::string> found = InterfaceReaching({"localhost", neighbour});
+  ASSERT_TRUE(found.ok()) << found.status().message();
+  EXPECT_EQ(*found, name) << neighbour;
 }
 
 // Under mpirun every rank sees itself inside it (the relaunch would recurse otherwise), and a
