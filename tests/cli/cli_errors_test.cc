@@ -100,6 +100,18 @@ TEST(BenchComm, SmallSweepPassesAndBadOpIsUsageError) {
   EXPECT_EQ(RunLockstep({"bench-comm", "--min-bytes", "1M", "--max-bytes", "1K"}).exit_code, 2);
 }
 
+// bench-comm --hosts: checked as train checks its hosts, one line each, before any launch
+// (the run across hosts itself: tests/scripts/slurm_test.sh).
+TEST(BenchComm, BadHostsAreOneLine) {
+  ExpectUsageError(RunLockstep({"bench-comm", "--hosts", "a:2,b:3"}),
+                   "--hosts a:2,b:3: every host needs the same number of workers with one process a host");
+  ExpectUsageError(RunLockstep({"bench-comm", "--hosts", "a:2,b:2", "--nproc", "6"}),
+                   "--nproc 6 is more than the 4 slots of --hosts a:2,b:2");
+  ExpectUsageError(RunLockstep({"bench-comm", "--hosts", "a:2,a:2"}), "host 'a' is listed twice");
+  ExpectUsageError(RunLockstep({"bench-comm", "--hosts", "no-such-host.invalid:2"}),
+                   "host 'no-such-host.invalid' does not resolve here");
+}
+
 // --inject-fault specs are checked before anything runs: malformed, unknown kind, a rank
 // outside the world, a step outside the run.
 TEST(CliErrors, BadFaultSpecs) {

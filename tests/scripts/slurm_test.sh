@@ -65,6 +65,12 @@ check "srun --mpi=pmix, 2 nodes x 2 workers: exit 0" test $? -eq 0
 check "srun: 4 workers, backend hier" grep -q "on 4 worker(s), backend hier" "$work/srun.log"
 check "srun: the 1-worker hash" test "$(hash_of "$work/srun.log")" = "$want"
 
+# bench-comm across the allocation's nodes (mpirun through Slurm, --mpi-if found on their subnet).
+out=$("$S" run timeout 120 salloc -N2 --ntasks-per-node=2 "$BIN" bench-comm --hosts "${H}0:2,${H}1:2" \
+  --min-bytes 1K --max-bytes 1M 2>&1)
+check "bench-comm --hosts: 4 ranks, backend hier" grep -q "allreduce, backend hier, 4 ranks" <<<"$out"
+check "  every value right" grep -q "Out of bounds values : 0 OK" <<<"$out"
+
 # Bad input: one line, exit 2.
 out=$("$S" run timeout 60 srun -N2 -n2 -D "$SRC" "$BIN" train "${flags[@]}" --out "$work/nompi" 2>&1)
 check "srun without an MPI plugin: refused, naming --mpi=pmix" grep -q "start them with srun --mpi=pmix" <<<"$out"

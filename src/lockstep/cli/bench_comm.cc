@@ -1,6 +1,10 @@
 #include "lockstep/cli/bench_comm.h"
 
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <cstdlib>
 #include <map>
 #include <sstream>
@@ -15,6 +19,7 @@
 #include "lockstep/comm/mpi/launch.h"
 #include "lockstep/comm/mpi/mpi_communicator.h"
 #include "lockstep/comm/threads/threads_world.h"
+#include "lockstep/runtime/setup/hosts.h"
 
 namespace lockstep::cli {
 namespace {
@@ -182,22 +187,51 @@ int RunHier(const BenchCommArgs& args, const std::vector<BenchOp>& ops) {
   return wrong[0] == 0 ? 0 : 1;
 }
 
-}  // namespace
+// --hosts: the backend, the world and the hostfile mpirun gets (what `train` does with its
+// hosts, setup/hosts.h). Ranks started by mpirun resolve the same flags to the same world.
+Status ApplyHosts(BenchCommArgs* args, comm::MpirunSetup* mpirun, std::string* hostfile) {
+  LS_ASSIGN_OR_RETURN(std::vector<runtime::Host> hosts, runtime::ParseHosts(args->hosts));
+  if (args->backend == "threads") args->backend = "hier";
+  const int slots = runtime::TotalSlots(hosts);
+  if (!args->nproc_given) args->nproc = slots;
+  if (args->nproc > slots)
+    return Status::InvalidArgument("--nproc " + std::to_string(args->nproc) + " is more than the " +
+                                   std::to_string(slots) + " slots of --hosts " + args->hosts);
+  if (args->backend == "hier") {
+    for (const runtime::Host& h : hosts)
+      if (h.slots != hosts.front().slots)
+        return Status::InvalidArgument("--hosts " + args->hosts +
+                                       ": every host needs the same number of workers with one process a host "
+                                       "(--backend mpi takes unequal hosts)");
+    args->workers_per_host = hosts.front().slots;
+  }
+  if (comm::InsideMpirun()) return Status::Ok();
+  // A hostfile of its own for this launch (mpirun numbers ranks in its order).
+  char path[] = "/tmp/lockstep-bench-hosts.XXXXXX";
+  const int fd = mkstemp(path);
+  if (fd < 0) return Status::IoError(std::string("cannot create a hostfile in /tmp: ") + std::strerror(errno));
+  std::string text;
+  for (const runtime::Host& h : hosts) {
+    text += h.name;
+    text += " slots=" + std::to_string(args->backend == "hier" ? 1 : h.slots) + "\n";
+  }
+  const bool written = write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+  close(fd);
+  *hostfile = path;  // removed once mpirun is done
+  if (!written) return Status::IoError(std::string("cannot write ") + path);
+  mpirun->args.insert(mpirun->args.end(), {"--hostfile", path});
+  mpirun->interface = args->mpi_interface;
+  if (mpirun->interface.empty()) {
+    std::vector<std::string> names;
+    for (const runtime::Host& h : hosts) names.push_back(h.name);
+    LS_ASSIGN_OR_RETURN(mpirun->interface, comm::InterfaceReaching(names));
+  }
+  return comm::CheckMpiNetwork(*mpirun);
+}
 
-int RunBenchComm(const BenchCommArgs& args, int argc, char** argv) {
-  std::vector<BenchOp> ops;
-  if (!ParseOps(args.op, &ops)) {
-    std::fprintf(stderr,
-                 "lockstep: error: --op: expected allreduce, reduce_scatter, all_gather, "
-                 "broadcast or all, got '%s'\n",
-                 args.op.c_str());
-    return 2;
-  }
-  if (args.backend != "threads" && args.backend != "mpi" && args.backend != "hier") {
-    std::fprintf(stderr, "lockstep: error: --backend: expected threads, mpi or hier, got '%s'\n",
-                 args.backend.c_str());
-    return 2;
-  }
+// The benchmark with its hosts resolved: checks, then this process's part (or mpirun's launch).
+int Run(const BenchCommArgs& args, const std::vector<BenchOp>& ops, const comm::MpirunSetup& mpirun, int argc,
+        char** argv) {
   if (args.backend == "hier" && (args.workers_per_host < 1 || args.nproc % args.workers_per_host != 0)) {
     std::fprintf(stderr, "lockstep: error: --backend hier: --nproc %d is not a multiple of --workers-per-host %d\n",
                  args.nproc, args.workers_per_host);
@@ -214,17 +248,47 @@ int RunBenchComm(const BenchCommArgs& args, int argc, char** argv) {
     return RunBaselineJob(args);
   }
   if (args.backend == "mpi") {
-    if (!comm::InsideMpirun())
-      return comm::RelaunchUnderMpirun(comm::MpirunSetup::FromEnvironment(), args.nproc, argc, argv, {});
+    if (!comm::InsideMpirun()) return comm::RelaunchUnderMpirun(mpirun, args.nproc, argc, argv, {});
     return RunMpi(args, ops);
   }
   if (args.backend == "hier") {
     if (!comm::InsideMpirun())
-      return comm::RelaunchUnderMpirun(comm::MpirunSetup::FromEnvironment(), args.nproc / args.workers_per_host, argc,
-                                       argv, {});
+      return comm::RelaunchUnderMpirun(mpirun, args.nproc / args.workers_per_host, argc, argv, {});
     return RunHier(args, ops);
   }
   return RunThreads(args, ops, argc, argv);
+}
+
+}  // namespace
+
+int RunBenchComm(const BenchCommArgs& given, int argc, char** argv) {
+  std::vector<BenchOp> ops;
+  if (!ParseOps(given.op, &ops)) {
+    std::fprintf(stderr,
+                 "lockstep: error: --op: expected allreduce, reduce_scatter, all_gather, "
+                 "broadcast or all, got '%s'\n",
+                 given.op.c_str());
+    return 2;
+  }
+  if (given.backend != "threads" && given.backend != "mpi" && given.backend != "hier") {
+    std::fprintf(stderr, "lockstep: error: --backend: expected threads, mpi or hier, got '%s'\n",
+                 given.backend.c_str());
+    return 2;
+  }
+  BenchCommArgs args = given;
+  comm::MpirunSetup mpirun = comm::MpirunSetup::FromEnvironment();
+  std::string hostfile;
+  if (!args.hosts.empty()) {
+    Status s = ApplyHosts(&args, &mpirun, &hostfile);
+    if (!s.ok()) {
+      if (!hostfile.empty()) unlink(hostfile.c_str());
+      std::fprintf(stderr, "lockstep: error: %s\n", s.message().c_str());
+      return 2;
+    }
+  }
+  const int code = Run(args, ops, mpirun, argc, argv);
+  if (!hostfile.empty()) unlink(hostfile.c_str());
+  return code;
 }
 
 }  // namespace lockstep::cli

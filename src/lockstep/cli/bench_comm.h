@@ -23,10 +23,16 @@ struct BenchCommArgs {
   int64_t max_bytes = 64 << 20;
   bool json = false;  // one JSON object per size line instead of the table
   int iters = 0;      // timed iterations per size; 0: chosen by size (1000 down to 5)
+  // --hosts H:N,...: across these hosts (mpirun with a hostfile of them); the backend is hier
+  // (one process a host, N workers each) unless --backend mpi (N processes a host). --nproc
+  // defaults to every slot. --mpi-if: the interface (default: the one on the hosts' subnet).
+  std::string hosts;
+  std::string mpi_interface;
+  bool nproc_given = false;
 };
 
 // Runs the benchmark; returns the exit status (0, 1 on a wrong value or failed collective,
-// 2 on bad arguments). argc/argv are main's, unchanged: with --backend mpi outside mpirun
+// 2 on bad arguments, one line). argc/argv are main's, unchanged: with --backend mpi outside mpirun
 // the program re-executes itself under `mpirun -np nproc` with them.
 int RunBenchComm(const BenchCommArgs& args, int argc, char** argv);
 

@@ -69,7 +69,9 @@ int Main(int argc, char** argv) {
   b->add_option("--backend", bench.backend, "threads, mpi or hier")->check(CLI::IsMember({"threads", "mpi", "hier"}));
   b->add_option("--workers-per-host", bench.workers_per_host, "hier: worker threads in each host process")
       ->check(CLI::Range(1, 4096));
-  b->add_option("--nproc", bench.nproc, "number of ranks")->check(CLI::Range(1, 4096));
+  CLI::Option* bench_nproc = b->add_option("--nproc", bench.nproc, "number of ranks")->check(CLI::Range(1, 4096));
+  b->add_option("--hosts", bench.hosts, "across these hosts: H:N,... (N workers a host; hier unless --backend mpi)");
+  b->add_option("--mpi-if", bench.mpi_interface, "with --hosts: the interface between them (default: on their subnet)");
   b->add_option("--op", bench.op, "allreduce|reduce_scatter|all_gather|broadcast|all");
   b->add_option("--min-bytes", min_bytes, "smallest message (K/M/G suffixes)");
   b->add_option("--max-bytes", max_bytes, "largest message (K/M/G suffixes)");
@@ -136,6 +138,7 @@ int Main(int argc, char** argv) {
       std::fprintf(stderr, "lockstep: error: --min-bytes must not exceed --max-bytes\n");
       return 2;
     }
+    bench.nproc_given = bench_nproc->count() > 0;
     return RunBenchComm(bench, argc, argv);
   }
   if (plan.app->parsed()) return RunPlanCommand(plan, argc, argv);
