@@ -11,17 +11,7 @@ export LOCKSTEP_CLUSTER_NAME=lstest$$
 export LOCKSTEP_CLUSTER_SUBNET=10.215.0
 export LOCKSTEP_CLUSTER_DIR=$(mktemp -d)/cluster
 H=$LOCKSTEP_CLUSTER_NAME-h
-failures=0
-check() {  # check "what" command...
-  local what=$1
-  shift
-  if "$@"; then echo "ok    $what"; else echo "FAIL  $what"; failures=$((failures + 1)); fi
-}
-missing() {
-  if [ "${LOCKSTEP_CI:-}" = 1 ]; then echo "FAIL  LOCKSTEP_CI=1 and this test needs $1"; exit 1; fi
-  echo "skip: needs $1"
-  exit 0
-}
+. "$SRC/tests/scripts/checks.sh"
 [ "$(id -u)" -eq 0 ] || missing "root"
 ip netns add "${H}probe" 2>/dev/null || missing "network namespaces (ip netns add)"
 ip netns del "${H}probe"

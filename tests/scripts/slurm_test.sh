@@ -18,17 +18,7 @@ export LOCKSTEP_SLURM_DIR=/var/tmp/$LOCKSTEP_CLUSTER_NAME-slurm
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 S=$SRC/scripts/slurm-cluster.sh
 H=$LOCKSTEP_CLUSTER_NAME-h
-failures=0
-check() {  # check "what" command...
-  local what=$1
-  shift
-  if "$@"; then echo "ok    $what"; else echo "FAIL  $what"; failures=$((failures + 1)); fi
-}
-missing() {
-  if [ "${LOCKSTEP_CI:-}" = 1 ]; then echo "FAIL  LOCKSTEP_CI=1 and this test needs $1"; exit 1; fi
-  echo "skip: needs $1"
-  exit 0
-}
+. "$SRC/tests/scripts/checks.sh"
 [ "$(id -u)" -eq 0 ] || missing "root"
 for tool in slurmctld slurmd srun munged; do command -v $tool >/dev/null || missing "$tool (scripts/setup.sh installs Slurm)"; done
 ip netns add "${H}probe" 2>/dev/null || missing "network namespaces (ip netns add)"

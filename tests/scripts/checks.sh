@@ -1,0 +1,14 @@
+# Sourced by the shell tests here: `check "what" command...` prints ok/FAIL and counts failures
+# in $failures; `missing "what"` skips the test, or fails it under LOCKSTEP_CI=1, where every
+# prerequisite must be there (tests/test_env.h does the same for the C++ tests).
+failures=0
+check() {
+  local what=$1
+  shift
+  if "$@"; then echo "ok    $what"; else echo "FAIL  $what"; failures=$((failures + 1)); fi
+}
+missing() {
+  if [ "${LOCKSTEP_CI:-}" = 1 ]; then echo "FAIL  LOCKSTEP_CI=1 and this test needs $1"; exit 1; fi
+  echo "skip: needs $1"
+  exit 0
+}
