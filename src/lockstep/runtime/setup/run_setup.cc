@@ -38,8 +38,9 @@ Status MakeDirs(const std::string& dir) {
   return Status::Ok();
 }
 
-// train.grad_compression = "powersgd" and train.sync = "diloco" against the layout: both run on
-// whole replicas of pure data parallelism for now (tp = pp = 1, no ZeRO), one at a time. Keys
+// train.grad_compression = "powersgd" and train.sync = "diloco" against the layout, one at a
+// time: PowerSGD on whole replicas of pure data parallelism (tp = pp = 1, no ZeRO), DiLoCo on
+// replicas that may be tensor-parallel inside (no pp, no ZeRO). Keys
 // of the option not chosen warn that they are ignored.
 Status CheckCommunication(RunSetup& setup, const TrainOptions& options, const ModelShape& shape) {
   const TrainSection& t = setup.run.train;
@@ -58,7 +59,14 @@ Status CheckCommunication(RunSetup& setup, const TrainOptions& options, const Mo
   if (t.diloco() && t.powersgd())
     return Status::InvalidArgument("train.sync = \"diloco\" and train.grad_compression = \"powersgd\" do not combine "
                                    "(DiLoCo sends no gradients); choose one");
-  if (d.tp > 1 || d.pp > 1 || options.zero > 0)
+  // DiLoCo's replicas are the dp groups and may be tensor-parallel inside (each tp rank keeps
+  // the anchor of its own shard). Pipelines and ZeRO inside a replica are not built; PowerSGD
+  // compresses whole gradient matrices, so it needs them unsplit.
+  if (t.diloco() && (d.pp > 1 || options.zero > 0))
+    return Status::InvalidArgument(what + " runs on data-parallel replicas that may be tensor-parallel inside "
+                                   "(--layout dp=N,tp=T), not pipelined or ZeRO-sharded, got " + d.ToString() +
+                                   " --zero " + std::to_string(options.zero));
+  if (t.powersgd() && (d.tp > 1 || d.pp > 1 || options.zero > 0))
     return Status::InvalidArgument(what + " runs on whole data-parallel replicas for now: --layout dp=N (tp=1, pp=1) "
                                    "and --zero 0, got " + d.ToString() + " --zero " + std::to_string(options.zero));
   if (t.diloco()) {

@@ -288,6 +288,18 @@ optim::ExactSquareSum Trainer::GradSquares() {
   return sum;
 }
 
+// DiLoCo: the square sum of this replica's gradient, summed over its tensor-parallel ranks
+// (each counts the elements it alone holds) by exact integer addition: the same bits on all of
+// them. Without tp, this rank's own.
+Result<optim::ExactSquareSum> Trainer::ReplicaSquares(const optim::ExactSquareSum& mine) {
+  if (!replicas_differ() || dims().tp == 1) return mine;
+  std::array<int64_t, optim::ExactSquareSum::kWords> words{}, sum{};
+  mine.ToWords(words.data());
+  LS_RETURN_IF_ERROR(
+      mesh_.tp->Allreduce(words.data(), sum.data(), words.size(), comm::DType::kI64, comm::ReduceOp::kSum)->Wait());
+  return optim::ExactSquareSum::FromWords(sum.data());
+}
+
 Status Trainer::OuterStep(int64_t step) {
   const bool last = step + 1 == setup_.total_steps;
   LS_ASSIGN_OR_RETURN(const int synced, Traced("diloco outer step", "comm", [&] {
@@ -336,7 +348,8 @@ Status Trainer::TrainStep(int64_t step) {
   double grad_norm = optim::NormOf(optim::ExactSquareSum::FromWords(gathered.norm_words.data()));
   // DiLoCo: each replica clips by its own gradient's norm; the row reports the root mean
   // square of the replicas' norms.
-  const double clip_norm = replicas_differ() ? optim::NormOf(squares) : grad_norm;
+  LS_ASSIGN_OR_RETURN(const optim::ExactSquareSum replica_squares, ReplicaSquares(squares));
+  const double clip_norm = replicas_differ() ? optim::NormOf(replica_squares) : grad_norm;
   if (replicas_differ()) grad_norm /= std::sqrt(static_cast<double>(dims().dp));
   if (!std::isfinite(grad_norm) || !std::isfinite(gathered.loss))
     return HandleNonFinite(step, gathered.loss, grad_norm);

@@ -92,6 +92,7 @@ class Trainer {
   Status SumContributions(const float* shard_losses, double* loss);
   Status SyncContributions(parallel::SyncTimes* sync);
   Status AllreduceGrads(float* grads, int64_t n);
+  Result<optim::ExactSquareSum> ReplicaSquares(const optim::ExactSquareSum& mine);
   // train.precision = bf16: rounds the weights into bf16_weights_ (after set-up and after each
   // update, the fixed points where they change), when the products run on bf16 kernels and
   // the rank holds a flat parameter buffer (ZeRO-3 rounds each gathered layer per product,
