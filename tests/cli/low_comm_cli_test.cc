@@ -29,6 +29,8 @@ int64_t TotalCommBytes(const std::string& dir) {
   return total;
 }
 
+void ExpectBadSetting(const std::vector<std::string>& extra, const std::string& needle);
+
 std::string ResumeFrom(const std::string& run, int step, int steps, std::vector<std::string> extra) {
   const std::string dir = MakeTempDir("lowcomm-resumed");
   char name[32];
@@ -112,6 +114,40 @@ TEST(Diloco, TensorParallelReplicasMatchWholeReplicasAndResumeAcrossLayouts) {
   // Step 4 is inside the second window: tp=2 -> whole replicas, and whole -> tp=2.
   EXPECT_EQ(DoneHash(ResumeFrom(split, 4, 8, with({"--nproc", "2"}))), DoneHash(whole));
   EXPECT_EQ(DoneHash(ResumeFrom(whole, 4, 8, with({"--nproc", "4", "--layout", "tp=2,dp=2"}))), DoneHash(whole));
+}
+
+// Elastic DiLoCo: a worker lost for good, the run goes on with the replicas of the largest world
+// left (3 workers cannot split det_shards = 8: 2), each from its own state in the newest
+// checkpoint: the weights of a run resumed from that checkpoint by hand on 2 workers. Growing
+// is refused (a new replica would have no inner state).
+TEST(Diloco, ElasticRunShrinksToTheReplicasLeftAsAResumeWouldAndDoesNotGrow) {
+  const std::vector<std::string> diloco = {"--deterministic", "--set", "train.sync=diloco", "--set",
+                                           "train.diloco_inner_steps=3", "--set", "checkpoint.async=false"};
+  std::vector<std::string> lost = diloco;
+  lost.insert(lost.end(), {"--nproc", "4", "--max-restarts", "4", "--min-nproc", "2", "--inject-fault",
+                           "kill:rank=3:step=10:permanent"});
+  const std::string dir = MakeTempDir("lowcomm-diloco-elastic");
+  CommandResult r = RunLockstep(TinyTrainArgs(dir, 12, 4, lost));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::vector<nlohmann::json> changed;
+  for (const std::string& l : ReadLines(dir + "/metrics.jsonl")) {
+    auto j = nlohmann::json::parse(l);
+    if (j.value("event", "") == "world_changed") changed.push_back(j);
+  }
+  ASSERT_EQ(changed.size(), 1u) << r.err;
+  EXPECT_EQ(changed[0]["to"], 2);
+  ASSERT_EQ(DoneHash(dir).size(), 16u) << r.err;
+  const int step = changed[0]["step"];
+  EXPECT_NE(r.err.find("DiLoCo goes on from step " + std::to_string(step) + " with the replicas of a 2-worker world"),
+            std::string::npos)
+      << r.err;
+  std::vector<std::string> two = diloco;
+  two.insert(two.end(), {"--nproc", "2"});
+  EXPECT_EQ(DoneHash(ResumeFrom(dir, step, 12, two)), DoneHash(dir));
+
+  std::vector<std::string> grow = diloco;
+  grow.insert(grow.end(), {"--nproc", "2", "--max-restarts", "1", "--min-nproc", "2", "--max-nproc", "4"});
+  ExpectBadSetting(grow, "a DiLoCo run (train.sync = \"diloco\") shrinks to the replicas left but does not grow");
 }
 
 TEST(PowerSgd, DeterministicWeightsDoNotDependOnTheWorldSizeAndResumeAcrossIt) {

@@ -24,6 +24,11 @@ Result<ElasticRecovery> ElasticRecovery::Create(const TrainOptions& options, con
                                    std::to_string(options.nproc));
   e.max_nproc_ = options.max_nproc;
   LS_ASSIGN_OR_RETURN(ElasticWorlds planner, ElasticWorlds::Create(options, job));
+  // DiLoCo: a world that shrinks keeps replicas 0..dp-1 with their own parameters and inner
+  // optimizer state; a replica that joins would have none (only the outer anchor is shared).
+  if (options.max_nproc > 0 && planner.diloco())
+    return Status::InvalidArgument("--max-nproc: a DiLoCo run (train.sync = \"diloco\") shrinks to the replicas "
+                                   "left but does not grow: a new replica would have no inner state");
   e.planner_.emplace(std::move(planner));
   LS_ASSIGN_OR_RETURN(std::vector<Host> hosts, HostsOf(options));
   for (const Host& h : hosts) e.hosts_.push_back({h, 0});

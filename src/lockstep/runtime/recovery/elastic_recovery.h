@@ -49,6 +49,7 @@ class ElasticRecovery {
   // back (never at the run's last step: that attempt is finishing).
   std::optional<WorldChange> GrowAtCheckpoint(int64_t step);
   bool may_grow() const { return max_nproc_ > current_.nproc; }
+  bool diloco() const { return planner_->diloco(); }
 
   // Why losing one worker would end the run although --min-nproc is below --nproc ("" when a
   // smaller world exists), said up front.

@@ -168,11 +168,18 @@ bool FaultFor(const TrainOptions& options, int attempt, int nproc) {
   return f.ok() && f->permanent && f->rank < nproc;
 }
 
-void LogWorldChange(const std::string& out_dir, const std::string& root, const WorldChange& c, bool deterministic) {
+void LogWorldChange(const std::string& out_dir, const std::string& root, const WorldChange& c, bool deterministic,
+                    bool diloco) {
   const int64_t step = LatestStep(root);
   std::fprintf(stderr, "lockstep: supervisor: world %d -> %d workers from step %lld: %s\n", c.from, c.to,
                static_cast<long long>(step), c.reason.c_str());
-  if (!deterministic)
+  if (diloco)
+    std::fprintf(stderr,
+                 "lockstep: supervisor: DiLoCo goes on from step %lld with the replicas of a %d-worker world, each "
+                 "from its own state in that checkpoint; the others' inner steps since their last synchronisation "
+                 "are dropped\n",
+                 static_cast<long long>(step), c.to);
+  else if (!deterministic)
     std::fprintf(stderr,
                  "lockstep: supervisor: without --deterministic the numbers from step %lld on follow a %d-worker "
                  "run (the same global batch, summed in another order)\n",
@@ -260,7 +267,7 @@ Status RunSupervised(const TrainOptions& options, const Job& job) {
     }
     if (grow) {
       StopGroup(pid, false);
-      LogWorldChange(out_dir, root, *grow, options.deterministic);
+      LogWorldChange(out_dir, root, *grow, options.deterministic, elastic->diloco());
       continue;
     }
     if (reaped && WIFEXITED(status) && WEXITSTATUS(status) == 0) {
@@ -293,7 +300,7 @@ Status RunSupervised(const TrainOptions& options, const Job& job) {
                  options.max_restarts, from.c_str());
     if (Result<MetricsLog> log = MetricsLog::Open(out_dir + "/metrics.jsonl", true); log.ok())
       (void)log->Write({{"event", "restart"}, {"attempt", failures}, {"cause", cause}});
-    if (change) LogWorldChange(out_dir, root, *change, options.deterministic);
+    if (change) LogWorldChange(out_dir, root, *change, options.deterministic, elastic->diloco());
   }
   return Status::Aborted("training failed " + std::to_string(options.max_restarts + 1) +
                          " times; giving up (last: " + last_cause + ")");

@@ -40,6 +40,8 @@ class ElasticWorlds {
   std::string Refusal(int nproc) const;
 
   int64_t total_steps() const { return total_steps_; }
+  // train.sync = "diloco": the dp groups are replicas with state of their own.
+  bool diloco() const { return run_.train.diloco(); }
 
  private:
   TrainOptions options_;
