@@ -96,21 +96,26 @@ TEST(Diloco, StreamingFragmentsResumeExactlyInDeterministicMode) {
   EXPECT_EQ(DoneHash(TrainTiny("lowcomm-stream-hier", 8, 2, hier)), DoneHash(full));
 }
 
-// Replicas split by tensor parallelism: each tp rank keeps the anchor and momentum of its
-// shard, and a replica clips by its whole gradient's norm (summed over its tp ranks). In
-// deterministic mode that is the same trajectory as whole replicas, and a checkpoint taken
-// mid-window resumes in the other layout.
-TEST(Diloco, TensorParallelReplicasMatchWholeReplicasAndResumeAcrossLayouts) {
+// Replicas split by tensor and pipeline parallelism: each rank keeps the anchor and momentum
+// of its shard, and a replica clips by its whole gradient's norm (summed over its tp and pp
+// ranks). In deterministic mode that is the trajectory of whole replicas, and a checkpoint
+// taken mid-window resumes in another layout.
+TEST(Diloco, ModelParallelReplicasMatchWholeReplicasAndResumeAcrossLayouts) {
   const std::vector<std::string> diloco = {"--deterministic", "--set", "train.sync=diloco", "--set",
-                                           "train.diloco_inner_steps=3"};
+                                           "train.diloco_inner_steps=3", "--set", "model.layers=2"};
   auto with = [&](std::vector<std::string> more) {
     more.insert(more.end(), diloco.begin(), diloco.end());
     return more;
   };
   const std::string whole = TrainTiny("lowcomm-diloco-dp2", 8, 2, with({"--nproc", "2"}));
-  const std::string split = TrainTiny("lowcomm-diloco-tp2", 8, 2, with({"--nproc", "4", "--layout", "tp=2,dp=2"}));
   ASSERT_EQ(DoneHash(whole).size(), 16u);
+  const std::string split = TrainTiny("lowcomm-diloco-tp2", 8, 2, with({"--nproc", "4", "--layout", "tp=2,dp=2"}));
   EXPECT_EQ(DoneHash(split), DoneHash(whole));
+  EXPECT_EQ(DoneHash(TrainTiny("lowcomm-diloco-pp2", 8, 2, with({"--nproc", "4", "--layout", "pp=2,dp=2"}))),
+            DoneHash(whole));
+  EXPECT_EQ(
+      DoneHash(TrainTiny("lowcomm-diloco-tp2pp2", 8, 2, with({"--nproc", "8", "--layout", "tp=2,pp=2,dp=2"}))),
+      DoneHash(whole));
   // Step 4 is inside the second window: tp=2 -> whole replicas, and whole -> tp=2.
   EXPECT_EQ(DoneHash(ResumeFrom(split, 4, 8, with({"--nproc", "2"}))), DoneHash(whole));
   EXPECT_EQ(DoneHash(ResumeFrom(whole, 4, 8, with({"--nproc", "4", "--layout", "tp=2,dp=2"}))), DoneHash(whole));
@@ -195,9 +200,7 @@ TEST(LowCommunication, BadSettingsAreOneLineAndExitTwo) {
   ExpectBadSetting({"--set", "train.sync=diloco", "--set", "train.diloco_inner_steps=0"}, "diloco_inner_steps");
   ExpectBadSetting({"--set", "train.sync=diloco", "--set", "train.diloco_fragments=3"},
                    "more than the model's 1 blocks");
-  ExpectBadSetting({"--nproc", "2", "--zero", "1", "--set", "train.sync=diloco"}, "not pipelined or ZeRO-sharded");
-  ExpectBadSetting({"--nproc", "4", "--layout", "pp=2,dp=2", "--set", "train.sync=diloco", "--set", "model.layers=2"},
-                   "not pipelined or ZeRO-sharded");
+  ExpectBadSetting({"--nproc", "2", "--zero", "1", "--set", "train.sync=diloco"}, "not ZeRO-sharded");
   ExpectBadSetting({"--nproc", "2", "--layout", "tp=2", "--set", "train.grad_compression=powersgd"},
                    "whole data-parallel replicas");
   ExpectBadSetting({"--set", "train.sync=sometimes"}, "train.sync");

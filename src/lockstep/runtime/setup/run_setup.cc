@@ -40,7 +40,7 @@ Status MakeDirs(const std::string& dir) {
 
 // train.grad_compression = "powersgd" and train.sync = "diloco" against the layout, one at a
 // time: PowerSGD on whole replicas of pure data parallelism (tp = pp = 1, no ZeRO), DiLoCo on
-// replicas that may be tensor-parallel inside (no pp, no ZeRO). Keys
+// replicas that may be tensor- and pipeline-parallel inside (no ZeRO). Keys
 // of the option not chosen warn that they are ignored.
 Status CheckCommunication(RunSetup& setup, const TrainOptions& options, const ModelShape& shape) {
   const TrainSection& t = setup.run.train;
@@ -59,13 +59,14 @@ Status CheckCommunication(RunSetup& setup, const TrainOptions& options, const Mo
   if (t.diloco() && t.powersgd())
     return Status::InvalidArgument("train.sync = \"diloco\" and train.grad_compression = \"powersgd\" do not combine "
                                    "(DiLoCo sends no gradients); choose one");
-  // DiLoCo's replicas are the dp groups and may be tensor-parallel inside (each tp rank keeps
-  // the anchor of its own shard). Pipelines and ZeRO inside a replica are not built; PowerSGD
-  // compresses whole gradient matrices, so it needs them unsplit.
-  if (t.diloco() && (d.pp > 1 || options.zero > 0))
-    return Status::InvalidArgument(what + " runs on data-parallel replicas that may be tensor-parallel inside "
-                                   "(--layout dp=N,tp=T), not pipelined or ZeRO-sharded, got " + d.ToString() +
-                                   " --zero " + std::to_string(options.zero));
+  // DiLoCo's replicas are the dp groups and may be tensor- and pipeline-parallel inside (each
+  // rank keeps the anchor of its own shard). ZeRO would shard the state over the dp group, which
+  // here is the replicas themselves. PowerSGD compresses whole gradient matrices, so it needs
+  // them unsplit.
+  if (t.diloco() && options.zero > 0)
+    return Status::InvalidArgument(what + " runs on data-parallel replicas that may be tensor- and pipeline-parallel "
+                                   "inside (--layout dp=N,tp=T,pp=P), not ZeRO-sharded (the dp group is the "
+                                   "replicas), got --zero " + std::to_string(options.zero));
   if (t.powersgd() && (d.tp > 1 || d.pp > 1 || options.zero > 0))
     return Status::InvalidArgument(what + " runs on whole data-parallel replicas for now: --layout dp=N (tp=1, pp=1) "
                                    "and --zero 0, got " + d.ToString() + " --zero " + std::to_string(options.zero));

@@ -155,6 +155,10 @@ Status Trainer::PipelineStep(StepCompute* c) {
   const int micros = setup_.layout.pp_micros;
   const int64_t rows = MicroRows(), n = local_numel();
   const float scale = static_cast<float>(static_cast<double>(rows) / static_cast<double>(t.batch_size));
+  // DiLoCo: the gradient is the mean over the replica's own rows (as DeterministicStep's).
+  const float grad_scale = replicas_differ() ? static_cast<float>(static_cast<double>(rows) * dims().dp /
+                                                                  static_cast<double>(t.batch_size))
+                                             : scale;
   nn::ParameterStore& params = model_->params();
   PipelineRunner::Hooks hooks;
   if (det) {
@@ -172,7 +176,7 @@ Status Trainer::PipelineStep(StepCompute* c) {
   }
   std::vector<float> losses;
   LS_RETURN_IF_ERROR(pipeline_->Step(
-      micros, [&](int i) { return data_->TrainRows(i * rows, rows); }, scale, hooks, &losses, &c->pipe));
+      micros, [&](int i) { return data_->TrainRows(i * rows, rows); }, grad_scale, hooks, &losses, &c->pipe));
   LS_RETURN_IF_ERROR(tp_->status());
   c->compute_end_ns = NowNanos();
   if (det) {
@@ -190,7 +194,7 @@ Status Trainer::PipelineStep(StepCompute* c) {
     Stopwatch sync;
     LS_RETURN_IF_ERROR(Traced("wait for gradients", "wait", [&] { return zero_units_->FinishStep(); }));
     c->sync.comm_ms = c->sync.exposed_ms = sync.ElapsedMs();
-  } else if (dims().dp > 1) {
+  } else if (dims().dp > 1 && !replicas_differ()) {  // (DiLoCo: nothing is reduced)
     Stopwatch sync;
     LS_RETURN_IF_ERROR(Traced("gradient allreduce", "comm", [&] { return AllreduceGrads(params.flat_grads(), n); }));
     c->sync.comm_ms = c->sync.exposed_ms = sync.ElapsedMs();
@@ -288,16 +292,18 @@ optim::ExactSquareSum Trainer::GradSquares() {
   return sum;
 }
 
-// DiLoCo: the square sum of this replica's gradient, summed over its tensor-parallel ranks
-// (each counts the elements it alone holds) by exact integer addition: the same bits on all of
-// them. Without tp, this rank's own.
+// DiLoCo: the square sum of this replica's gradient, summed over its tensor- and
+// pipeline-parallel ranks (each counts the elements it alone holds) by exact integer addition:
+// the same bits on all of them. Without either, this rank's own.
 Result<optim::ExactSquareSum> Trainer::ReplicaSquares(const optim::ExactSquareSum& mine) {
-  if (!replicas_differ() || dims().tp == 1) return mine;
-  std::array<int64_t, optim::ExactSquareSum::kWords> words{}, sum{};
+  if (!replicas_differ() || (dims().tp == 1 && dims().pp == 1)) return mine;
+  std::array<int64_t, optim::ExactSquareSum::kWords> words{};
   mine.ToWords(words.data());
-  LS_RETURN_IF_ERROR(
-      mesh_.tp->Allreduce(words.data(), sum.data(), words.size(), comm::DType::kI64, comm::ReduceOp::kSum)->Wait());
-  return optim::ExactSquareSum::FromWords(sum.data());
+  for (comm::Communicator* group : {mesh_.tp.get(), mesh_.pp.get()})
+    if (group->size() > 1)
+      LS_RETURN_IF_ERROR(
+          group->Allreduce(words.data(), words.data(), words.size(), comm::DType::kI64, comm::ReduceOp::kSum)->Wait());
+  return optim::ExactSquareSum::FromWords(words.data());
 }
 
 Status Trainer::OuterStep(int64_t step) {
