@@ -86,9 +86,10 @@ Result<std::vector<Candidate>> Enumerate(const PlanSetup& s, int world, bool one
   const std::string kind = kind_read.ok() ? *kind_read : "";
   for (const parallel::ParallelDims& d : Factorisations(world, s.gpt.has_value())) {
     const int base = d.pp > 1 ? d.pp : 1;
-    // PowerSGD and DiLoCo train whole replicas of pure data parallelism (run_setup.cc).
+    // PowerSGD trains whole replicas of pure data parallelism; DiLoCo's replicas may be tensor-
+    // and pipeline-parallel inside; neither takes ZeRO (run_setup.cc).
     const bool replicas_only = s.run.train.powersgd() || s.run.train.diloco();
-    if (replicas_only && (d.tp > 1 || d.pp > 1)) continue;
+    if (s.run.train.powersgd() && (d.tp > 1 || d.pp > 1)) continue;
     for (int zero = 0; zero <= (d.dp > 1 && !one_worker && !replicas_only ? 3 : 0); ++zero) {
       for (int factor : {1, 2, 4}) {
         TrainOptions o;
