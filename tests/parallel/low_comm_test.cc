@@ -225,6 +225,66 @@ TEST(DilocoSync, FragmentsSyncInTurnAndTheLastStepSyncsThemAll) {
   });
 }
 
+// Overlap (Streaming DiLoCo's tau = 1, alpha = 0.5): the exchange started after step 1 lands
+// after step 2, when each replica has moved on; its parameters become the mean of where it is
+// and the new anchor. The last step then synchronises everything: one model again.
+TEST(DilocoSync, AnOverlappedExchangeLandsTauStepsLaterAndMergesWithTheReplica) {
+  RunRanks(2, [](Comm c) {
+    nn::ParameterStore ps;
+    AddParams(&ps);
+    DilocoOptions o;
+    o.inner_steps = 2;
+    o.outer_lr = 0.5;
+    o.outer_momentum = 0.9;
+    o.overlap_steps = 1;
+    o.merge_alpha = 0.5;
+    auto made = DilocoSync::Create(c, ps, o);
+    ASSERT_TRUE(made.ok());
+    DilocoSync& d = **made;
+    std::vector<float> theta(static_cast<size_t>(ps.numel()), 1.0f);
+    d.Reset(theta.data());
+    const float step = static_cast<float>(c->rank() + 1) * 0.25f;  // replica r's inner move
+    for (int64_t s = 0; s < 3; ++s) {
+      for (float& v : theta) v -= step;
+      auto synced = d.AfterStep(s, false, theta.data());
+      ASSERT_TRUE(synced.ok());
+      EXPECT_EQ(*synced, s == 2 ? 1 : 0) << "step " << s;  // sent after step 1, landed after 2
+    }
+    // Sent after step 1: delta = mean(0.5, 1.0) = 0.75; buf = 0.75; update = 1.425; anchor =
+    // 1 - 0.5 * 1.425 = 0.2875. Replica r is at 1 - 3 * step when it lands.
+    const float anchor = 1.0f - 0.5f * (0.75f + 0.9f * 0.75f);
+    const float merged = 0.5f * (1.0f - 3 * step) + 0.5f * anchor;
+    for (size_t i = 0; i < theta.size(); ++i) {
+      EXPECT_FLOAT_EQ(d.anchor()[i], anchor);
+      EXPECT_FLOAT_EQ(theta[i], merged);
+      EXPECT_FLOAT_EQ(d.pending()[i], static_cast<float>(c->rank() + 1) * 0.5f);  // what it sent
+    }
+    auto synced = d.AfterStep(3, /*last=*/true, theta.data());
+    ASSERT_TRUE(synced.ok());
+    EXPECT_EQ(*synced, 1);
+    // Every replica holds its anchor, which the same averaged delta made the same everywhere.
+    float first_anchor = d.anchor()[0];
+    ASSERT_TRUE(c->Broadcast(&first_anchor, 1, comm::DType::kF32, 0)->Wait().ok());
+    EXPECT_EQ(d.anchor()[0], first_anchor);
+    for (size_t i = 0; i < theta.size(); ++i) EXPECT_EQ(theta[i], d.anchor()[i]);
+  });
+}
+
+TEST(DilocoSync, AnOverlapOfHOrMoreStepsIsRefused) {
+  RunRanks(1, [](Comm c) {
+    nn::ParameterStore ps;
+    AddParams(&ps);
+    DilocoOptions o;
+    o.inner_steps = 4;
+    o.overlap_steps = 4;
+    auto made = DilocoSync::Create(c, ps, o);
+    ASSERT_FALSE(made.ok());
+    EXPECT_NE(made.status().message().find("train.diloco_overlap_steps = 4: expected 0 to diloco_inner_steps - 1 = 3"),
+              std::string::npos)
+        << made.status().message();
+  });
+}
+
 TEST(DilocoSync, ANonFiniteOuterGradientStopsBeforeAnythingChanges) {
   RunRanks(2, [](Comm c) {
     nn::ParameterStore ps;

@@ -47,6 +47,15 @@ Status ReadCommunication(const Config& c, TrainSection* t) {
   LS_RETURN_IF_ERROR(Positive("train.diloco_fragments", static_cast<double>(t->diloco_fragments)));
   LS_ASSIGN_OR_RETURN(t->diloco_outer_dtype, c.GetString("train.diloco_outer_dtype", t->diloco_outer_dtype));
   LS_RETURN_IF_ERROR(OneOf("train.diloco_outer_dtype", t->diloco_outer_dtype, {"fp32", "bf16"}));
+  LS_ASSIGN_OR_RETURN(t->diloco_overlap_steps, c.GetInt("train.diloco_overlap_steps", t->diloco_overlap_steps));
+  if (t->diloco_overlap_steps < 0 || t->diloco_overlap_steps >= t->diloco_inner_steps)
+    return Status::InvalidArgument("config key 'train.diloco_overlap_steps' must be in [0, diloco_inner_steps - 1 = " +
+                                   std::to_string(t->diloco_inner_steps - 1) + "], got " +
+                                   std::to_string(t->diloco_overlap_steps));
+  LS_ASSIGN_OR_RETURN(t->diloco_merge_alpha, c.GetDouble("train.diloco_merge_alpha", t->diloco_merge_alpha));
+  if (!(t->diloco_merge_alpha >= 0 && t->diloco_merge_alpha <= 1))
+    return Status::InvalidArgument("config key 'train.diloco_merge_alpha' must be in [0, 1], got " +
+                                   std::to_string(t->diloco_merge_alpha));
   return Status::Ok();
 }
 

@@ -54,6 +54,8 @@ struct TrainSection {
   double diloco_outer_momentum = 0.9;
   int64_t diloco_fragments = 1;
   std::string diloco_outer_dtype = "fp32";
+  int64_t diloco_overlap_steps = 0;  // Streaming DiLoCo's tau (parallel/diloco.h)
+  double diloco_merge_alpha = 0;
   bool diloco() const { return sync == "diloco"; }
   bool powersgd() const { return grad_compression == "powersgd"; }
   // A rank whose compute time stays above straggler_ratio x the median of the ranks doing the

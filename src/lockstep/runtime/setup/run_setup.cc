@@ -47,7 +47,8 @@ Status CheckCommunication(RunSetup& setup, const TrainOptions& options, const Mo
   const parallel::ParallelDims& d = setup.layout.dims;
   auto set = [&](const char* key) { return setup.config.Has(key); };
   for (const char* key : {"train.diloco_inner_steps", "train.diloco_outer_lr", "train.diloco_outer_momentum",
-                          "train.diloco_fragments", "train.diloco_outer_dtype"})
+                          "train.diloco_fragments", "train.diloco_outer_dtype", "train.diloco_overlap_steps",
+                          "train.diloco_merge_alpha"})
     if (!t.diloco() && set(key))
       setup.config_warnings.push_back(std::string("config key '") + key + "' is ignored: train.sync is not \"diloco\"");
   for (const char* key : {"train.powersgd_rank", "train.powersgd_start_step"})

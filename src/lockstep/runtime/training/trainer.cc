@@ -236,6 +236,8 @@ Status Trainer::Setup() {
   // (A resumed DiLoCo run keeps each replica's own parameters.)
   if (zero_ < 3 && !(diloco_ && !setup_.resume_dir.empty())) LS_RETURN_IF_ERROR(ddp_->BroadcastParameters());
   if (diloco_ && setup_.resume_dir.empty()) diloco_->Reset(model_->params().flat_params());
+  // Exchanges that were in flight when the checkpoint was taken start again from its deltas.
+  if (diloco_ && !setup_.resume_dir.empty()) LS_RETURN_IF_ERROR(diloco_->Relaunch(start_step_));
   RefreshBf16Weights();  // the values are final now (initialised, resumed, broadcast)
   if (trace_.enabled()) {
     ddp_->set_trace(&trace_);
@@ -283,8 +285,12 @@ Status Trainer::CreateDiloco() {
   o.fragments = static_cast<int>(t.diloco_fragments);
   o.bf16 = t.diloco_outer_dtype == "bf16";
   o.deterministic = setup_.options.deterministic;
+  o.overlap_steps = t.diloco_overlap_steps;
+  o.merge_alpha = t.diloco_merge_alpha;
   LS_ASSIGN_OR_RETURN(diloco_, parallel::DilocoSync::Create(mesh_.dp, model_->params(), o));
-  return ReserveOptimizerBytes(2 * local_numel() * static_cast<int64_t>(sizeof(float)), "DiLoCo outer state");
+  // Anchor and momentum, and (overlapping) the deltas in flight and their sums.
+  const int64_t buffers = o.overlap_steps > 0 ? 4 : 2;
+  return ReserveOptimizerBytes(buffers * local_numel() * static_cast<int64_t>(sizeof(float)), "DiLoCo outer state");
 }
 
 // train.grad_compression = "powersgd": one slot per rank, or per canonical shard it computes

@@ -48,6 +48,8 @@ std::vector<OptimizerStateBuffer> Trainer::CheckpointBuffers(bool saving) {
     return buffers;
   }
   if (!diloco_) return buffers;
+  // Overlapping: the deltas in flight, each replica's own (named per replica below).
+  if (diloco_->overlapping()) buffers.push_back({"diloco_pending", std::span<float>(diloco_->pending()), 0});
   const int replica = mesh_.coord.dp;
   if (replica > 0) {
     const std::string prefix = "replica" + std::to_string(replica) + ".";
