@@ -1,8 +1,8 @@
 #!/bin/bash
 # A real Slurm on the emulated cluster (scripts/cluster.sh): slurmctld on host 0 and one slurmd
-# a host, each in its host's network namespace with the host's name (UTS namespace) and a /tmp
-# of its own, as on real nodes; one munged for the cluster. For trying sbatch/srun with
-# lockstep on one machine, and for tests/scripts/slurm_test.sh.
+# a host, each in its host's network namespace with the host's name (UTS namespace); one munged
+# for the cluster. For trying sbatch/srun with lockstep on one machine, and for
+# tests/scripts/slurm_test.sh.
 #
 #   scripts/slurm-cluster.sh up N [--rate RATE]   the cluster (cluster.sh up) and Slurm on it
 #   scripts/slurm-cluster.sh run COMMAND...       COMMAND on host 0 with SLURM_CONF set
@@ -10,9 +10,11 @@
 #   scripts/slurm-cluster.sh down                 Slurm and the cluster removed
 #
 # The partition `lockstep` holds every host, CPUs as `nproc` says (the hosts share this
-# machine's cores). Jobs see the machine's files except /tmp, which is each node's own: give
-# them work and output directories elsewhere. Files go to LOCKSTEP_SLURM_DIR (default
-# /var/tmp/<cluster name>-slurm): slurm.conf, logs (log/), the munge key and socket.
+# machine's cores). Jobs see the machine's files, as nodes on a shared filesystem do. Files go
+# to LOCKSTEP_SLURM_DIR (default /var/tmp/<cluster name>-slurm): slurm.conf (the controller's
+# and the clients'), conf-<host>/ (each slurmd's: the same slurm.conf, and an mpi.conf giving
+# its PMIx client directories a base of their own, which on real nodes their own /tmp gives),
+# logs (log/), the munge key and socket.
 # LOCKSTEP_CLUSTER_NAME and _SUBNET choose the cluster, as for cluster.sh. Needs root, and
 # Debian's slurmctld, slurmd, slurm-client and munge (scripts/setup.sh installs them).
 set -eEuo pipefail
@@ -37,16 +39,20 @@ need() {
 
 # Daemons of this Slurm, found by the config file on their command lines.
 stop_daemons() {
-  pkill -9 -f -- "-f $DIR/slurm.conf" 2>/dev/null || true
+  pkill -9 -f -- "-f $DIR/(conf-[^ ]*/)?slurm.conf" 2>/dev/null || true
   if [ -f "$DIR/munged.pid" ]; then kill -9 "$(cat "$DIR/munged.pid")" 2>/dev/null || true; fi
 }
 
-# slurmd of host K in its namespace, named after it, /tmp its own.
+# slurmd of host K in its namespace, named after it, with its own configuration directory:
+# two nodes' PMIx servers on one /tmp would both make /tmp/spmix_appdir_<uid>_<job>.<step>
+# and the second step launch would fail ("File exists").
 start_slurmd() {
-  local k=$1
-  mkdir -p "$DIR/spool-$H$k"
-  ip netns exec "$H$k" unshare --uts --mount --propagation private \
-    sh -c "hostname $H$k && mount -t tmpfs lockstep-tmp /tmp && exec slurmd -f $DIR/slurm.conf"
+  local k=$1 conf=$DIR/conf-$H$k
+  mkdir -p "$DIR/spool-$H$k" "$DIR/pmix-$H$k" "$conf"
+  cp "$DIR/slurm.conf" "$DIR/cgroup.conf" "$conf/"
+  echo "PMIxCliTmpDirBase=$DIR/pmix-$H$k" >"$conf/mpi.conf"
+  ip netns exec "$H$k" unshare --uts \
+    sh -c "hostname $H$k && SLURM_CONF=$conf/slurm.conf exec slurmd -f $conf/slurm.conf"
 }
 
 up() {

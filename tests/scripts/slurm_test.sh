@@ -23,8 +23,7 @@ H=$LOCKSTEP_CLUSTER_NAME-h
 for tool in slurmctld slurmd srun munged; do command -v $tool >/dev/null || missing "$tool (scripts/setup.sh installs Slurm)"; done
 ip netns add "${H}probe" 2>/dev/null || missing "network namespaces (ip netns add)"
 ip netns del "${H}probe"
-# Each node has its own /tmp (as real nodes do), so the job's files live where all see them.
-work=$(mktemp -d -p /var/tmp lockstep-slurm-test.XXXXXX)
+work=$(mktemp -d -t lockstep-slurm-test.XXXXXX)
 trap '"$S" down >/dev/null 2>&1; rm -rf "$work" "$(dirname "$LOCKSTEP_CLUSTER_DIR")"' EXIT
 
 hash_of() { sed -n 's/.*weights_xxh64 \([0-9a-f]\{16\}\).*/\1/p' "$1" | tail -n 1; }
