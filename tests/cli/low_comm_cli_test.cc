@@ -43,7 +43,8 @@ std::string ResumeFrom(const std::string& run, int step, int steps, std::vector<
   return dir;
 }
 
-const std::vector<std::string> kSgd = {"--set", "optim.name=sgd", "--set", "optim.grad_clip=0", "--set", "optim.lr=0.5"};
+const std::vector<std::string> kSgd = {"--set", "optim.name=sgd", "--set", "optim.grad_clip=0",
+                                       "--set", "optim.lr=0.5"};
 
 TEST(Diloco, OneInnerStepWithOuterLrOneAndNoMomentumIsSynchronousSgd) {
   std::vector<std::string> sync = kSgd;
@@ -63,8 +64,10 @@ TEST(Diloco, OneInnerStepWithOuterLrOneAndNoMomentumIsSynchronousSgd) {
 }
 
 TEST(Diloco, KilledAndResumedMidWindowEndWithTheUninterruptedWeights) {
-  const std::vector<std::string> extra = {"--nproc", "2", "--set", "train.sync=diloco", "--set",
-                                          "train.diloco_inner_steps=3", "--set", "train.diloco_fragments=1"};
+  const std::vector<std::string> extra = {"--nproc", "2",
+                                          "--set",   "train.sync=diloco",
+                                          "--set",   "train.diloco_inner_steps=3",
+                                          "--set",   "train.diloco_fragments=1"};
   const std::string full = TrainTiny("lowcomm-diloco-full", 8, 2, extra);
   // Step 4 is inside the second window (synchronisations after steps 3 and 6).
   EXPECT_EQ(DoneHash(ResumeFrom(full, 4, 8, extra)), DoneHash(full));
@@ -84,9 +87,19 @@ TEST(Diloco, KilledAndResumedMidWindowEndWithTheUninterruptedWeights) {
 }
 
 TEST(Diloco, StreamingFragmentsResumeExactlyInDeterministicMode) {
-  const std::vector<std::string> extra = {"--nproc", "2", "--deterministic", "--set", "train.sync=diloco",
-                                          "--set", "model.layers=2", "--set", "train.diloco_inner_steps=4",
-                                          "--set", "train.diloco_fragments=2", "--set", "train.diloco_outer_dtype=bf16"};
+  const std::vector<std::string> extra = {"--nproc",
+                                          "2",
+                                          "--deterministic",
+                                          "--set",
+                                          "train.sync=diloco",
+                                          "--set",
+                                          "model.layers=2",
+                                          "--set",
+                                          "train.diloco_inner_steps=4",
+                                          "--set",
+                                          "train.diloco_fragments=2",
+                                          "--set",
+                                          "train.diloco_outer_dtype=bf16"};
   const std::string full = TrainTiny("lowcomm-stream-full", 8, 2, extra);
   EXPECT_EQ(DoneHash(ResumeFrom(full, 6, 8, extra)), DoneHash(full));
   EXPECT_EQ(DoneHash(TrainTiny("lowcomm-stream-again", 8, 2, extra)), DoneHash(full));
@@ -101,8 +114,9 @@ TEST(Diloco, StreamingFragmentsResumeExactlyInDeterministicMode) {
 // ranks). In deterministic mode that is the trajectory of whole replicas, and a checkpoint
 // taken mid-window resumes in another layout.
 TEST(Diloco, ModelParallelReplicasMatchWholeReplicasAndResumeAcrossLayouts) {
-  const std::vector<std::string> diloco = {"--deterministic", "--set", "train.sync=diloco", "--set",
-                                           "train.diloco_inner_steps=3", "--set", "model.layers=2"};
+  const std::vector<std::string> diloco = {
+      "--deterministic", "--set",         "train.sync=diloco", "--set", "train.diloco_inner_steps=3",
+      "--set",           "model.layers=2"};
   auto with = [&](std::vector<std::string> more) {
     more.insert(more.end(), diloco.begin(), diloco.end());
     return more;
@@ -113,9 +127,8 @@ TEST(Diloco, ModelParallelReplicasMatchWholeReplicasAndResumeAcrossLayouts) {
   EXPECT_EQ(DoneHash(split), DoneHash(whole));
   EXPECT_EQ(DoneHash(TrainTiny("lowcomm-diloco-pp2", 8, 2, with({"--nproc", "4", "--layout", "pp=2,dp=2"}))),
             DoneHash(whole));
-  EXPECT_EQ(
-      DoneHash(TrainTiny("lowcomm-diloco-tp2pp2", 8, 2, with({"--nproc", "8", "--layout", "tp=2,pp=2,dp=2"}))),
-      DoneHash(whole));
+  EXPECT_EQ(DoneHash(TrainTiny("lowcomm-diloco-tp2pp2", 8, 2, with({"--nproc", "8", "--layout", "tp=2,pp=2,dp=2"}))),
+            DoneHash(whole));
   // Step 4 is inside the second window: tp=2 -> whole replicas, and whole -> tp=2.
   EXPECT_EQ(DoneHash(ResumeFrom(split, 4, 8, with({"--nproc", "2"}))), DoneHash(whole));
   EXPECT_EQ(DoneHash(ResumeFrom(whole, 4, 8, with({"--nproc", "4", "--layout", "tp=2,dp=2"}))), DoneHash(whole));
@@ -126,8 +139,9 @@ TEST(Diloco, ModelParallelReplicasMatchWholeReplicasAndResumeAcrossLayouts) {
 // checkpoint: the weights of a run resumed from that checkpoint by hand on 2 workers. Growing
 // is refused (a new replica would have no inner state).
 TEST(Diloco, ElasticRunShrinksToTheReplicasLeftAsAResumeWouldAndDoesNotGrow) {
-  const std::vector<std::string> diloco = {"--deterministic", "--set", "train.sync=diloco", "--set",
-                                           "train.diloco_inner_steps=3", "--set", "checkpoint.async=false"};
+  const std::vector<std::string> diloco = {
+      "--deterministic",       "--set", "train.sync=diloco", "--set", "train.diloco_inner_steps=3", "--set",
+      "checkpoint.async=false"};
   std::vector<std::string> lost = diloco;
   lost.insert(lost.end(), {"--nproc", "4", "--max-restarts", "4", "--min-nproc", "2", "--inject-fault",
                            "kill:rank=3:step=10:permanent"});
@@ -160,11 +174,25 @@ TEST(Diloco, ElasticRunShrinksToTheReplicasLeftAsAResumeWouldAndDoesNotGrow) {
 // one), the run ends with the uninterrupted weights, for fp32 and bf16 on the wire.
 TEST(Diloco, OverlappedExchangesInFlightAtACheckpointResumeExactly) {
   for (const char* dtype : {"fp32", "bf16"}) {
-    const std::vector<std::string> extra = {
-        "--nproc", "2", "--deterministic", "--set", "train.sync=diloco", "--set", "model.layers=2", "--set",
-        "train.diloco_inner_steps=4", "--set", "train.diloco_fragments=2", "--set", "train.diloco_overlap_steps=1",
-        "--set", "train.diloco_merge_alpha=0.5", "--set", std::string("train.diloco_outer_dtype=") + dtype, "--set",
-        "checkpoint.keep=10"};
+    const std::vector<std::string> extra = {"--nproc",
+                                            "2",
+                                            "--deterministic",
+                                            "--set",
+                                            "train.sync=diloco",
+                                            "--set",
+                                            "model.layers=2",
+                                            "--set",
+                                            "train.diloco_inner_steps=4",
+                                            "--set",
+                                            "train.diloco_fragments=2",
+                                            "--set",
+                                            "train.diloco_overlap_steps=1",
+                                            "--set",
+                                            "train.diloco_merge_alpha=0.5",
+                                            "--set",
+                                            std::string("train.diloco_outer_dtype=") + dtype,
+                                            "--set",
+                                            "checkpoint.keep=10"};
     const std::string full = TrainTiny("lowcomm-overlap-full", 10, 2, extra);
     ASSERT_EQ(DoneHash(full).size(), 16u);
     for (int step : {4, 6, 8}) EXPECT_EQ(DoneHash(ResumeFrom(full, step, 10, extra)), DoneHash(full)) << dtype << step;
@@ -176,7 +204,7 @@ TEST(Diloco, OverlappedExchangesInFlightAtACheckpointResumeExactly) {
 }
 
 TEST(PowerSgd, DeterministicWeightsDoNotDependOnTheWorldSizeAndResumeAcrossIt) {
-  const std::vector<std::string> psgd = {"--deterministic", "--set", "train.grad_compression=powersgd", "--set",
+  const std::vector<std::string> psgd = {"--deterministic",       "--set", "train.grad_compression=powersgd", "--set",
                                          "train.powersgd_rank=2", "--set", "train.powersgd_start_step=2"};
   auto with = [&](std::vector<std::string> more) {
     more.insert(more.begin(), psgd.begin(), psgd.end());
@@ -197,8 +225,10 @@ TEST(PowerSgd, DeterministicWeightsDoNotDependOnTheWorldSizeAndResumeAcrossIt) {
 }
 
 TEST(PowerSgd, ResumesExactlyAndSendsFewerBytesThanSynchronousDataParallelism) {
-  const std::vector<std::string> extra = {"--nproc", "2", "--set", "train.grad_compression=powersgd", "--set",
-                                          "train.powersgd_rank=1", "--set", "train.powersgd_start_step=0"};
+  const std::vector<std::string> extra = {"--nproc", "2",
+                                          "--set",   "train.grad_compression=powersgd",
+                                          "--set",   "train.powersgd_rank=1",
+                                          "--set",   "train.powersgd_start_step=0"};
   const std::string full = TrainTiny("lowcomm-psgd-full", 8, 2, extra);
   EXPECT_EQ(DoneHash(ResumeFrom(full, 4, 8, extra)), DoneHash(full));
   const std::string plain = TrainTiny("lowcomm-plain-2", 8, 2, {"--nproc", "2"});
@@ -224,9 +254,9 @@ TEST(LowCommunication, BadSettingsAreOneLineAndExitTwo) {
   ExpectBadSetting({"--nproc", "2", "--layout", "tp=2", "--set", "train.grad_compression=powersgd"},
                    "whole data-parallel replicas");
   ExpectBadSetting({"--set", "train.sync=sometimes"}, "train.sync");
-  ExpectBadSetting({"--set", "train.sync=diloco", "--set", "train.diloco_inner_steps=4", "--set",
-                    "train.diloco_overlap_steps=4"},
-                   "'train.diloco_overlap_steps' must be in [0, diloco_inner_steps - 1 = 3], got 4");
+  ExpectBadSetting(
+      {"--set", "train.sync=diloco", "--set", "train.diloco_inner_steps=4", "--set", "train.diloco_overlap_steps=4"},
+      "'train.diloco_overlap_steps' must be in [0, diloco_inner_steps - 1 = 3], got 4");
   ExpectBadSetting({"--set", "train.sync=diloco", "--set", "train.diloco_merge_alpha=2"},
                    "'train.diloco_merge_alpha' must be in [0, 1], got 2");
   ExpectBadSetting({"--set", "train.sync=diloco", "--set", "train.grad_compression=powersgd"}, "do not combine");

@@ -6,10 +6,10 @@
 #include <memory>
 #include <vector>
 
-#include "parallel_test_util.h"
 #include "lockstep/core/rng.h"
 #include "lockstep/parallel/diloco.h"
 #include "lockstep/parallel/powersgd.h"
+#include "parallel_test_util.h"
 
 namespace lockstep::parallel {
 namespace {

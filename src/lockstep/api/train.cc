@@ -114,8 +114,9 @@ Launched Launch(const Job& job, const TrainOptions& given) {
     std::vector<std::string> args = OwnCommandLine();
     // Hosts that did not come from the command line (a Slurm allocation's nodes) are passed
     // on to the ranks, which see only mpirun's environment.
+    // (--hostfile leaves options.hosts empty: the file is on the command line already.)
     const bool hosts_given = std::any_of(args.begin(), args.end(), [](const std::string& a) {
-      return a.rfind("--hosts", 0) == 0;  // --hosts, --hosts=..., --hostfile
+      return a == "--hosts" || a.rfind("--hosts=", 0) == 0;
     });
     if (!options.hosts.empty() && !hosts_given) {
       args.push_back("--hosts");

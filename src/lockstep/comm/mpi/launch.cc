@@ -3,8 +3,8 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <ifaddrs.h>
-#include <netdb.h>
 #include <net/if.h>
+#include <netdb.h>
 #include <signal.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -214,7 +214,8 @@ Result<std::string> InterfaceReaching(const std::vector<std::string>& hosts) {
   freeifaddrs(all);
   if (!result.ok()) return result;
   if (chosen.empty())
-    return Status::InvalidArgument("every host resolves to loopback: name the interface that reaches them with --mpi-if IFACE");
+    return Status::InvalidArgument(
+        "every host resolves to loopback: name the interface that reaches them with --mpi-if IFACE");
   return chosen;
 }
 

@@ -176,7 +176,8 @@ Result<std::optional<SlurmJob>> ReadSlurmJob() {
   // salloc and sbatch name both; srun inside an allocation inherits them.
   std::string list = Env("SLURM_JOB_NODELIST");
   if (list.empty()) list = Env("SLURM_NODELIST");
-  if (list.empty()) return Status::InvalidArgument("SLURM_JOB_ID is set but SLURM_JOB_NODELIST is not: not a Slurm job's environment");
+  if (list.empty())
+    return Status::InvalidArgument("SLURM_JOB_ID is set but SLURM_JOB_NODELIST is not: not a Slurm job's environment");
   LS_ASSIGN_OR_RETURN(std::vector<std::string> names, ExpandSlurmHostlist(list));
   std::vector<int> tasks(names.size(), 1);
   if (const std::string per_node = Env("SLURM_TASKS_PER_NODE"); !per_node.empty()) {

@@ -80,7 +80,8 @@ Status Trainer::SyncContributions(parallel::SyncTimes* sync) {
     for (int64_t k = 0; k < shards; ++k) slots[static_cast<size_t>(k)] = contributions_.data() + k * n;
     checkpoints_->WaitForSnapshot();  // (as in SingleStageStep: the save may still copy the state)
     Stopwatch clock;
-    Status s = Traced("powersgd", "comm", [&] { return powersgd_->Reduce(slots.data(), model_->params().flat_grads()); });
+    Status s =
+        Traced("powersgd", "comm", [&] { return powersgd_->Reduce(slots.data(), model_->params().flat_grads()); });
     sync->comm_ms = sync->exposed_ms = clock.ElapsedMs();
     return s;
   }
@@ -156,9 +157,9 @@ Status Trainer::PipelineStep(StepCompute* c) {
   const int64_t rows = MicroRows(), n = local_numel();
   const float scale = static_cast<float>(static_cast<double>(rows) / static_cast<double>(t.batch_size));
   // DiLoCo: the gradient is the mean over the replica's own rows (as DeterministicStep's).
-  const float grad_scale = replicas_differ() ? static_cast<float>(static_cast<double>(rows) * dims().dp /
-                                                                  static_cast<double>(t.batch_size))
-                                             : scale;
+  const float grad_scale =
+      replicas_differ() ? static_cast<float>(static_cast<double>(rows) * dims().dp / static_cast<double>(t.batch_size))
+                        : scale;
   nn::ParameterStore& params = model_->params();
   PipelineRunner::Hooks hooks;
   if (det) {
@@ -343,7 +344,8 @@ Status Trainer::TrainStep(int64_t step) {
   record.compute_ms = pipeline_ ? c.pipe.busy_ms : compute_ms;
   record.wait_ms = c.sync.exposed_ms + (c.pipe.total_ms - c.pipe.busy_ms);
   record.peer_group = mesh_.coord.pp;
-  if (setup_.run.data.loss_mask && mesh_.coord.tp == 0 && mesh_.coord.pp == 0) record.trained_targets = data_->TrainedTargets();
+  if (setup_.run.data.loss_mask && mesh_.coord.tp == 0 && mesh_.coord.pp == 0)
+    record.trained_targets = data_->TrainedTargets();
   const optim::ExactSquareSum squares = GradSquares();
   squares.ToWords(record.norm_words.data());
   LS_ASSIGN_OR_RETURN(GatheredStep gathered,

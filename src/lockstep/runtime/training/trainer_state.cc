@@ -69,9 +69,11 @@ Status Trainer::Resume() {
   if (replicas_differ() && mesh_.coord.dp > 0) held.range = {0, 0};  // its own, under "replica<R>.param"
   Result<CheckpointContents> loaded = checkpoints_->Load(*model_, held, CheckpointBuffers(/*saving=*/false));
   if (!loaded.ok() && diloco_ && loaded.status().message().find("has no tensor") != std::string::npos)
-    return Status::InvalidArgument(loaded.status().message() +
-                                   " (a DiLoCo run resumes from a DiLoCo checkpoint of at least as many replicas as its "
-                                   "dp=" + std::to_string(dims().dp) + ")");
+    return Status::InvalidArgument(
+        loaded.status().message() +
+        " (a DiLoCo run resumes from a DiLoCo checkpoint of at least as many replicas as its "
+        "dp=" +
+        std::to_string(dims().dp) + ")");
   LS_ASSIGN_OR_RETURN(CheckpointContents c, std::move(loaded));
   optimizer_->set_step(c.optimizer_step);
   LS_RETURN_IF_ERROR(data_->Restore(c.loader));
