@@ -14,11 +14,17 @@
 # synchronous run on the veth links without shaping.
 # The 4 hosts share this machine's 2 cores (half a core each): the link rates are scaled to
 # that (see the printed ratio).
-# Needs root. Usage: bench/low_comm_time.sh [steps=211] [rates="200mbit 1gbit"]
+# "diloco-h50-f4": streaming DiLoCo, 4 fragments (one synchronised every 12 or 13 steps), each exchange
+# blocking its step; "diloco-h50-f4-tau5": the same with each exchange overlapping the next 5
+# inner steps (train.diloco_overlap_steps).
+# Needs root. Usage: bench/low_comm_time.sh [steps=211] [rates="200mbit 1gbit"] [rows]
+# rows: the lockstep rows to run, by name (default all), plus "pytorch" for the two peer rows.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 STEPS=${1:-211}
 RATES=${2:-"200mbit 1gbit"}
+ROWS=${3:-"sync powersgd-r4 diloco-h50 diloco-h50-f4 diloco-h50-f4-tau5 pytorch"}
+wanted() { [[ " $ROWS " == *" $1 "* ]]; }
 source bench/peer_lib.sh
 peer_setup
 machine_line
@@ -67,16 +73,23 @@ scripts/cluster.sh down >/dev/null
 for rate in $RATES; do
   scripts/cluster.sh up 4 --rate "$rate" >/dev/null
   for row in "sync|" "powersgd-r4|--set train.grad_compression=powersgd --set train.powersgd_rank=4" \
-             "diloco-h50|--set train.sync=diloco --set train.diloco_inner_steps=50"; do
+             "diloco-h50|--set train.sync=diloco --set train.diloco_inner_steps=50" \
+             "diloco-h50-f4|--set train.sync=diloco --set train.diloco_inner_steps=50 --set train.diloco_fragments=4" \
+             "diloco-h50-f4-tau5|--set train.sync=diloco --set train.diloco_inner_steps=50 --set train.diloco_fragments=4 --set train.diloco_overlap_steps=5"; do
     name=${row%%|*}
+    wanted "$name" || continue
     # shellcheck disable=SC2086
     read -r tps bytes <<<"$(ls_run "$name-$rate" ${row#*|})"
     printf "%-9s %-20s %10s %14s %9.0f%%\n" "$rate" "lockstep $name" "$tps" "$bytes" "$(python3 -c "print(100*$tps/$compute)")"
   done
-  p=$(peer_run_ns)
-  printf "%-9s %-20s %10s\n" "$rate" "pytorch ddp" "$p"
-  p=$(peer_run_ns --powersgd 4)
-  printf "%-9s %-20s %10s\n" "$rate" "pytorch powersgd r4" "$p"
+  if wanted pytorch; then
+    p=$(peer_run_ns)
+    printf "%-9s %-20s %10s\n" "$rate" "pytorch ddp" "$p"
+    p=$(peer_run_ns --powersgd 4)
+    printf "%-9s %-20s %10s\n" "$rate" "pytorch powersgd r4" "$p"
+  fi
   scripts/cluster.sh down >/dev/null
 done
-echo "peer: torch 1.13 on OpenBLAS ($(grep -o 'blas=[^ ]*' "$tmp/peer0.log" | cut -d= -f2)), gloo, one bucket"
+if wanted pytorch; then
+  echo "peer: torch 1.13 on OpenBLAS ($(grep -o 'blas=[^ ]*' "$tmp/peer0.log" | cut -d= -f2)), gloo, one bucket"
+fi
