@@ -334,6 +334,26 @@ TEST(PlanStepModel, PowerSgdAndDilocoReplaceTheBucketsWithTheirOwnCollectives) {
   ASSERT_TRUE(diloco.ok());
   EXPECT_NEAR(diloco->comm_exposed_ms - diloco->step_sync_ms, table.Ms(CommOp::kAllreduce, 4, 2 * 152000) / 50, 1e-9);
   EXPECT_DOUBLE_EQ(diloco->dp_bytes, 2 * 0.75 * 2 * 152000 / 50);
+  // Streaming, 4 fragments: four allreduces of a quarter each in H steps, the same bytes.
+  in.low_comm.fragments = 4;
+  Result<Prediction> streaming = PredictLayout(in, table);
+  ASSERT_TRUE(streaming.ok());
+  const double quarter = table.Ms(CommOp::kAllreduce, 4, 2 * 152000 / 4);
+  EXPECT_NEAR(streaming->comm_exposed_ms - streaming->step_sync_ms, 4 * quarter / 50, 1e-9);
+  EXPECT_DOUBLE_EQ(streaming->dp_bytes, diloco->dp_bytes);
+  // Overlapped by tau steps of compute (0.03 ms a step here): only what outlasts them is
+  // exposed, nothing once tau steps take longer than an exchange.
+  in.stages[0].fwd_ms = 0.01;
+  in.stages[0].bwd_ms = 0.02;
+  ASSERT_GT(quarter, 0.03);
+  in.low_comm.overlap_steps = 1;
+  Result<Prediction> overlapped = PredictLayout(in, table);
+  ASSERT_TRUE(overlapped.ok());
+  EXPECT_NEAR(overlapped->comm_exposed_ms - overlapped->step_sync_ms, 4 * (quarter - 0.03) / 50, 1e-9);
+  in.low_comm.overlap_steps = 49;
+  Result<Prediction> hidden = PredictLayout(in, table);
+  ASSERT_TRUE(hidden.ok());
+  EXPECT_NEAR(hidden->comm_exposed_ms - hidden->step_sync_ms, 0, 1e-9);
 }
 
 }  // namespace

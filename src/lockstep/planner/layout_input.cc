@@ -70,6 +70,8 @@ LayoutInput::LowComm LowCommOf(const Candidate& c, const PlanSetup& s, double ov
     low.kind = Kind::kDiloco;
     low.inner_steps = t.diloco_inner_steps;
     low.outer_bytes = t.diloco_outer_dtype == "bf16" ? 2 : 4;
+    low.fragments = t.diloco_fragments;
+    low.overlap_steps = t.diloco_overlap_steps;
     return low;
   }
   low.kind = Kind::kPowerSgd;

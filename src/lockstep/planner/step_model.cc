@@ -60,10 +60,17 @@ DpComm DataParallelComm(const LayoutInput& in, const StageCost& s, const CommTab
     out.bytes = 2 * ring * kF32 * static_cast<double>(low.plain + low.p + low.q);
     return out;
   }
-  if (low.kind == Kind::kDiloco) {  // the outer gradient once in H steps
-    out.total_ms = out.exposed_ms =
-        comm.Ms(CommOp::kAllreduce, dp, low.outer_bytes * numel) / static_cast<double>(low.inner_steps);
-    out.bytes = 2 * ring * static_cast<double>(low.outer_bytes * numel) / static_cast<double>(low.inner_steps);
+  if (low.kind == Kind::kDiloco) {
+    // Each of F fragments' outer gradient once in H steps. Overlapped (tau > 0), an exchange runs
+    // beside tau steps' compute and only what outlasts them is exposed.
+    const int64_t f = std::max<int64_t>(1, low.fragments);
+    const double h = static_cast<double>(low.inner_steps);
+    const double one = comm.Ms(CommOp::kAllreduce, dp, low.outer_bytes * numel / f);
+    const double step_compute = m * (s.fwd_ms + s.bwd_ms);
+    const double hidden = std::min(one, static_cast<double>(low.overlap_steps) * step_compute);
+    out.total_ms = static_cast<double>(f) * one / h;
+    out.exposed_ms = static_cast<double>(f) * (one - hidden) / h;
+    out.bytes = 2 * ring * static_cast<double>(low.outer_bytes * numel) / h;
     return out;
   }
   // Gradients: an allreduce (ZeRO 0/1), or a reduce-scatter a micro-batch (2/3); parameters

@@ -192,6 +192,8 @@ struct LayoutInput {
     double compress_ms = 0;           // PowerSGD: the factorisation's compute a step (measured)
     int64_t inner_steps = 1;          // DiLoCo: H; its allreduce of the outer gradient, once in H steps
     int64_t outer_bytes = 4;          // DiLoCo: bytes an element of the outer gradient travels as
+    int64_t fragments = 1;            // DiLoCo: F, each fragment's allreduce once in H steps
+    int64_t overlap_steps = 0;        // DiLoCo: tau, inner steps an exchange runs beside
   } low_comm;
 };
 

@@ -95,7 +95,7 @@ constexpr ConfigKey kKeys[] = {
     {"train.diloco_outer_dtype", "string", "\"fp32\"", "diloco: \"fp32\" or \"bf16\" outer gradient on the wire"},
     {"train.diloco_overlap_steps", "int", "0",
      "diloco: inner steps a fragment's exchange runs beside before it is applied (0: it blocks its step)"},
-    {"train.diloco_merge_alpha", "float", "0",
+    {"train.diloco_merge_alpha", "float", "0.0",
      "diloco, overlapping: weight of the replica's own parameters when the averaged fragment arrives"},
     {"train.straggler_ratio", "float", "1.2",
      "a worker whose compute time stays above this times the median of its peers is a straggler"},
