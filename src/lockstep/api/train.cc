@@ -95,8 +95,8 @@ Launched Launch(const Job& job, const TrainOptions& given) {
   }
   // mpi: a process a worker; hier: a process a host, its workers threads.
   // (With hosts even one host process goes through mpirun: the host may not be this machine.)
-  const bool hier = options.backend == "hier" && (options.workers_per_host < options.nproc ||
-                                                  !options.hosts.empty() || !options.hostfile.empty());
+  const bool hier = options.backend == "hier" &&
+                    (options.workers_per_host < options.nproc || !options.hosts.empty() || !options.hostfile.empty());
   if ((options.backend == "mpi" || hier) && !comm::InsideMpirun()) {
     comm::MpirunSetup mpirun = comm::MpirunSetup::FromEnvironment();
     mpirun.interface = options.mpi_interface;
@@ -104,9 +104,7 @@ Launched Launch(const Job& job, const TrainOptions& given) {
     // Hosts lockstep knows and no --mpi-if: the interface on their subnet.
     if (Result<std::vector<runtime::Host>> hosts = runtime::HostsOf(options);
         mpirun.interface.empty() && hosts.ok() && !hosts->empty()) {
-      std::vector<std::string> names;
-      for (const runtime::Host& h : *hosts) names.push_back(h.name);
-      Result<std::string> interface = comm::InterfaceReaching(names);
+      Result<std::string> interface = runtime::InterfaceReaching(*hosts);
       if (!interface.ok()) return {interface.status()};
       mpirun.interface = *interface;
     }
@@ -115,9 +113,8 @@ Launched Launch(const Job& job, const TrainOptions& given) {
     // Hosts that did not come from the command line (a Slurm allocation's nodes) are passed
     // on to the ranks, which see only mpirun's environment.
     // (--hostfile leaves options.hosts empty: the file is on the command line already.)
-    const bool hosts_given = std::any_of(args.begin(), args.end(), [](const std::string& a) {
-      return a == "--hosts" || a.rfind("--hosts=", 0) == 0;
-    });
+    const bool hosts_given = std::any_of(
+        args.begin(), args.end(), [](const std::string& a) { return a == "--hosts" || a.rfind("--hosts=", 0) == 0; });
     if (!options.hosts.empty() && !hosts_given) {
       args.push_back("--hosts");
       args.push_back(options.hosts);
@@ -126,8 +123,7 @@ Launched Launch(const Job& job, const TrainOptions& given) {
     for (std::string& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
     const int processes = hier ? options.nproc / options.workers_per_host : options.nproc;
-    return {Status::Ok(),
-            comm::RelaunchUnderMpirun(mpirun, processes, static_cast<int>(args.size()), argv.data(), {})};
+    return {Status::Ok(), comm::RelaunchUnderMpirun(mpirun, processes, static_cast<int>(args.size()), argv.data(), {})};
   }
   return {runtime::RunTrain(job, options)};
 }

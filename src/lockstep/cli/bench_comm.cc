@@ -198,11 +198,7 @@ Status ApplyHosts(BenchCommArgs* args, comm::MpirunSetup* mpirun, std::string* h
     return Status::InvalidArgument("--nproc " + std::to_string(args->nproc) + " is more than the " +
                                    std::to_string(slots) + " slots of --hosts " + args->hosts);
   if (args->backend == "hier") {
-    for (const runtime::Host& h : hosts)
-      if (h.slots != hosts.front().slots)
-        return Status::InvalidArgument("--hosts " + args->hosts +
-                                       ": every host needs the same number of workers with one process a host "
-                                       "(--backend mpi takes unequal hosts)");
+    LS_RETURN_IF_ERROR(runtime::CheckEqualSlots(hosts));
     args->workers_per_host = hosts.front().slots;
   }
   if (comm::InsideMpirun()) return Status::Ok();
@@ -210,21 +206,14 @@ Status ApplyHosts(BenchCommArgs* args, comm::MpirunSetup* mpirun, std::string* h
   char path[] = "/tmp/lockstep-bench-hosts.XXXXXX";
   const int fd = mkstemp(path);
   if (fd < 0) return Status::IoError(std::string("cannot create a hostfile in /tmp: ") + std::strerror(errno));
-  std::string text;
-  for (const runtime::Host& h : hosts) {
-    text += h.name;
-    text += " slots=" + std::to_string(args->backend == "hier" ? 1 : h.slots) + "\n";
-  }
-  const bool written = write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
   close(fd);
   *hostfile = path;  // removed once mpirun is done
-  if (!written) return Status::IoError(std::string("cannot write ") + path);
+  LS_RETURN_IF_ERROR(runtime::WriteHostfile(path, hosts, args->backend == "hier",
+                                            "written by lockstep bench-comm: ranks in this order"));
   mpirun->args.insert(mpirun->args.end(), {"--hostfile", path});
   mpirun->interface = args->mpi_interface;
   if (mpirun->interface.empty()) {
-    std::vector<std::string> names;
-    for (const runtime::Host& h : hosts) names.push_back(h.name);
-    LS_ASSIGN_OR_RETURN(mpirun->interface, comm::InterfaceReaching(names));
+    LS_ASSIGN_OR_RETURN(mpirun->interface, runtime::InterfaceReaching(hosts));
   }
   return comm::CheckMpiNetwork(*mpirun);
 }

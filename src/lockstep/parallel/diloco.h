@@ -74,8 +74,9 @@ class DilocoSync {
   std::vector<float>& anchor() { return anchor_; }
   std::vector<float>& momentum() { return momentum_; }
   bool overlapping() const { return o_.overlap_steps > 0; }
-  // Overlap: each fragment's delta as sent (bf16: rounded), over the whole flat buffer; only
-  // the fragments in flight mean anything. Differs per replica. Empty without overlap.
+  // Each fragment's delta as sent (bf16: rounded), over the whole flat buffer; only the
+  // fragments in flight mean anything (overlap: they are checkpointed; blocking, the sum
+  // replaces the delta in place). Differs per replica.
   std::vector<float>& pending() { return pending_; }
 
  private:

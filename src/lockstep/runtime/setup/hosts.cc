@@ -98,6 +98,31 @@ Result<std::vector<Host>> HostsOf(const TrainOptions& options) {
   return std::vector<Host>{};
 }
 
+Status CheckEqualSlots(const std::vector<Host>& hosts) {
+  for (const Host& h : hosts)
+    if (h.slots != hosts.front().slots)
+      return Status::InvalidArgument("--hosts " + FormatHosts(hosts) +
+                                     ": every host needs the same number of workers with one process a host "
+                                     "(--backend mpi takes unequal hosts)");
+  return Status::Ok();
+}
+
+Status WriteHostfile(const std::string& path, const std::vector<Host>& hosts, bool one_process_a_host,
+                     const std::string& header) {
+  std::ofstream out(path, std::ios::trunc);
+  out << "# " << header << "\n";
+  for (const Host& h : hosts) out << h.name << " slots=" << (one_process_a_host ? 1 : h.slots) << "\n";
+  out.close();
+  if (!out) return Status::IoError("cannot write " + path);
+  return Status::Ok();
+}
+
+Result<std::string> InterfaceReaching(const std::vector<Host>& hosts) {
+  std::vector<std::string> names;
+  for (const Host& h : hosts) names.push_back(h.name);
+  return comm::InterfaceReaching(names);
+}
+
 Status ApplyHostsToNproc(TrainOptions* o, bool nproc_given) {
   if (!o->hosts.empty() && !o->hostfile.empty()) return Status::InvalidArgument("give --hosts or --hostfile, not both");
   if ((o->min_nproc > 0 || o->max_nproc > 0) && o->max_restarts == 0)
@@ -113,11 +138,7 @@ Status ApplyHostsToNproc(TrainOptions* o, bool nproc_given) {
   // threads (comm/hier/hier_world.h).
   if ((!hosts.empty() || o->workers_per_host > 0) && o->backend == "threads") o->backend = "hier";
   if (o->backend == "hier" && !hosts.empty()) {
-    for (const Host& h : hosts)
-      if (h.slots != hosts.front().slots)
-        return Status::InvalidArgument("--hosts " + FormatHosts(hosts) +
-                                       ": every host needs the same number of workers with one process a host "
-                                       "(--backend mpi takes unequal hosts)");
+    LS_RETURN_IF_ERROR(CheckEqualSlots(hosts));
     if (o->workers_per_host > 0 && o->workers_per_host != hosts.front().slots)
       return Status::InvalidArgument("--workers-per-host " + std::to_string(o->workers_per_host) +
                                      " differs from the hosts' " + std::to_string(hosts.front().slots) + " slots");
@@ -127,20 +148,19 @@ Status ApplyHostsToNproc(TrainOptions* o, bool nproc_given) {
   if (o->backend == "hier") {
     // Under an MPI launcher of P processes (the user's mpirun, srun): nproc / P a process.
     const int processes = comm::InsideMpirun() ? comm::MpiJobProcesses() : 1;
-    if (o->workers_per_host == 0)
-      o->workers_per_host = o->nproc % processes == 0 ? o->nproc / processes : o->nproc;
+    if (o->workers_per_host == 0) o->workers_per_host = o->nproc % processes == 0 ? o->nproc / processes : o->nproc;
     if (o->nproc % o->workers_per_host != 0)
-      return Status::InvalidArgument("--nproc " + std::to_string(o->nproc) + " is not a multiple of --workers-per-host " +
-                                     std::to_string(o->workers_per_host) + " (every host runs as many)");
+      return Status::InvalidArgument("--nproc " + std::to_string(o->nproc) +
+                                     " is not a multiple of --workers-per-host " + std::to_string(o->workers_per_host) +
+                                     " (every host runs as many)");
     // Megatron's rule: a tensor-parallel group talks every layer, so it stays inside a host.
     // Ranks of one tp group are adjacent (parallel/mesh.h), so it does when tp divides the
     // host's workers.
     Result<parallel::ParallelDims> dims = parallel::ParallelDims::Parse(o->layout, o->nproc, o->zero);
     if (dims.ok() && o->workers_per_host % dims->tp != 0)
-      return Status::InvalidArgument("--layout tp=" + std::to_string(dims->tp) +
-                                     " would split a tensor-parallel group across hosts (" +
-                                     std::to_string(o->workers_per_host) +
-                                     " workers a host): tp must divide the workers of a host");
+      return Status::InvalidArgument(
+          "--layout tp=" + std::to_string(dims->tp) + " would split a tensor-parallel group across hosts (" +
+          std::to_string(o->workers_per_host) + " workers a host): tp must divide the workers of a host");
   }
   return Status::Ok();
 }
@@ -159,13 +179,8 @@ Status AddHostfileToMpirun(const TrainOptions& options, comm::MpirunSetup* mpiru
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   const std::string path = dir + "/hostfile";
-  {
-    std::ofstream out(path, std::ios::trunc);
-    out << "# written by lockstep train: the hosts of this attempt, ranks in this order\n";
-    // hier: one process a host (its workers are threads).
-    for (const Host& h : hosts) out << h.name << " slots=" << (options.backend == "hier" ? 1 : h.slots) << "\n";
-    if (!out) return Status::IoError("cannot write " + path);
-  }
+  LS_RETURN_IF_ERROR(WriteHostfile(path, hosts, options.backend == "hier",
+                                   "written by lockstep train: the hosts of this attempt, ranks in this order"));
   mpirun->args.insert(mpirun->args.end(), {"--hostfile", path});
   // mpirun passes its environment to the ranks of its own host only.
   for (const char* var : {kHeartbeatDirEnv, kRestartEnv})

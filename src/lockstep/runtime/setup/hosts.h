@@ -30,6 +30,18 @@ int TotalSlots(const std::vector<Host>& hosts);
 // The hosts of `options` (--hosts or --hostfile; empty when neither is given).
 Result<std::vector<Host>> HostsOf(const TrainOptions& options);
 
+// One process a host (--backend hier) needs the same workers on every host: InvalidArgument
+// (one line naming the hosts) otherwise.
+Status CheckEqualSlots(const std::vector<Host>& hosts);
+
+// Writes `hosts` as an OpenMPI hostfile at `path` ("# header", then "NAME slots=N" a line; N is
+// 1 with one_process_a_host, whose workers are threads). IoError when it cannot.
+Status WriteHostfile(const std::string& path, const std::vector<Host>& hosts, bool one_process_a_host,
+                     const std::string& header);
+
+// --mpi-if's default for these hosts: the interface on their subnet (comm::InterfaceReaching).
+Result<std::string> InterfaceReaching(const std::vector<Host>& hosts);
+
 // Checks the host and elastic flags against each other (one line each, InvalidArgument):
 // hosts need --backend mpi, --hosts and --hostfile exclude each other, --min-nproc and
 // --max-nproc need --max-restarts. With hosts and no --nproc, the world is every slot.

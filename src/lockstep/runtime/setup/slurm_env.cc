@@ -186,7 +186,6 @@ Result<std::optional<SlurmJob>> ReadSlurmJob() {
   for (size_t i = 0; i < names.size(); ++i) job.nodes.push_back({names[i], tasks[i]});
   job.in_step = !Env("SLURM_STEP_ID").empty();
   job.step_tasks = std::max(1, CountEnv("SLURM_STEP_NUM_TASKS"));
-  job.cpus_per_task = CountEnv("SLURM_CPUS_PER_TASK");
   return std::optional<SlurmJob>(std::move(job));
 }
 

@@ -38,7 +38,6 @@ struct SlurmJob {
   std::vector<Host> nodes;  // SLURM_JOB_NODELIST, each with its SLURM_TASKS_PER_NODE count as slots
   bool in_step = false;     // started by srun (SLURM_STEP_ID), not the batch script or salloc's shell
   int step_tasks = 1;       // SLURM_STEP_NUM_TASKS
-  int cpus_per_task = 0;    // SLURM_CPUS_PER_TASK (0: not set)
 };
 
 // nullopt outside Slurm (no SLURM_JOB_ID); InvalidArgument (one line) for a malformed list.
