@@ -86,20 +86,28 @@ TEST(Diloco, KilledAndResumedMidWindowEndWithTheUninterruptedWeights) {
   }
 }
 
+// Streaming DiLoCo on 2 deterministic replicas of a 2-block model: H = 4, two fragments,
+// the outer gradient as `dtype`, then `more`.
+std::vector<std::string> StreamingDiloco(const std::string& dtype, const std::vector<std::string>& more = {}) {
+  std::vector<std::string> args = {"--nproc",
+                                   "2",
+                                   "--deterministic",
+                                   "--set",
+                                   "train.sync=diloco",
+                                   "--set",
+                                   "model.layers=2",
+                                   "--set",
+                                   "train.diloco_inner_steps=4",
+                                   "--set",
+                                   "train.diloco_fragments=2",
+                                   "--set",
+                                   "train.diloco_outer_dtype=" + dtype};
+  args.insert(args.end(), more.begin(), more.end());
+  return args;
+}
+
 TEST(Diloco, StreamingFragmentsResumeExactlyInDeterministicMode) {
-  const std::vector<std::string> extra = {"--nproc",
-                                          "2",
-                                          "--deterministic",
-                                          "--set",
-                                          "train.sync=diloco",
-                                          "--set",
-                                          "model.layers=2",
-                                          "--set",
-                                          "train.diloco_inner_steps=4",
-                                          "--set",
-                                          "train.diloco_fragments=2",
-                                          "--set",
-                                          "train.diloco_outer_dtype=bf16"};
+  const std::vector<std::string> extra = StreamingDiloco("bf16");
   const std::string full = TrainTiny("lowcomm-stream-full", 8, 2, extra);
   EXPECT_EQ(DoneHash(ResumeFrom(full, 6, 8, extra)), DoneHash(full));
   EXPECT_EQ(DoneHash(TrainTiny("lowcomm-stream-again", 8, 2, extra)), DoneHash(full));
@@ -174,25 +182,9 @@ TEST(Diloco, ElasticRunShrinksToTheReplicasLeftAsAResumeWouldAndDoesNotGrow) {
 // one), the run ends with the uninterrupted weights, for fp32 and bf16 on the wire.
 TEST(Diloco, OverlappedExchangesInFlightAtACheckpointResumeExactly) {
   for (const char* dtype : {"fp32", "bf16"}) {
-    const std::vector<std::string> extra = {"--nproc",
-                                            "2",
-                                            "--deterministic",
-                                            "--set",
-                                            "train.sync=diloco",
-                                            "--set",
-                                            "model.layers=2",
-                                            "--set",
-                                            "train.diloco_inner_steps=4",
-                                            "--set",
-                                            "train.diloco_fragments=2",
-                                            "--set",
-                                            "train.diloco_overlap_steps=1",
-                                            "--set",
-                                            "train.diloco_merge_alpha=0.5",
-                                            "--set",
-                                            std::string("train.diloco_outer_dtype=") + dtype,
-                                            "--set",
-                                            "checkpoint.keep=10"};
+    const std::vector<std::string> extra =
+        StreamingDiloco(dtype, {"--set", "train.diloco_overlap_steps=1", "--set", "train.diloco_merge_alpha=0.5",
+                                "--set", "checkpoint.keep=10"});
     const std::string full = TrainTiny("lowcomm-overlap-full", 10, 2, extra);
     ASSERT_EQ(DoneHash(full).size(), 16u);
     for (int step : {4, 6, 8}) EXPECT_EQ(DoneHash(ResumeFrom(full, step, 10, extra)), DoneHash(full)) << dtype << step;
