@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "lockstep/cli/bench_comm_measure.h"
+#include "lockstep/cli/plan_hosts.h"
 #include "lockstep/comm/mpi/launch.h"
 #include "lockstep/comm/mpi/mpi_communicator.h"
 #include "lockstep/comm/threads/threads_world.h"
@@ -118,18 +119,7 @@ Status MeasureMpiGroup(int size, const std::string& op, int argc, char** argv, C
   if (rc != 0)
     return Status::Internal("plan: bench-comm under mpirun -np " + std::to_string(size) + " failed (status " +
                             std::to_string(rc) + ")");
-  std::map<std::string, CommCurve> curves;
-  std::istringstream lines(out);
-  for (std::string line; std::getline(lines, line);) {
-    if (line.empty() || line[0] != '{') continue;
-    nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
-    if (j.is_discarded() || !j.contains("op") || !j.contains("bytes") || !j.contains("time_us")) continue;
-    curves[j["op"].get<std::string>()].Add(j["bytes"].get<int64_t>(), j["time_us"].get<double>() * 1e-3);
-  }
-  for (BenchOp b : {BenchOp::kAllreduce, BenchOp::kReduceScatter, BenchOp::kAllGather, BenchOp::kBroadcast}) {
-    auto it = curves.find(BenchOpName(b));
-    if (it != curves.end()) table->Set(ToCommOp(b), size, it->second);
-  }
+  AddBenchLines(out, size, 1, table);
   return Status::Ok();
 }
 
@@ -232,7 +222,13 @@ void AddPlanCommand(CLI::App& app, PlanCommand* cmd) {
   p->add_flag("--fresh", o.fresh,
               "measure the profile again, replacing the cache (a shared machine's speed moves: a plan can "
               "catch it slow or fast)");
+  p->add_option("--hosts", cmd->hosts,
+                 "plan for workers on these hosts, e.g. h0:2,h1:2 (one process a host; measures their links)");
+  p->add_option("--hostfile", cmd->hostfile, "plan for the hosts of this OpenMPI hostfile (as --hosts)");
+  p->add_option("--mpi-if", cmd->mpi_interface,
+                "with hosts: the network interface reaching them (default: the one on their subnet)");
   p->add_option("--zero-probe", cmd->zero_probe)->group("");  // internal (MeasureMpiZero)
+  p->add_flag("--host-facts", cmd->host_facts)->group("");    // internal (ResolvePlanHosts)
   cmd->app = p;
 }
 
@@ -242,15 +238,29 @@ int RunPlanCommand(PlanCommand& cmd, int argc, char** argv) {
     std::fprintf(stderr, "lockstep: error: %s\n", message.c_str());
     return 2;
   };
+  if (cmd.host_facts) return PrintHostFacts();
   if (o.config_path.empty()) return fail("--config is required");
-  if (cmd.app->count("--nproc") == 0) return fail("--nproc is required");
+  const bool with_hosts = !cmd.hosts.empty() || !cmd.hostfile.empty();
+  if (cmd.app->count("--nproc") == 0 && !with_hosts) return fail("--nproc is required (or --hosts)");
   if (!cmd.mem_limit.empty()) {
     Result<int64_t> v = ParseSize(cmd.mem_limit, "--mem-limit");
     if (!v.ok()) return fail(v.status().message());
     o.mem_limit = *v;
   }
   if (!cmd.zero_probe.empty()) return RunZeroProbe(cmd);
+  PlanHostsSetup hosts;
+  if (with_hosts) {
+    Result<PlanHostsSetup> h =
+        ResolvePlanHosts(cmd.hosts, cmd.hostfile, cmd.mpi_interface, cmd.app->count("--nproc") > 0, argc, argv, &o);
+    if (!h.ok()) {
+      std::fprintf(stderr, "lockstep: error: %s\n", h.status().message().c_str());
+      return h.status().code() == StatusCode::kInternal ? 1 : 2;
+    }
+    hosts = std::move(*h);
+  }
   const int nproc = o.nproc;
+  // Groups inside one host are measured as that host's workers run them.
+  const int local = with_hosts ? o.hosts.workers_per_host : nproc;
   const bool mpi = o.backend == "mpi";
   planner::ZeroMeasurer measure_zero = [&](const std::vector<int64_t>& rows) {
     return mpi ? MeasureMpiZero(nproc, rows, argc, argv) : MeasureThreadsZero(o, rows);
@@ -258,9 +268,12 @@ int RunPlanCommand(PlanCommand& cmd, int argc, char** argv) {
   Status s = planner::RunPlan(
       o,
       [&](const std::vector<int>& groups, bool send) -> Result<CommTable> {
-        return mpi ? MeasureMpi(groups, send, argc, argv) : MeasureThreads(nproc, groups, send);
+        return mpi ? MeasureMpi(groups, send, argc, argv) : MeasureThreads(local, groups, send);
       },
-      measure_zero);
+      measure_zero,
+      [&](const std::vector<planner::HostGroup>& groups, bool send, int64_t max_bytes) {
+        return MeasureAcrossHosts(hosts, o.backend, groups, send, max_bytes);
+      });
   if (s.ok()) return 0;
   std::fprintf(stderr, "lockstep: error: %s\n", s.message().c_str());
   return s.code() == StatusCode::kInvalidArgument || s.code() == StatusCode::kNotFound ? 2 : 1;

@@ -2,7 +2,9 @@
 // collectives a plan needs are measured here with bench-comm's code: in this process for the
 // threads backend, as `lockstep bench-comm --backend mpi --json` under mpirun for mpi; for mpi
 // also ZeRO's cost over the ranks as processes, by this command relaunched under mpirun with
-// the internal --zero-probe.
+// the internal --zero-probe. With --hosts (or --hostfile) the collectives across hosts are
+// measured as `lockstep bench-comm --hosts` measures them, after this command, run once on every
+// host under mpirun with the internal --host-facts, has told each host's kernel and cores.
 #pragma once
 
 #include <string>
@@ -17,6 +19,8 @@ struct PlanCommand {
   planner::PlanOptions options;
   std::string mem_limit;   // K/M/G suffixes
   std::string zero_probe;  // internal: rows for MeasurePlanZero, inside the mpirun job of an mpi plan
+  std::string hosts, hostfile, mpi_interface;  // --hosts, --hostfile, --mpi-if
+  bool host_facts = false;  // internal: this host's kernel and cores, one JSON line (ReadHostFacts)
   CLI::App* app = nullptr;
 };
 

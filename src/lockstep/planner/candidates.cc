@@ -4,6 +4,7 @@
 #include <tuple>
 
 #include "lockstep/comm/threads/threads_world.h"
+#include "lockstep/planner/host_placement.h"
 #include "lockstep/nn/model.h"
 #include "lockstep/parallel/gpt_shard.h"
 #include "lockstep/parallel/stage_model.h"
@@ -90,6 +91,11 @@ Result<std::vector<Candidate>> Enumerate(const PlanSetup& s, int world, bool one
     // and pipeline-parallel inside; neither takes ZeRO (run_setup.cc).
     const bool replicas_only = s.run.train.powersgd() || s.run.train.diloco();
     if (s.run.train.powersgd() && (d.tp > 1 || d.pp > 1)) continue;
+    if (!one_worker && !TpInsideHosts(d, s.workers_per_host)) {  // train refuses a tp group across hosts
+      if (first_error.empty()) first_error = "tp=" + std::to_string(d.tp) + " would cross hosts of " +
+                                             std::to_string(s.workers_per_host) + " workers";
+      continue;
+    }
     for (int zero = 0; zero <= (d.dp > 1 && !one_worker && !replicas_only ? 3 : 0); ++zero) {
       for (int factor : {1, 2, 4}) {
         TrainOptions o;

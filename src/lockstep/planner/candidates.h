@@ -27,6 +27,7 @@ struct PlanSetup {
   optim::OptimConfig optim;
   std::optional<nn::GptConfig> gpt;  // model.kind = "gpt"
   int world = 1;
+  int workers_per_host = 0;  // plan --hosts: L workers a host, every tp group inside one (0: one machine)
   bool knows_precision = false;  // the registry has train.precision / train.recompute
   bool knows_recompute = false;
   int64_t units_per_row() const { return gpt ? gpt->context : 1; }  // tokens, or 1 sample

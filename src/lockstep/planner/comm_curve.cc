@@ -37,10 +37,14 @@ const char* CommOpName(CommOp op) {
   return "?";
 }
 
-double CommTable::Ms(CommOp op, int group, int64_t bytes) const {
+double CommTable::Ms(CommOp op, int group, int64_t bytes, int hosts) const {
   if (group <= 1) return 0;
-  auto it = curves_.find({op, group});
+  auto it = curves_.find({op, group, hosts});
   return it == curves_.end() ? 0 : it->second.Ms(bytes);
+}
+
+void CommTable::Merge(const CommTable& other) {
+  for (const auto& [key, curve] : other.curves_) curves_[key] = curve;
 }
 
 nlohmann::json CommTable::ToJson() const {
@@ -48,7 +52,10 @@ nlohmann::json CommTable::ToJson() const {
   for (const auto& [key, curve] : curves_) {
     nlohmann::json pts = nlohmann::json::array();
     for (const auto& [b, ms] : curve.points()) pts.push_back({b, ms});
-    out.push_back({{"op", CommOpName(key.first)}, {"group", key.second}, {"points", pts}});
+    const auto& [op, group, hosts] = key;
+    nlohmann::json e = {{"op", CommOpName(op)}, {"group", group}, {"points", pts}};
+    if (hosts > 1) e["hosts"] = hosts;
+    out.push_back(std::move(e));
   }
   return out;
 }
@@ -65,7 +72,7 @@ Result<CommTable> CommTable::FromJson(const nlohmann::json& j) {
     if (op == std::end(ops)) return Status::InvalidArgument("collectives: unknown op '" + name + "'");
     CommCurve c;
     for (const nlohmann::json& p : e["points"]) c.Add(p.at(0).get<int64_t>(), p.at(1).get<double>());
-    t.Set(*op, e["group"].get<int>(), std::move(c));
+    t.Set(*op, e["group"].get<int>(), std::move(c), e.value("hosts", 1));
   }
   return t;
 }

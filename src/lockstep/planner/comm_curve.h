@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -33,19 +34,24 @@ class CommCurve {
 enum class CommOp { kAllreduce, kReduceScatter, kAllGather, kSend };
 const char* CommOpName(CommOp op);  // "allreduce", "reduce_scatter", "all_gather", "send"
 
-// Every curve a plan needs, keyed by (collective, group size). A group of one costs nothing.
+// Every curve a plan needs, keyed by (collective, group size, hosts the group spans). A group
+// of one costs nothing. `hosts` is 1 for a group inside one machine (every group of a plan
+// without --hosts); across hosts (host_placement.h) the same group size is another curve, the
+// link's rather than the machine's.
 class CommTable {
  public:
-  void Set(CommOp op, int group, CommCurve curve) { curves_[{op, group}] = std::move(curve); }
-  bool Has(CommOp op, int group) const { return group <= 1 || curves_.count({op, group}) > 0; }
-  // Time of one collective of `bytes` over `group` ranks; a missing curve is 0 (Has says).
-  double Ms(CommOp op, int group, int64_t bytes) const;
+  void Set(CommOp op, int group, CommCurve curve, int hosts = 1) { curves_[{op, group, hosts}] = std::move(curve); }
+  bool Has(CommOp op, int group, int hosts = 1) const { return group <= 1 || curves_.count({op, group, hosts}) > 0; }
+  // Time of one collective of `bytes` over `group` ranks on `hosts` hosts; a missing curve is 0
+  // (Has says).
+  double Ms(CommOp op, int group, int64_t bytes, int hosts = 1) const;
 
+  void Merge(const CommTable& other);  // other's curves added (replacing those of the same key)
   nlohmann::json ToJson() const;
   static Result<CommTable> FromJson(const nlohmann::json& j);
 
  private:
-  std::map<std::pair<CommOp, int>, CommCurve> curves_;
+  std::map<std::tuple<CommOp, int, int>, CommCurve> curves_;
 };
 
 }  // namespace lockstep::planner

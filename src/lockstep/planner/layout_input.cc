@@ -101,6 +101,7 @@ Result<LayoutInput> BuildLayoutInput(const Candidate& c, const PlanSetup& s, con
       4 * (s.optim.kind == optim::OptimizerKind::kAdamW ? 2 : (s.optim.sgd.momentum != 0.0 ? 1 : 0));
   in.optimizer_ns_per_element = profile.optimizer_ns_per_element;
   in.oversubscription = profile.oversubscription();
+  in.hosts = PlaceOnHosts(c.dims, s.workers_per_host);
   in.step_stats_bytes = sizeof(runtime::RankStepRecord);  // Trainer: GatherStep, the gradient norm's parts included
   const bool bf16 = c.precision == "bf16";
   in.states.copy_bytes = bf16 ? 2 : 0;

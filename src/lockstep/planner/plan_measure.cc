@@ -2,6 +2,8 @@
 // (MeasurePlanZero).
 #include "lockstep/planner/plan_measure.h"
 
+#include "lockstep/planner/host_placement.h"
+
 #include <algorithm>
 #include <cstdio>
 #include <set>
@@ -56,8 +58,11 @@ std::vector<int64_t> ZeroRows(const std::vector<Candidate>& cands, bool gpt) {
   return rows;
 }
 
-// The slot of the collectives and the ZeRO probe in the cache: "<backend>-<N>".
-std::string CommSlot(const PlanOptions& o) { return o.backend + "-" + std::to_string(o.nproc); }
+// The slot of the collectives and the ZeRO probe in the cache: "<backend>-<N>", or with hosts
+// "<backend>-<hosts spec>".
+std::string CommSlot(const PlanOptions& o) {
+  return o.backend + "-" + (o.hosts.count > 0 ? o.hosts.spec : std::to_string(o.nproc));
+}
 
 }  // namespace
 
@@ -107,33 +112,66 @@ Result<MeasuredProfile> Profile(const PlanSetup& s, const std::vector<Candidate>
   return m;
 }
 
-Result<CommTable> MeasureCollectives(const PlanOptions& o, const std::vector<Candidate>& cands,
-                                     const CommMeasurer& measure, ProfileCache* cache) {
+Result<CommTable> MeasureCollectives(const PlanOptions& o, const PlanSetup& s, const std::vector<Candidate>& cands,
+                                     const CommMeasurer& measure, const HostsMeasurer& measure_hosts,
+                                     ProfileCache* cache) {
+  // Inside one machine (or one host): group sizes; across hosts: groups as placed.
   std::set<int> groups;
-  bool send = false;
-  if (o.nproc > 1) groups.insert(o.nproc);  // every step's world collectives (step statistics, norm)
+  std::set<HostGroup> across;
+  bool send = false, send_across = false;
+  const int l = o.hosts.workers_per_host;
+  if (o.nproc > 1) {  // every step's world collectives (step statistics, norm)
+    if (o.hosts.count > 1)
+      across.insert({o.nproc, std::vector<int>(static_cast<size_t>(o.hosts.count), l)});
+    else
+      groups.insert(o.nproc);
+  }
   for (const Candidate& c : cands) {
-    if (c.dims.dp > 1) groups.insert(c.dims.dp);
+    const HostPlacement h = PlaceOnHosts(c.dims, s.workers_per_host);
+    if (c.dims.dp > 1) {
+      if (h.dp_hosts > 1)
+        across.insert({c.dims.dp, h.dp_per_host});
+      else
+        groups.insert(c.dims.dp);
+    }
     if (c.dims.tp > 1) groups.insert(c.dims.tp);
-    send = send || c.dims.pp > 1;
+    send = send || (c.dims.pp > 1 && !h.send_across);
+    send_across = send_across || h.send_across;
   }
   const std::string comm_slot = CommSlot(o);
   nlohmann::json& cached = cache->json["comm"];
   CommTable comm;
-  bool have_comm = false;
+  auto have = [&](const CommTable& t) {
+    return std::all_of(groups.begin(), groups.end(), [&](int g) { return t.Has(CommOp::kAllreduce, g); }) &&
+           std::all_of(across.begin(), across.end(),
+                       [&](const HostGroup& g) {
+                         return t.Has(CommOp::kAllreduce, g.group, static_cast<int>(g.per_host.size()));
+                       }) &&
+           (!send || t.Has(CommOp::kSend, 2)) && (!send_across || t.Has(CommOp::kSend, 2, 2));
+  };
   if (cached.contains(comm_slot)) {
     Result<CommTable> t = CommTable::FromJson(cached[comm_slot]);
-    if (t.ok()) {
-      comm = *t;
-      have_comm = std::all_of(groups.begin(), groups.end(), [&](int g) { return comm.Has(CommOp::kAllreduce, g); }) &&
-                  (!send || comm.Has(CommOp::kSend, 2));
-    }
+    if (t.ok() && have(*t)) return *t;
   }
-  if (!have_comm && (!groups.empty() || send)) {
+  if (!groups.empty() || send) {
     LS_ASSIGN_OR_RETURN(comm, measure(std::vector<int>(groups.begin(), groups.end()), send));
-    cached[comm_slot] = comm.ToJson();
-    cache->changed = true;
   }
+  if (!across.empty() || send_across) {
+    if (!measure_hosts) return Status::Internal("plan: no way to measure collectives across hosts");
+    // Up to the largest gradient (a bucket or a whole DiLoCo fragment is no larger), from 1 MiB.
+    int64_t largest = 1 << 20;
+    for (const Candidate& c : cands)
+      for (const StageLayout& st : c.stages) {
+        int64_t numel = 0;
+        for (int64_t n : st.param_numels) numel += n;
+        while (largest < 4 * numel && largest < (int64_t{64} << 20)) largest *= 4;
+      }
+    LS_ASSIGN_OR_RETURN(CommTable t,
+                        measure_hosts(std::vector<HostGroup>(across.begin(), across.end()), send_across, largest));
+    comm.Merge(t);
+  }
+  cached[comm_slot] = comm.ToJson();
+  cache->changed = true;
   return comm;
 }
 

@@ -31,8 +31,10 @@ Result<MeasuredProfile> Profile(const PlanSetup& s, const std::vector<Candidate>
 
 // The curves of every collective the candidates issue (dp and tp groups, the world group for the
 // step's end, a send between pipeline stages): cached for this backend and N, else `measure`d.
-Result<CommTable> MeasureCollectives(const PlanOptions& o, const std::vector<Candidate>& cands,
-                                     const CommMeasurer& measure, ProfileCache* cache);
+// With hosts: the groups inside a host from `measure`, those across hosts from `measure_hosts`.
+Result<CommTable> MeasureCollectives(const PlanOptions& o, const PlanSetup& s, const std::vector<Candidate>& cands,
+                                     const CommMeasurer& measure, const HostsMeasurer& measure_hosts,
+                                     ProfileCache* cache);
 
 // SecondLook at each fresh profile (its times scaled where the second look ran faster); the line
 // RunPlan prints about them (empty when none was fresh).

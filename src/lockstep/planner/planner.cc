@@ -52,24 +52,47 @@ struct Measurements {
   std::string second_look, probe_line;  // RunPlan's lines about them (empty: none)
 };
 
+// The workers profiled at once on this machine for the plan's N: all N, or with hosts that do not
+// share this machine's cores one host's L (each host computes beside the others on its own).
+int ProfiledWorkers(const PlanOptions& o) {
+  return o.hosts.count > 0 && !o.hosts.share_cores ? o.hosts.workers_per_host : o.nproc;
+}
+
+// Compute threads a worker: train.threads, or as train gives them on the hosts (a host's cores
+// over its workers, setup/hosts.h), or this machine's cores shared by the N workers.
+int PlanThreads(const PlanOptions& o, const PlanSetup& s) {
+  if (o.hosts.count > 0 && s.run.train.threads <= 0)
+    return std::max(1, o.hosts.cores / std::max(1, o.hosts.workers_per_host));
+  return WorkerThreads(s, o.nproc);
+}
+
 Result<Measurements> Measure(const PlanOptions& o, const PlanSetup& s, const Layouts& layouts,
-                             const CommMeasurer& measure, const ZeroMeasurer& measure_zero, ProfileCache* cache) {
+                             const CommMeasurer& measure, const ZeroMeasurer& measure_zero,
+                             const HostsMeasurer& measure_hosts, ProfileCache* cache) {
   Measurements m;
-  LS_ASSIGN_OR_RETURN(m.n, Profile(s, layouts.n, o.nproc, WorkerThreads(s, o.nproc), cache));
+  LS_ASSIGN_OR_RETURN(m.n, Profile(s, layouts.n, ProfiledWorkers(o), PlanThreads(o, s), cache));
   if (!layouts.one.empty()) {
     LS_ASSIGN_OR_RETURN(m.one, Profile(s, layouts.one, 1, WorkerThreads(s, 1), cache));
   }
-  LS_ASSIGN_OR_RETURN(m.comm, MeasureCollectives(o, layouts.n, measure, cache));
+  LS_ASSIGN_OR_RETURN(m.comm, MeasureCollectives(o, s, layouts.n, measure, measure_hosts, cache));
   // Before the ZeRO figures go into the profile (the cache keeps the compute as measured).
   LS_ASSIGN_OR_RETURN(m.second_look, TakeSecondLooks(s, {&m.n, &m.one}, cache));
-  LS_ASSIGN_OR_RETURN(m.probe_line, ApplyZeroProbe(o, s, layouts.n, measure_zero, cache, &m.n.prof));
+  if (o.hosts.count == 0) {  // across hosts the curves model ZeRO (step_model.cc)
+    LS_ASSIGN_OR_RETURN(m.probe_line, ApplyZeroProbe(o, s, layouts.n, measure_zero, cache, &m.n.prof));
+  }
   return m;
 }
 
 void PrintMeasurements(const PlanOptions& o, const PlanSetup& s, const ProfileCache& cache, const Measurements& m,
                        const Stopwatch& clock) {
   std::printf("profile: %s (%s; %d workers x %d threads)\n", cache.changed ? "measured" : "cached", cache.path.c_str(),
-              o.nproc, WorkerThreads(s, o.nproc));
+              ProfiledWorkers(o), PlanThreads(o, s));
+  if (o.hosts.count > 0)
+    std::printf("hosts: %s, %d cores each; %s\n", o.hosts.spec.c_str(), o.hosts.cores,
+                o.hosts.share_cores
+                    ? "they run on this machine's kernel (network namespaces), so all their workers share its cores "
+                      "and were profiled together here"
+                    : "the compute was profiled as one host's workers on this machine (run plan on a host of the job)");
   if (!m.second_look.empty())
     std::printf("second look at the compute, after the collectives (times against the first look): %s\n",
                 m.second_look.c_str());
@@ -104,26 +127,31 @@ Result<PlanResult> PredictAndDecide(const PlanOptions& o, const PlanSetup& s, co
     LS_ASSIGN_OR_RETURN(one_rows, Predict(layouts.one, s, m.one.prof, CommTable()));
   }
   const int64_t machine = MachineMemory();
-  const int64_t limit = o.mem_limit > 0 ? o.mem_limit : machine / o.nproc;
+  const int64_t limit = o.mem_limit > 0 ? o.mem_limit : machine / ProfiledWorkers(o);
   const int64_t one_limit = o.mem_limit > 0 ? o.mem_limit : machine;
   return Decide(o.nproc, s.gpt.has_value(), limit, one_limit, std::move(rows), one_rows);
 }
 
 }  // namespace
 
-Status RunPlan(const PlanOptions& o, const CommMeasurer& measure, const ZeroMeasurer& measure_zero) {
+Status RunPlan(const PlanOptions& o, const CommMeasurer& measure, const ZeroMeasurer& measure_zero,
+               const HostsMeasurer& measure_hosts) {
   LS_RETURN_IF_ERROR(CheckOptions(o));
   if (!o.hardware_path.empty()) return RunHardwarePlan(o);
   LS_ASSIGN_OR_RETURN(PlanSetup s, ReadPlanSetup(o.config_path, o.overrides, o.nproc));
+  if (o.hosts.count > 0) s.workers_per_host = o.hosts.workers_per_host;
   LS_ASSIGN_OR_RETURN(Layouts layouts, ReadLayouts(s, o.nproc));
   LS_ASSIGN_OR_RETURN(ProfileCache cache, OpenPlanCache(o, s));
   Stopwatch clock;
-  LS_ASSIGN_OR_RETURN(Measurements m, Measure(o, s, layouts, measure, measure_zero, &cache));
+  LS_ASSIGN_OR_RETURN(Measurements m, Measure(o, s, layouts, measure, measure_zero, measure_hosts, &cache));
   if (cache.changed) LS_RETURN_IF_ERROR(SaveCache(cache));
   PrintMeasurements(o, s, cache, m, clock);
   LS_ASSIGN_OR_RETURN(PlanResult r, PredictAndDecide(o, s, layouts, m));
-  std::printf("%s, %d workers (%s backend), global batch %lld, memory limit %.1f MiB per worker (%s)\n\n",
-              s.gpt ? "gpt" : "model", o.nproc, o.backend.c_str(), static_cast<long long>(s.run.train.batch_size),
+  const std::string backend = o.hosts.count > 0 && o.backend == "threads" ? "hier" : o.backend;
+  std::printf("%s, %d workers%s (%s backend), global batch %lld, memory limit %.1f MiB per worker (%s)\n\n",
+              s.gpt ? "gpt" : "model", o.nproc,
+              o.hosts.count > 0 ? (" on " + std::to_string(o.hosts.count) + " hosts").c_str() : "", backend.c_str(),
+              static_cast<long long>(s.run.train.batch_size),
               static_cast<double>(r.mem_limit) / 1048576.0,
               o.mem_limit > 0 ? "--mem-limit" : "machine memory / workers");
   PrintPlan(r, stdout);

@@ -8,6 +8,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -20,6 +21,19 @@
 
 namespace lockstep::planner {
 
+// `plan --hosts` (or --hostfile): the hosts the plan's workers span, and what the command
+// found on them (cli/plan_command.cc asks each host). Empty (count 0): one machine.
+struct PlanHosts {
+  std::string spec;          // "h0:2,h1:2": the cache's key for the curves measured across them
+  int count = 0;             // H
+  int workers_per_host = 0;  // L (every host the same: one process a host)
+  int cores = 0;             // cores of a host (the fewest any host has)
+  // Every host runs on this machine's kernel (network namespaces: scripts/cluster.sh), so the
+  // H x L workers share its cores, and the compute is profiled as that many workers here;
+  // otherwise as the L workers of one host, on this machine (a host of the job, or its twin).
+  bool share_cores = false;
+};
+
 struct PlanOptions {
   std::string config_path;
   std::vector<std::string> overrides;
@@ -30,12 +44,27 @@ struct PlanOptions {
   std::string json_path;
   std::string out_dir;  // profile cache; empty: runs/<config name>
   bool fresh = false;   // measure everything again, replacing what the cache holds
+  PlanHosts hosts;
 };
 
 // Measures the collectives a plan needs on options.backend: allreduce, reduce-scatter and
 // all-gather for each group size in `groups`, and (send) a send between two ranks. Supplied by
 // cli/, which owns bench-comm's measuring code.
 using CommMeasurer = std::function<Result<CommTable>(const std::vector<int>& groups, bool send)>;
+
+// A group placed across hosts: per_host[i] of its workers on host i (HostPlacement).
+struct HostGroup {
+  int group = 0;
+  std::vector<int> per_host;
+  bool operator<(const HostGroup& o) const { return std::tie(group, per_host) < std::tie(o.group, o.per_host); }
+};
+// Measures collectives across the plan's hosts (`plan --hosts`): allreduce, reduce-scatter and
+// all-gather over each group as it is placed, and (send) a send from one host to another; the
+// curves are Set with hosts = per_host.size() (2 for the send), at sizes up to max_bytes (the
+// largest message the layouts send: a link is slow, and the curve grows past its last point at
+// that point's bandwidth). Supplied by cli/ (bench-comm --hosts).
+using HostsMeasurer =
+    std::function<Result<CommTable>(const std::vector<HostGroup>& groups, bool send, int64_t max_bytes)>;
 
 // One predicted layout.
 struct PlanRow {
@@ -95,7 +124,10 @@ std::string ProbeLine(int nproc, const std::string& backend, const std::string& 
 using ZeroMeasurer = std::function<Result<ZeroProbe>(const std::vector<int64_t>& rows)>;
 
 // `measure_zero` (more than one worker) replaces the profile's ZeRO figures; empty: they stay.
-Status RunPlan(const PlanOptions& options, const CommMeasurer& measure, const ZeroMeasurer& measure_zero = {});
+// With options.hosts, `measure` measures the groups inside one host (as L workers of it) and
+// `measure_hosts` those across hosts; no ZeRO probe runs (the curves model ZeRO across hosts).
+Status RunPlan(const PlanOptions& options, const CommMeasurer& measure, const ZeroMeasurer& measure_zero = {},
+               const HostsMeasurer& measure_hosts = {});
 
 // This rank's part of a ZeroMeasurer's job: every rank of `dp` (options.nproc of them) calls it
 // with the same options and rows.

@@ -43,6 +43,20 @@ struct DpComm {
   double bytes = 0;  // the ring count of what the rank sends (Prediction::dp_bytes)
 };
 
+// A dp collective of `bytes` as the layout places its group: inside a machine, or across
+// in.hosts.dp_hosts hosts whose links in.hosts.dp_share groups use at once (each its share).
+double DpMs(const LayoutInput& in, const CommTable& comm, CommOp op, int64_t bytes) {
+  const HostPlacement& h = in.hosts;
+  return comm.Ms(op, in.dp, bytes, h.dp_hosts) * (h.dp_hosts > 1 ? h.dp_share : 1);
+}
+
+// A pipeline stage's send, between two hosts when the boundary crosses one (its ranks on a host
+// sending at once, each its share of the link).
+double SendMs(const LayoutInput& in, const CommTable& comm, int64_t bytes) {
+  const HostPlacement& h = in.hosts;
+  return h.send_across ? comm.Ms(CommOp::kSend, 2, bytes, 2) * h.send_share : comm.Ms(CommOp::kSend, 2, bytes);
+}
+
 DpComm DataParallelComm(const LayoutInput& in, const StageCost& s, const CommTable& comm) {
   DpComm out;
   const int dp = in.dp;
@@ -55,7 +69,7 @@ DpComm DataParallelComm(const LayoutInput& in, const StageCost& s, const CommTab
   using Kind = LayoutInput::LowComm::Kind;
   const LayoutInput::LowComm& low = in.low_comm;
   if (low.kind == Kind::kPowerSgd) {  // after backward: plain, P, Q, each one allreduce, nothing hidden
-    for (int64_t n : {low.plain, low.p, low.q}) out.total_ms += n > 0 ? comm.Ms(CommOp::kAllreduce, dp, kF32 * n) : 0;
+    for (int64_t n : {low.plain, low.p, low.q}) out.total_ms += n > 0 ? DpMs(in, comm, CommOp::kAllreduce, kF32 * n) : 0;
     out.exposed_ms = out.total_ms + low.compress_ms;
     out.bytes = 2 * ring * kF32 * static_cast<double>(low.plain + low.p + low.q);
     return out;
@@ -65,7 +79,7 @@ DpComm DataParallelComm(const LayoutInput& in, const StageCost& s, const CommTab
     // beside tau steps' compute and only what outlasts them is exposed.
     const int64_t f = std::max<int64_t>(1, low.fragments);
     const double h = static_cast<double>(low.inner_steps);
-    const double one = comm.Ms(CommOp::kAllreduce, dp, low.outer_bytes * numel / f);
+    const double one = DpMs(in, comm, CommOp::kAllreduce, low.outer_bytes * numel / f);
     const double step_compute = m * (s.fwd_ms + s.bwd_ms);
     const double hidden = std::min(one, static_cast<double>(low.overlap_steps) * step_compute);
     out.total_ms = static_cast<double>(f) * one / h;
@@ -80,12 +94,12 @@ DpComm DataParallelComm(const LayoutInput& in, const StageCost& s, const CommTab
   out.bytes = grads + params;
   if (in.zero <= 1) {
     if (in.pp > 1) {  // one allreduce of the whole gradient after the pipeline
-      out.total_ms = out.exposed_ms = comm.Ms(CommOp::kAllreduce, dp, kF32 * numel);
+      out.total_ms = out.exposed_ms = DpMs(in, comm, CommOp::kAllreduce, kF32 * numel);
     } else {  // DDP buckets launched as the last micro-batch's backward finalises them
       const parallel::BucketPlan plan = parallel::PlanBuckets(Offsets(s.param_numels), s.param_numels, in.bucket_bytes);
       std::vector<Launch> launches;
       for (const parallel::GradBucket& b : plan.buckets) {
-        const double ms = comm.Ms(CommOp::kAllreduce, dp, kF32 * (b.end - b.begin));
+        const double ms = DpMs(in, comm, CommOp::kAllreduce, kF32 * (b.end - b.begin));
         launches.push_back({ReadyShare(b.begin, numel) * s.bwd_ms, ms});
         out.total_ms += ms;
       }
@@ -96,7 +110,7 @@ DpComm DataParallelComm(const LayoutInput& in, const StageCost& s, const CommTab
     double per_micro = 0;
     const std::vector<UnitRange> units = UnitRanges(s);
     for (auto it = units.rbegin(); it != units.rend(); ++it) {
-      const double ms = comm.Ms(CommOp::kReduceScatter, dp, kF32 * it->numel);
+      const double ms = DpMs(in, comm, CommOp::kReduceScatter, kF32 * it->numel);
       launches.push_back({ReadyShare(it->begin, numel) * s.bwd_ms, ms});
       per_micro += ms;
     }
@@ -106,7 +120,7 @@ DpComm DataParallelComm(const LayoutInput& in, const StageCost& s, const CommTab
       for (double pass_ms : {s.fwd_ms, s.bwd_ms}) {
         double exposed = 0, prev_compute = 0;
         for (const UnitRange& u : units) {
-          const double g = comm.Ms(CommOp::kAllGather, dp, kF32 * ZeroShard(u.numel, dp) * dp);
+          const double g = DpMs(in, comm, CommOp::kAllGather, kF32 * ZeroShard(u.numel, dp) * dp);
           exposed += std::max(0.0, g - prev_compute);
           out.total_ms += m * g;
           prev_compute = numel > 0 ? pass_ms * static_cast<double>(u.numel) / static_cast<double>(numel) : 0;
@@ -117,7 +131,9 @@ DpComm DataParallelComm(const LayoutInput& in, const StageCost& s, const CommTab
     // Measured on this machine (the profile's ZeRO passes) when there is a measurement: the
     // threads backend's collectives run on the cores that compute, so on a busy machine they
     // cost their time rather than hiding behind backward.
-    const double measured_ns = s.zero_ns_per_element[in.zero - 2];
+    // Across hosts the figure (taken among this machine's workers) is not the link's: the
+    // collectives' curves measured across the hosts model it.
+    const double measured_ns = in.hosts.dp_hosts > 1 ? 0 : s.zero_ns_per_element[in.zero - 2];
     // The figure is one unit's cost over the profile's workers in lock-step, scaled per element.
     // With more workers than cores a ZeRO-3 micro-batch costs two units (the stage's two
     // largest) whatever the model's size: the first unit's gathers in forward and in backward,
@@ -153,7 +169,7 @@ DpComm DataParallelComm(const LayoutInput& in, const StageCost& s, const CommTab
     out.exposed_ms = measured_ns > 0 ? step_ns * counted * 1e-6 : modelled;
   }
   if (in.zero == 1 || in.zero == 2) {  // the updated shards all-gathered after the optimizer
-    const double g = comm.Ms(CommOp::kAllGather, dp, kF32 * ZeroShard(numel, dp) * dp);
+    const double g = DpMs(in, comm, CommOp::kAllGather, kF32 * ZeroShard(numel, dp) * dp);
     out.total_ms += g;
     out.exposed_ms += g;
   }
@@ -296,7 +312,7 @@ Result<Prediction> PredictLayout(const LayoutInput& in, const CommTable& comm) {
     fwd.push_back(s.fwd_ms + extra / 2);
     bwd.push_back(s.bwd_ms + extra / 2);
     tp_ms = std::max(tp_ms, m * s.tp_comm_ms);
-    send_ms = std::max(send_ms, s.described ? s.described->send_ms : comm.Ms(CommOp::kSend, 2, s.send_bytes));
+    send_ms = std::max(send_ms, s.described ? s.described->send_ms : SendMs(in, comm, s.send_bytes));
   }
   LS_ASSIGN_OR_RETURN(const PipelineTime pipe, Pipeline(in, fwd, bwd, send_ms));
   pr.pipeline_ms = pipe.makespan;
@@ -328,7 +344,7 @@ Result<Prediction> PredictLayout(const LayoutInput& in, const CommTable& comm) {
   // the cores their latency is that of the slowest rank to be scheduled, which the measured
   // curve of the world group includes (cnn-fashion on 8 threads, 2 cores: ~0.12 ms each).
   const int world = in.dp * in.tp * in.pp;
-  pr.step_sync_ms = comm.Ms(CommOp::kAllGather, world, in.step_stats_bytes * world);
+  pr.step_sync_ms = comm.Ms(CommOp::kAllGather, world, in.step_stats_bytes * world, in.hosts.world_hosts);
   pr.comm_exposed_ms = dp_exposed + tp_ms + pr.step_sync_ms + pipe.sends;
   pr.comm_total_ms += pr.step_sync_ms;
   pr.step_ms = pr.pipeline_ms + tail + pr.step_sync_ms;

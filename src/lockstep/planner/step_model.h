@@ -29,6 +29,7 @@
 #include "lockstep/core/result.h"
 #include "lockstep/parallel/pipeline_schedule.h"
 #include "lockstep/planner/comm_curve.h"
+#include "lockstep/planner/host_placement.h"
 
 namespace lockstep::planner {
 
@@ -184,6 +185,10 @@ struct LayoutInput {
   // record's all-gather (this many bytes from each rank; it carries the exact gradient norm's
   // parts too). 0: left out (synthetic tests of the other terms).
   int64_t step_stats_bytes = 0;
+  // Where the groups sit when the workers span hosts (`plan --hosts`): the dp collectives, the
+  // pipeline's sends and the step's world collective then take the curves measured across that
+  // many hosts, each group its share of a host's link. One machine: the defaults.
+  HostPlacement hosts;
   // train.grad_compression = "powersgd" or train.sync = "diloco" (dp only, zero 0, pp 1): the
   // data-parallel term is theirs instead of DDP's buckets.
   struct LowComm {
