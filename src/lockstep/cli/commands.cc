@@ -75,6 +75,8 @@ int Main(int argc, char** argv) {
   b->add_option("--op", bench.op, "allreduce|reduce_scatter|all_gather|broadcast|all");
   b->add_option("--min-bytes", min_bytes, "smallest message (K/M/G suffixes)");
   b->add_option("--max-bytes", max_bytes, "largest message (K/M/G suffixes)");
+  b->add_option("--iters", bench.iters, "timed iterations a size (default: by size, 1000 down to 5)")
+      ->check(CLI::Range(1, 1000000));
   b->add_flag("--json", bench.json, "one JSON object per line instead of a table");
 
   ReportArgs report;

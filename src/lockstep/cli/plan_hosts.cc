@@ -76,8 +76,11 @@ Status MeasurePlacement(const PlanHostsSetup& setup, const std::string& backend,
   for (size_t i = 0; i < per_host.size(); ++i)
     spec += (i ? "," : "") + setup.hosts[i].name + ":" + std::to_string(per_host[i]);
   const bool equal = std::adjacent_find(per_host.begin(), per_host.end(), std::not_equal_to<>()) == per_host.end();
+  // 10 timed iterations a size (bench-comm's default runs up to 1000 of the small ones, which
+  // over a slow link takes minutes for what 10 tell).
   std::vector<std::string> args = {"bench-comm", "--hosts",   spec, "--op", ops, "--min-bytes", "4096",
-                                   "--max-bytes", std::to_string(max_bytes), "--json", "--mpi-if", setup.interface};
+                                   "--max-bytes", std::to_string(max_bytes), "--iters", "10", "--json",
+                                   "--mpi-if", setup.interface};
   if (backend == "mpi" || !equal) args.insert(args.end(), {"--backend", "mpi"});
   std::string out;
   const int rc = RunCaptured(args, &out);
