@@ -12,12 +12,18 @@
 # efficiency against one host would measure the cores). "exposed (own)": the share of lockstep's
 # step it measured waiting for gradient communication (exposed_comm_ms / step_ms).
 # One host is the threads backend (2 workers, nothing crosses a link).
+# "plan t/s": what `lockstep plan --hosts` (same hosts, backend and overrides; its collectives
+# measured across the same link) predicts for that row's layout (dp = every worker, ZeRO 0,
+# fp32, one micro-batch), and "plan err" its error against the row (issue 40's goal: 15%).
+# PLAN=0 leaves the plans out.
 # Needs root. Usage: bench/hier_train.sh [steps=61] [rates="200mbit 1gbit"] [hosts="2 4"]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 STEPS=${1:-61}
 RATES=${2:-"200mbit 1gbit"}
 HOSTS=${3:-"2 4"}
+PLAN=${PLAN-1}
+[ "$PLAN" = 0 ] && PLAN=
 source bench/peer_lib.sh
 peer_setup
 machine_line
@@ -56,6 +62,34 @@ ls_run() {  # name, hosts, backend flags: tokens/s
 # (ls_run prints "tokens/s exposed%": the share of the step lockstep measured waiting for
 # gradient communication.)
 
+plan_run() {  # name, hosts, backend flags: tokens/s `lockstep plan --hosts` predicts for dp=N
+  local name=$1 h=$2 hosts="" k cache=$tmp/plan-$1
+  shift 2
+  for ((k = 0; k < h; ++k)); do hosts+="${hosts:+,}$LOCKSTEP_CLUSTER_NAME-h$k:2"; done
+  # The compute profile of these workers is measured once (the first plan of h hosts) and
+  # reused; the collectives are measured again at every link.
+  mkdir -p "$cache"
+  [ -f "$tmp/plan-compute-$h.json" ] && python3 -c "
+import json, sys; j = json.load(open(sys.argv[1])); j['comm'] = {}; j.pop('zero', None)
+json.dump(j, open(sys.argv[2], 'w'))" "$tmp/plan-compute-$h.json" "$cache/plan-profile.json"
+  ip netns exec "$h0" unshare --uts sh -c "hostname $h0 && exec env OMPI_ALLOW_RUN_AS_ROOT=1 \
+    OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 LOCKSTEP_MPIRUN_ARGS='--mca plm_rsh_agent $PWD/scripts/netns-agent.sh \
+    --mca plm_rsh_no_tree_spawn 1 --mca orte_keep_fqdn_hostnames 1' timeout 900 build/lockstep plan \
+    --config configs/gpt-tiny.toml --hosts $hosts --mpi-if eth0 --set train.threads=1 --set eval.batches=1 \
+    --set eval.every=0 --out $cache --json $cache/plan.json $*" >"$tmp/$name.plan.log" 2>&1 || true
+  [ -f "$tmp/plan-compute-$h.json" ] || cp "$cache/plan-profile.json" "$tmp/plan-compute-$h.json" 2>/dev/null
+  python3 - "$cache/plan.json" "$((2 * h))" <<'PYX'
+import json, sys
+try:
+    rows = json.load(open(sys.argv[1]))["layouts"]
+except (OSError, ValueError, KeyError):
+    print(0); sys.exit()
+r = [r for r in rows if r["layout"] == f"dp={sys.argv[2]},tp=1,pp=1" and r["zero"] == 0 and r["microbatches"] == 1
+     and r["precision"] == "fp32" and r["recompute"] == "none"]
+print(f"{r[0]['tokens_per_s']:.0f}" if r else 0)
+PYX
+}
+
 peer_run() {  # hosts: tokens/s (median step) of PyTorch DDP, 2 ranks a host
   local h=$1 port=$((29700 + RANDOM % 200)) r
   for ((r = 0; r < 2 * h; ++r)); do
@@ -73,24 +107,34 @@ one=$(ip netns exec "$h0" true 2>/dev/null; build/lockstep train --config config
   tokens_per_s "$tmp/one/metrics.jsonl" | cut -d' ' -f1)
 echo "one host (threads backend, 2 workers): $one tokens/s"
 declare -A base
-printf '%-9s %5s %-8s %10s %11s %13s %15s\n' link hosts run tokens/s efficiency "1 - efficiency" "exposed (own)"
+printf '%-9s %5s %-8s %10s %11s %13s %15s %11s %8s\n' link hosts run tokens/s efficiency "1 - efficiency" \
+  "exposed (own)" "plan t/s" "plan err"
 for rate in unshaped $RATES; do
   if [ "$rate" = unshaped ]; then scripts/cluster.sh up "$max_hosts" >/dev/null
   else scripts/cluster.sh up "$max_hosts" --rate "$rate" >/dev/null; fi
   for h in $HOSTS; do
     for kind in hier mpi pytorch; do
-      own=-
+      own=- plan=- err=-
       case $kind in
-        hier) read -r tps own <<<"$(ls_run "hier-$rate-$h" "$h")" ;;
-        mpi) read -r tps own <<<"$(ls_run "mpi-$rate-$h" "$h" --backend mpi)" ;;
+        hier) read -r tps own <<<"$(ls_run "hier-$rate-$h" "$h")"
+          [ -n "$PLAN" ] && plan=$(plan_run "hier-$rate-$h" "$h") ;;
+        mpi) read -r tps own <<<"$(ls_run "mpi-$rate-$h" "$h" --backend mpi)"
+          [ -n "$PLAN" ] && plan=$(plan_run "mpi-$rate-$h" "$h" --backend mpi) ;;
         pytorch) tps=$(peer_run "$h") ;;
       esac
+      [ "$plan" != - ] && err=$(python3 -c "print(f'{100*($plan-$tps)/$tps:+.0f}%' if $tps else '-')")
       [ "$rate" = unshaped ] && base[$kind$h]=$tps
       eff=$(python3 -c "b=${base[$kind$h]:-0}; print(f'{100*$tps/b:.0f}%' if b else '-')")
       exp=$(python3 -c "b=${base[$kind$h]:-0}; print(f'{100-100*$tps/b:.0f}%' if b else '-')")
-      printf '%-9s %5s %-8s %10s %11s %13s %15s\n' "$rate" "$h" "$kind" "$tps" "$eff" "$exp" "$own"
+      printf '%-9s %5s %-8s %10s %11s %13s %15s %11s %8s\n' "$rate" "$h" "$kind" "$tps" "$eff" "$exp" "$own" \
+        "$plan" "$err"
     done
   done
   scripts/cluster.sh down >/dev/null
 done
+# (A plan that measured its compute prints its "second look at the compute"; "profile: measured"
+# also counts the collectives.)
+[ -n "$PLAN" ] && echo "plans: $(cat "$tmp"/*.plan.log | grep -c '^second look at the compute') of \
+$(ls "$tmp"/*.plan.log | wc -l) measured their compute profile, the others took their host count's first plan's"
+
 echo "peer: torch 1.13 on OpenBLAS ($(grep -o 'blas=[^ ]*' "$tmp/peer0.log" | cut -d= -f2)), gloo, 2 ranks a host"

@@ -153,7 +153,9 @@ Status RunPlan(const PlanOptions& o, const CommMeasurer& measure, const ZeroMeas
               o.hosts.count > 0 ? (" on " + std::to_string(o.hosts.count) + " hosts").c_str() : "", backend.c_str(),
               static_cast<long long>(s.run.train.batch_size),
               static_cast<double>(r.mem_limit) / 1048576.0,
-              o.mem_limit > 0 ? "--mem-limit" : "machine memory / workers");
+              o.mem_limit > 0                                 ? "--mem-limit"
+              : o.hosts.count > 0 && !o.hosts.share_cores ? "this machine's memory / a host's workers"
+                                                           : "machine memory / workers");
   PrintPlan(r, stdout);
   return WritePlanJson(r, o.json_path);
 }
