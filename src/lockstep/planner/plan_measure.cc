@@ -2,12 +2,12 @@
 // (MeasurePlanZero).
 #include "lockstep/planner/plan_measure.h"
 
-#include "lockstep/planner/host_placement.h"
-
 #include <algorithm>
 #include <cstdio>
 #include <set>
 #include <thread>
+
+#include "lockstep/planner/host_placement.h"
 
 namespace lockstep::planner {
 namespace {
@@ -153,6 +153,7 @@ Result<CommTable> MeasureCollectives(const PlanOptions& o, const PlanSetup& s, c
     Result<CommTable> t = CommTable::FromJson(cached[comm_slot]);
     if (t.ok() && have(*t)) return *t;
   }
+  if (groups.empty() && across.empty() && !send && !send_across) return comm;  // one worker: nothing to measure
   if (!groups.empty() || send) {
     LS_ASSIGN_OR_RETURN(comm, measure(std::vector<int>(groups.begin(), groups.end()), send));
   }
