@@ -308,6 +308,20 @@ TEST(Plan, HardwareFileErrorsNameTheField) {
   CommandResult r = RunLockstep({"plan", "--config", config, "--hardware", good, "--nproc", "7"});
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_NE(r.err.find("no layout of 7 devices"), std::string::npos) << r.err;
+  // The described frameworks have no DiLoCo or PowerSGD; described hosts are not measured ones.
+  const std::vector<std::pair<std::vector<std::string>, std::string>> refused = {
+      {{"--set", "train.sync=diloco"}, "not train.sync = \"diloco\""},
+      {{"--set", "train.grad_compression=powersgd"}, "not train.grad_compression = \"powersgd\""},
+      {{"--hosts", "h0:4,h1:4"}, "--hosts measures real ones"},
+  };
+  for (const auto& [flags, want] : refused) {
+    std::vector<std::string> args = {"plan", "--config", config, "--hardware", good, "--nproc", "8"};
+    args.insert(args.end(), flags.begin(), flags.end());
+    CommandResult no = RunLockstep(args);
+    EXPECT_EQ(no.exit_code, 2) << want;
+    EXPECT_EQ(std::count(no.err.begin(), no.err.end(), '\n'), 1) << no.err;
+    EXPECT_NE(no.err.find(want), std::string::npos) << no.err;
+  }
 }
 
 // A described machine: `peak` TFLOP/s at full efficiency (flash attention's backward at

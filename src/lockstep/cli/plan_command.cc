@@ -249,6 +249,8 @@ int RunPlanCommand(PlanCommand& cmd, int argc, char** argv) {
   }
   if (!cmd.zero_probe.empty()) return RunZeroProbe(cmd);
   PlanHostsSetup hosts;
+  if (with_hosts && !o.hardware_path.empty())
+    return fail("--hardware describes the machines; --hosts measures real ones: give one of them");
   if (with_hosts) {
     Result<PlanHostsSetup> h =
         ResolvePlanHosts(cmd.hosts, cmd.hostfile, cmd.mpi_interface, cmd.app->count("--nproc") > 0, argc, argv, &o);

@@ -88,6 +88,17 @@ Status RunHardwarePlan(const PlanOptions& o) {
   LS_ASSIGN_OR_RETURN(int64_t batch, config.GetInt("train.batch_size", 16));
   if (batch < 1) return Status::InvalidArgument("train.batch_size must be at least 1");
   LS_RETURN_IF_ERROR(runtime::CheckConfigKeys(config).status());
+  // The described frameworks' data parallelism is DDP's or FSDP's: planning DiLoCo or PowerSGD
+  // with it would print their rows as if every step allreduced the whole gradient.
+  LS_ASSIGN_OR_RETURN(std::string sync, config.GetString("train.sync", "every_step"));
+  LS_ASSIGN_OR_RETURN(std::string compression, config.GetString("train.grad_compression", "none"));
+  if (sync == "diloco" || compression == "powersgd")
+    return Status::InvalidArgument(
+        std::string("--hardware models DDP and FSDP only, not ") +
+        (sync == "diloco" ? "train.sync = \"diloco\"" : "train.grad_compression = \"powersgd\"") +
+        ": plan it on a measured machine (without --hardware)");
+  if (o.hosts.count > 0)
+    return Status::InvalidArgument("--hardware describes the machines; --hosts measures real ones: give one of them");
   LS_ASSIGN_OR_RETURN(Hardware hw, ReadHardware(o.hardware_path));
   LS_ASSIGN_OR_RETURN(double clip, config.GetDouble("optim.grad_clip", 0.0));
   LS_ASSIGN_OR_RETURN(PlanResult r, PlanForHardware(hw, shape, batch, o.nproc, o.mem_limit, clip > 0));
