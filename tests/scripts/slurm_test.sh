@@ -5,6 +5,7 @@
 #  - examples/slurm/train.sbatch (2 nodes x 2 tasks, one lockstep process a node started by
 #    mpirun through Slurm): mid-run node 1's slurmd, job step and workers are killed; the job
 #    finishes on node 0 with the same weights_xxh64, the world changed from 4 to 2 workers;
+#  - `plan` in salloc's shell: the allocation's nodes are its hosts;
 #  - plain srun without an MPI plugin, and a malformed node list: one line, exit 2.
 # Needs root, network namespaces and Slurm: skips without them, fails under LOCKSTEP_CI=1.
 # Usage: slurm_test.sh SOURCE_DIR LOCKSTEP_BINARY
@@ -59,6 +60,12 @@ out=$("$S" run timeout 120 salloc -N2 --ntasks-per-node=2 "$BIN" bench-comm --ho
   --min-bytes 1K --max-bytes 1M 2>&1)
 check "bench-comm --hosts: 4 ranks, backend hier" grep -q "allreduce, backend hier, 4 ranks" <<<"$out"
 check "  every value right" grep -q "Out of bounds values : 0 OK" <<<"$out"
+
+# plan inside the allocation: its nodes are the hosts (a two-block gpt-tiny: seconds).
+out=$("$S" run timeout 180 salloc -N2 --ntasks-per-node=1 sh -c "cd '$SRC' && '$BIN' plan --config configs/gpt-tiny.toml \
+  --set model.layers=2 --set model.context=32 --set train.batch_size=4 --out '$work/plan'" 2>&1)
+grep -q "^gpt, 2 workers on 2 hosts (hier backend)" <<<"$out" || tail -5 <<<"$out"
+check "salloc: plan takes the allocation's 2 nodes as its hosts" grep -q "^gpt, 2 workers on 2 hosts (hier backend)" <<<"$out"
 
 # Bad input: one line, exit 2.
 out=$("$S" run timeout 60 srun -N2 -n2 -D "$SRC" "$BIN" train "${flags[@]}" --out "$work/nompi" 2>&1)

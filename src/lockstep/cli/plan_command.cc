@@ -15,6 +15,7 @@
 #include "lockstep/comm/mpi/mpi_communicator.h"
 #include "lockstep/comm/threads/threads_world.h"
 #include "lockstep/core/config.h"
+#include "lockstep/runtime/setup/slurm_env.h"
 
 namespace lockstep::cli {
 namespace {
@@ -240,7 +241,15 @@ int RunPlanCommand(PlanCommand& cmd, int argc, char** argv) {
   };
   if (cmd.host_facts) return PrintHostFacts();
   if (o.config_path.empty()) return fail("--config is required");
-  const bool with_hosts = !cmd.hosts.empty() || !cmd.hostfile.empty();
+  // In an allocation's batch script (or salloc's shell) of several nodes, as `train` there: the
+  // nodes are the hosts, unless --hosts, --hostfile, --nproc or --hardware says otherwise.
+  std::string hosts_flag = cmd.hosts;
+  if (hosts_flag.empty() && cmd.hostfile.empty() && cmd.app->count("--nproc") == 0 && o.hardware_path.empty()) {
+    Result<std::optional<runtime::SlurmJob>> job = runtime::ReadSlurmJob();
+    if (!job.ok()) return fail(job.status().message());
+    if (*job && !(*job)->in_step && (*job)->nodes.size() > 1) hosts_flag = runtime::FormatHosts((*job)->nodes);
+  }
+  const bool with_hosts = !hosts_flag.empty() || !cmd.hostfile.empty();
   if (cmd.app->count("--nproc") == 0 && !with_hosts) return fail("--nproc is required (or --hosts)");
   if (!cmd.mem_limit.empty()) {
     Result<int64_t> v = ParseSize(cmd.mem_limit, "--mem-limit");
@@ -253,7 +262,7 @@ int RunPlanCommand(PlanCommand& cmd, int argc, char** argv) {
     return fail("--hardware describes the machines; --hosts measures real ones: give one of them");
   if (with_hosts) {
     Result<PlanHostsSetup> h =
-        ResolvePlanHosts(cmd.hosts, cmd.hostfile, cmd.mpi_interface, cmd.app->count("--nproc") > 0, argc, argv, &o);
+        ResolvePlanHosts(hosts_flag, cmd.hostfile, cmd.mpi_interface, cmd.app->count("--nproc") > 0, argc, argv, &o);
     if (!h.ok()) {
       std::fprintf(stderr, "lockstep: error: %s\n", h.status().message().c_str());
       return h.status().code() == StatusCode::kInternal ? 1 : 2;
