@@ -262,7 +262,7 @@ int RunPlanCommand(PlanCommand& cmd, int argc, char** argv) {
     return fail("--hardware describes the machines; --hosts measures real ones: give one of them");
   if (with_hosts) {
     Result<PlanHostsSetup> h =
-        ResolvePlanHosts(hosts_flag, cmd.hostfile, cmd.mpi_interface, cmd.app->count("--nproc") > 0, argc, argv, &o);
+        ResolvePlanHosts(hosts_flag, cmd.hostfile, cmd.mpi_interface, cmd.app->count("--nproc") > 0, argv[0], &o);
     if (!h.ok()) {
       std::fprintf(stderr, "lockstep: error: %s\n", h.status().message().c_str());
       return h.status().code() == StatusCode::kInternal ? 1 : 2;

@@ -124,7 +124,7 @@ int PrintHostFacts() {
 }
 
 Result<PlanHostsSetup> ResolvePlanHosts(const std::string& hosts_flag, const std::string& hostfile,
-                                        const std::string& mpi_interface, bool nproc_given, int argc, char** argv,
+                                        const std::string& mpi_interface, bool nproc_given, char* argv0,
                                         planner::PlanOptions* o) {
   PlanHostsSetup setup;
   if (!hosts_flag.empty() && !hostfile.empty())
@@ -162,12 +162,11 @@ Result<PlanHostsSetup> ResolvePlanHosts(const std::string& hosts_flag, const std
   int rc = 0;
   if (net.ok()) {
     char plan[] = "plan", facts[] = "--host-facts";
-    char* av[] = {argv[0], plan, facts, nullptr};
+    char* av[] = {argv0, plan, facts, nullptr};
     rc = comm::RunUnderMpirun(mpirun, o->hosts.count, 3, av, {}, {}, &out);
   }
   unlink(path);
   LS_RETURN_IF_ERROR(net);
-  (void)argc;
   if (rc != 0)
     return Status::Internal("plan: asking the hosts for their cores under mpirun failed (status " +
                             std::to_string(rc) + ")");

@@ -31,7 +31,7 @@ struct PlanHostsSetup {
 // Reads --hosts or --hostfile (one line each for a bad list, unequal slots, --nproc other than
 // their slots), asks each host for its facts and fills options->hosts and options->nproc.
 Result<PlanHostsSetup> ResolvePlanHosts(const std::string& hosts_flag, const std::string& hostfile,
-                                        const std::string& mpi_interface, bool nproc_given, int argc, char** argv,
+                                        const std::string& mpi_interface, bool nproc_given, char* argv0,
                                         planner::PlanOptions* options);
 
 // The curves of `groups` and (send) a send between two hosts, each a bench-comm --hosts child
