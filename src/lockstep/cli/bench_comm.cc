@@ -2,10 +2,8 @@
 
 #include <unistd.h>
 
-#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <map>
 #include <sstream>
 #include <thread>
@@ -203,14 +201,9 @@ Status ApplyHosts(BenchCommArgs* args, comm::MpirunSetup* mpirun, std::string* h
   }
   if (comm::InsideMpirun()) return Status::Ok();
   // A hostfile of its own for this launch (mpirun numbers ranks in its order).
-  char path[] = "/tmp/lockstep-bench-hosts.XXXXXX";
-  const int fd = mkstemp(path);
-  if (fd < 0) return Status::IoError(std::string("cannot create a hostfile in /tmp: ") + std::strerror(errno));
-  close(fd);
-  *hostfile = path;  // removed once mpirun is done
-  LS_RETURN_IF_ERROR(runtime::WriteHostfile(path, hosts, args->backend == "hier",
-                                            "written by lockstep bench-comm: ranks in this order"));
-  mpirun->args.insert(mpirun->args.end(), {"--hostfile", path});
+  LS_ASSIGN_OR_RETURN(*hostfile, runtime::WriteTempHostfile("bench", hosts, args->backend == "hier",
+                                                            "written by lockstep bench-comm: ranks in this order"));
+  mpirun->args.insert(mpirun->args.end(), {"--hostfile", *hostfile});  // removed once mpirun is done
   mpirun->interface = args->mpi_interface;
   if (mpirun->interface.empty()) {
     LS_ASSIGN_OR_RETURN(mpirun->interface, runtime::InterfaceReaching(hosts));

@@ -1,6 +1,10 @@
 #include "lockstep/runtime/setup/hosts.h"
 
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -115,6 +119,19 @@ Status WriteHostfile(const std::string& path, const std::vector<Host>& hosts, bo
   out.close();
   if (!out) return Status::IoError("cannot write " + path);
   return Status::Ok();
+}
+
+Result<std::string> WriteTempHostfile(const std::string& tag, const std::vector<Host>& hosts, bool one_process_a_host,
+                                      const std::string& header) {
+  std::string path = "/tmp/lockstep-" + tag + "-hosts.XXXXXX";
+  const int fd = mkstemp(path.data());
+  if (fd < 0) return Status::IoError(std::string("cannot create a hostfile in /tmp: ") + std::strerror(errno));
+  close(fd);
+  if (Status s = WriteHostfile(path, hosts, one_process_a_host, header); !s.ok()) {
+    unlink(path.c_str());
+    return s;
+  }
+  return path;
 }
 
 Result<std::string> InterfaceReaching(const std::vector<Host>& hosts) {

@@ -39,6 +39,11 @@ Status CheckEqualSlots(const std::vector<Host>& hosts);
 Status WriteHostfile(const std::string& path, const std::vector<Host>& hosts, bool one_process_a_host,
                      const std::string& header);
 
+// WriteHostfile into a new file /tmp/lockstep-<tag>-hosts.XXXXXX (mkstemp), whose path it
+// returns: the caller removes it once mpirun is done. IoError (the file removed) when it cannot.
+Result<std::string> WriteTempHostfile(const std::string& tag, const std::vector<Host>& hosts, bool one_process_a_host,
+                                      const std::string& header);
+
 // --mpi-if's default for these hosts: the interface on their subnet (comm::InterfaceReaching).
 Result<std::string> InterfaceReaching(const std::vector<Host>& hosts);
 
