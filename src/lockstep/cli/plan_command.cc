@@ -39,20 +39,6 @@ int Iters(int64_t bytes) {
   return static_cast<int>(std::clamp<int64_t>((16 << 20) / std::max<int64_t>(bytes, 1), 3, 50));
 }
 
-CommOp ToCommOp(BenchOp op) {
-  switch (op) {
-    case BenchOp::kAllreduce:
-      return CommOp::kAllreduce;
-    case BenchOp::kReduceScatter:
-      return CommOp::kReduceScatter;
-    case BenchOp::kAllGather:
-      return CommOp::kAllGather;
-    case BenchOp::kBroadcast:
-      return CommOp::kSend;  // a broadcast between two ranks is one send
-  }
-  return CommOp::kAllreduce;
-}
-
 // Runs fn(0) .. fn(n - 1) on n threads at once (the ranks of a threads group, which must all
 // take part in their collectives); the first error any of them returned.
 Status RunOnThreads(int n, const std::function<Status(int)>& fn) {

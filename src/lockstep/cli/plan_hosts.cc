@@ -1,12 +1,11 @@
 #include "lockstep/cli/plan_hosts.h"
 
-#include <fcntl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
-#include <cstring>
+#include <cerrno>
 #include <fstream>
 #include <map>
 #include <set>
@@ -93,6 +92,20 @@ Status MeasurePlacement(const PlanHostsSetup& setup, const std::string& backend,
 
 }  // namespace
 
+CommOp ToCommOp(BenchOp op) {
+  switch (op) {
+    case BenchOp::kAllreduce:
+      return CommOp::kAllreduce;
+    case BenchOp::kReduceScatter:
+      return CommOp::kReduceScatter;
+    case BenchOp::kAllGather:
+      return CommOp::kAllGather;
+    case BenchOp::kBroadcast:
+      return CommOp::kSend;  // a broadcast between two ranks is one send
+  }
+  return CommOp::kAllreduce;
+}
+
 // bench-comm --json lines ({"op", "bytes", "time_us"}) into `table` for `group` on `hosts`.
 void AddBenchLines(const std::string& out, int group, int hosts, CommTable* table) {
   std::map<std::string, CommCurve> curves;
@@ -103,12 +116,8 @@ void AddBenchLines(const std::string& out, int group, int hosts, CommTable* tabl
     if (j.is_discarded() || !j.contains("op") || !j.contains("bytes") || !j.contains("time_us")) continue;
     curves[j["op"].get<std::string>()].Add(j["bytes"].get<int64_t>(), j["time_us"].get<double>() * 1e-3);
   }
-  const std::pair<const char*, CommOp> ops[] = {{"allreduce", CommOp::kAllreduce},
-                                                {"reduce_scatter", CommOp::kReduceScatter},
-                                                {"all_gather", CommOp::kAllGather},
-                                                {"broadcast", CommOp::kSend}};  // between two ranks: a send
-  for (const auto& [name, op] : ops)
-    if (auto it = curves.find(name); it != curves.end()) table->Set(op, group, it->second, hosts);
+  for (BenchOp b : {BenchOp::kAllreduce, BenchOp::kReduceScatter, BenchOp::kAllGather, BenchOp::kBroadcast})
+    if (auto it = curves.find(BenchOpName(b)); it != curves.end()) table->Set(ToCommOp(b), group, it->second, hosts);
 }
 
 int PrintHostFacts() {
@@ -150,22 +159,19 @@ Result<PlanHostsSetup> ResolvePlanHosts(const std::string& hosts_flag, const std
   }
   // Each host's facts: this command with --host-facts, one process a host.
   comm::MpirunSetup mpirun = comm::MpirunSetup::FromEnvironment();
-  char path[] = "/tmp/lockstep-plan-hosts.XXXXXX";
-  const int fd = mkstemp(path);
-  if (fd < 0) return Status::IoError(std::string("cannot create a hostfile in /tmp: ") + std::strerror(errno));
-  close(fd);
-  Status written = runtime::WriteHostfile(path, setup.hosts, true, "written by lockstep plan: one process a host");
+  LS_ASSIGN_OR_RETURN(const std::string path, runtime::WriteTempHostfile("plan", setup.hosts, true,
+                                                                       "written by lockstep plan: one process a host"));
   mpirun.args.insert(mpirun.args.end(), {"--hostfile", path});
   mpirun.interface = setup.interface;
   std::string out;
-  Status net = written.ok() ? comm::CheckMpiNetwork(mpirun) : written;
+  Status net = comm::CheckMpiNetwork(mpirun);
   int rc = 0;
   if (net.ok()) {
     char plan[] = "plan", facts[] = "--host-facts";
     char* av[] = {argv0, plan, facts, nullptr};
     rc = comm::RunUnderMpirun(mpirun, o->hosts.count, 3, av, {}, {}, &out);
   }
-  unlink(path);
+  unlink(path.c_str());
   LS_RETURN_IF_ERROR(net);
   if (rc != 0)
     return Status::Internal("plan: asking the hosts for their cores under mpirun failed (status " +

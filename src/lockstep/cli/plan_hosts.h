@@ -9,11 +9,15 @@
 #include <string>
 #include <vector>
 
+#include "lockstep/cli/bench_comm_measure.h"
 #include "lockstep/core/result.h"
 #include "lockstep/planner/planner.h"
 #include "lockstep/runtime/setup/hosts.h"
 
 namespace lockstep::cli {
+
+// bench-comm's collective as the planner's (a broadcast between two ranks: a send).
+planner::CommOp ToCommOp(BenchOp op);
 
 // bench-comm --json lines ({"op", "bytes", "time_us"}) into `table`: the curves of `group` on
 // `hosts` hosts (a broadcast between two ranks: the send).
