@@ -97,8 +97,6 @@ Status RunHardwarePlan(const PlanOptions& o) {
         std::string("--hardware models DDP and FSDP only, not ") +
         (sync == "diloco" ? "train.sync = \"diloco\"" : "train.grad_compression = \"powersgd\"") +
         ": plan it on a measured machine (without --hardware)");
-  if (o.hosts.count > 0)
-    return Status::InvalidArgument("--hardware describes the machines; --hosts measures real ones: give one of them");
   LS_ASSIGN_OR_RETURN(Hardware hw, ReadHardware(o.hardware_path));
   LS_ASSIGN_OR_RETURN(double clip, config.GetDouble("optim.grad_clip", 0.0));
   LS_ASSIGN_OR_RETURN(PlanResult r, PlanForHardware(hw, shape, batch, o.nproc, o.mem_limit, clip > 0));
