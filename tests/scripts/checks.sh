@@ -12,3 +12,10 @@ missing() {
   echo "skip: needs $1"
   exit 0
 }
+# The emulated-cluster tests need root and network namespaces: `missing` otherwise. $1 names a
+# throwaway namespace for the probe.
+need_namespaces() {
+  [ "$(id -u)" -eq 0 ] || missing "root"
+  ip netns add "$1" 2>/dev/null || missing "network namespaces (ip netns add)"
+  ip netns del "$1"
+}

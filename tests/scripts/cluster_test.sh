@@ -12,9 +12,7 @@ export LOCKSTEP_CLUSTER_SUBNET=10.215.0
 export LOCKSTEP_CLUSTER_DIR=$(mktemp -d)/cluster
 H=$LOCKSTEP_CLUSTER_NAME-h
 . "$SRC/tests/scripts/checks.sh"
-[ "$(id -u)" -eq 0 ] || missing "root"
-ip netns add "${H}probe" 2>/dev/null || missing "network namespaces (ip netns add)"
-ip netns del "${H}probe"
+need_namespaces "${H}probe"
 trap '"$C" down >/dev/null 2>&1; rm -rf "$(dirname "$LOCKSTEP_CLUSTER_DIR")"' EXIT
 
 ours() { ip netns list | awk '{print $1}' | grep -c "^$LOCKSTEP_CLUSTER_NAME-" || true; }

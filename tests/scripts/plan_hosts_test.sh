@@ -20,9 +20,7 @@ export LOCKSTEP_CLUSTER_DIR=$(mktemp -d)/cluster
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 H=$LOCKSTEP_CLUSTER_NAME-h
 . "$SRC/tests/scripts/checks.sh"
-[ "$(id -u)" -eq 0 ] || missing "root"
-ip netns add "${H}probe" 2>/dev/null || missing "network namespaces (ip netns add)"
-ip netns del "${H}probe"
+need_namespaces "${H}probe"
 work=$(mktemp -d -t lockstep-plan-hosts-test.XXXXXX)
 trap '"$SRC/scripts/cluster.sh" down >/dev/null 2>&1; rm -rf "$work" "$(dirname "$LOCKSTEP_CLUSTER_DIR")"' EXIT
 cd "$SRC"

@@ -20,10 +20,8 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 S=$SRC/scripts/slurm-cluster.sh
 H=$LOCKSTEP_CLUSTER_NAME-h
 . "$SRC/tests/scripts/checks.sh"
-[ "$(id -u)" -eq 0 ] || missing "root"
+need_namespaces "${H}probe"
 for tool in slurmctld slurmd srun munged; do command -v $tool >/dev/null || missing "$tool (scripts/setup.sh installs Slurm)"; done
-ip netns add "${H}probe" 2>/dev/null || missing "network namespaces (ip netns add)"
-ip netns del "${H}probe"
 work=$(mktemp -d -t lockstep-slurm-test.XXXXXX)
 trap '"$S" down >/dev/null 2>&1; rm -rf "$work" "$(dirname "$LOCKSTEP_CLUSTER_DIR")"' EXIT
 
